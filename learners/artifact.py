@@ -1,0 +1,200 @@
+"""One versioned, pickle-free container for every model kind.
+
+Layout (all integers little-endian)::
+
+    magic      8 bytes   b"LSRNART\\x00"
+    version    u16       FORMAT_VERSION
+    header_len u32       length of the JSON header
+    body_len   u64       length of the array body
+    header     JSON      {"kind", "format_version", "created_at", "params", "meta",
+                          "arrays": [{"name", "dtype", "shape", "offset", "nbytes"}]}
+    body       bytes     the arrays, C order, little-endian, 8-byte aligned
+    checksum   32 bytes  SHA-256 of everything before it
+
+Only plain numeric dtypes are stored; labels and other small values go in the
+JSON ``params``/``meta`` (JSON keeps ``"+1"`` and ``1`` apart). A wrong magic, an
+unknown version, a bad checksum, a truncated body or an inconsistent header is an
+:class:`ArtifactError` with a message that says which.
+
+>>> import numpy as np
+>>> blob = dumps("demo", {"c": 1.0}, {"w": np.arange(3.0)})
+>>> art = loads(blob)
+>>> art.kind, art.params, art.arrays["w"].tolist()
+('demo', {'c': 1.0}, [0.0, 1.0, 2.0])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FORMAT_VERSION", "MAGIC", "Artifact", "ArtifactError", "dumps", "load", "loads", "save"]
+
+MAGIC = b"LSRNART\x00"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sHIQ")  # magic, version, header_len, body_len
+_DIGEST = 32
+_ALLOWED_DTYPES = frozenset(
+    ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
+    + ["float32", "float64"]
+)
+_MAX_HEADER = 64 << 20
+
+
+class ArtifactError(ValueError):
+    """A model artifact that cannot be read (bad magic, version, checksum, truncation...)."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    kind: str
+    params: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    format_version: int = FORMAT_VERSION
+    checksum: str = ""
+
+    def array(self, name: str) -> np.ndarray:
+        try:
+            return self.arrays[name]
+        except KeyError:
+            raise ArtifactError(f"artifact of kind {self.kind!r} has no array {name!r}") from None
+
+
+def dumps(
+    kind: str,
+    params: Mapping[str, Any],
+    arrays: Mapping[str, np.ndarray],
+    meta: Mapping[str, Any] | None = None,
+    *,
+    created_at: float | None = None,
+) -> bytes:
+    """Serialise a model to bytes."""
+    entries = []
+    chunks: list[bytes] = []
+    offset = 0
+    for name, arr in arrays.items():
+        a = np.asarray(arr)
+        if a.dtype.name not in _ALLOWED_DTYPES:
+            raise ArtifactError(f"array {name!r} has unsupported dtype {a.dtype}")
+        a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        raw = a.tobytes(order="C")
+        pad = (-len(raw)) % 8
+        entries.append(
+            {
+                "name": name,
+                "dtype": a.dtype.name,
+                "shape": list(a.shape),
+                "offset": offset,
+                "nbytes": len(raw),
+            }
+        )
+        chunks.append(raw + b"\x00" * pad)
+        offset += len(raw) + pad
+    header = {
+        "kind": kind,
+        "format_version": FORMAT_VERSION,
+        "created_at": time.time() if created_at is None else float(created_at),
+        "params": dict(params),
+        "meta": dict(meta or {}),
+        "arrays": entries,
+    }
+    try:
+        hbytes = json.dumps(header, sort_keys=True, allow_nan=False).encode("utf-8")
+    except ValueError as exc:
+        raise ArtifactError(f"params/meta are not JSON-serialisable: {exc}") from None
+    body = b"".join(chunks)
+    prefix = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(hbytes), len(body))
+    h = hashlib.sha256()
+    for part in (prefix, hbytes, body):
+        h.update(part)
+    return prefix + hbytes + body + h.digest()
+
+
+def loads(blob: bytes | bytearray | memoryview, *, expected_kind: str | None = None) -> Artifact:
+    """Read an artifact, refusing anything malformed with an :class:`ArtifactError`."""
+    mv = memoryview(blob)
+    if len(mv) < _PREFIX.size:
+        raise ArtifactError(f"artifact is truncated: {len(mv)} bytes is shorter than the prefix")
+    magic, version, hlen, blen = _PREFIX.unpack_from(mv, 0)
+    if magic != MAGIC:
+        raise ArtifactError("not a learnserve artifact (wrong magic bytes)")
+    if version != FORMAT_VERSION:
+        raise ArtifactError(
+            f"unsupported artifact format version {version} (this build reads {FORMAT_VERSION})"
+        )
+    if hlen > _MAX_HEADER:
+        raise ArtifactError(f"artifact header of {hlen} bytes is implausibly large")
+    total = _PREFIX.size + hlen + blen + _DIGEST
+    if len(mv) < total:
+        raise ArtifactError(f"artifact is truncated: {len(mv)} of {total} bytes")
+    if len(mv) > total:
+        raise ArtifactError(f"artifact has {len(mv) - total} unexpected trailing bytes")
+    digest = hashlib.sha256(mv[: total - _DIGEST]).digest()
+    if digest != bytes(mv[total - _DIGEST :]):
+        raise ArtifactError("artifact checksum mismatch: the file is corrupted")
+    try:
+        header = json.loads(bytes(mv[_PREFIX.size : _PREFIX.size + hlen]).decode("utf-8"))
+        kind = header["kind"]
+        entries = header["arrays"]
+        params = header["params"]
+        meta = header.get("meta", {})
+        created_at = float(header["created_at"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"artifact header is malformed: {exc}") from None
+    if not isinstance(kind, str) or not isinstance(params, dict) or not isinstance(entries, list):
+        raise ArtifactError("artifact header is malformed: wrong field types")
+    if expected_kind is not None and kind != expected_kind:
+        raise ArtifactError(f"artifact holds a {kind!r} model, expected {expected_kind!r}")
+    body = mv[_PREFIX.size + hlen : _PREFIX.size + hlen + blen]
+    arrays: dict[str, np.ndarray] = {}
+    for e in entries:
+        try:
+            name, dtype, shape = e["name"], e["dtype"], tuple(int(s) for s in e["shape"])
+            off, nbytes = int(e["offset"]), int(e["nbytes"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(f"artifact array entry is malformed: {exc}") from None
+        if dtype not in _ALLOWED_DTYPES:
+            raise ArtifactError(f"array {name!r} has unsupported dtype {dtype!r}")
+        dt = np.dtype(dtype).newbyteorder("<")
+        if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) * dt.itemsize != nbytes:
+            raise ArtifactError(f"array {name!r}: shape {shape} does not match {nbytes} bytes")
+        if off < 0 or off + nbytes > blen:
+            raise ArtifactError(f"array {name!r} lies outside the artifact body")
+        arr = np.frombuffer(body[off : off + nbytes], dtype=dt).reshape(shape)
+        arrays[name] = arr.astype(dt.newbyteorder("="), copy=True)
+    return Artifact(
+        kind=kind,
+        params=params,
+        arrays=arrays,
+        meta=meta if isinstance(meta, dict) else {},
+        created_at=created_at,
+        format_version=version,
+        checksum=digest.hex(),
+    )
+
+
+def save(path: str | Path, blob: bytes) -> None:
+    """Write bytes atomically (temporary file, then rename)."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_bytes(blob)
+    tmp.replace(p)
+
+
+def load(path: str | Path, *, expected_kind: str | None = None) -> Artifact:
+    return loads(Path(path).read_bytes(), expected_kind=expected_kind)
+
+
+def peek_kind(blob: bytes) -> str:
+    """The model kind of a valid artifact (full validation included)."""
+    return loads(blob).kind

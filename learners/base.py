@@ -1,0 +1,105 @@
+"""Shared result types and the interfaces every learner kind implements.
+
+The service talks to learners only through these shapes, so a new algorithm
+plugs in by implementing one of the protocols and registering its kind in
+:mod:`learners.registry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from learners.features import Batch
+
+Label = str | int
+
+
+def check_label(label: Any, location: str) -> Label:
+    """A label is a string or an integer (not a bool, not a float)."""
+    from learners.features import FeatureError
+
+    if isinstance(label, bool) or not isinstance(label, str | int):
+        raise FeatureError(location, f"label must be a string or an integer, got {label!r}")
+    if isinstance(label, str) and not label:
+        raise FeatureError(location, "label must not be empty")
+    return label
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What one ``update`` did, with progressive (predict-then-learn) figures.
+
+    ``correct`` counts examples whose label was predicted right *before* the
+    model learned from them; ``loss_sum`` is the sum of their pre-update losses
+    (hinge loss for linear classifiers). For rankers ``metric_sum`` carries the
+    sum of the per-query progressive NDCG@10 over ``n_groups`` query groups.
+    """
+
+    applied: int
+    correct: int = 0
+    loss_sum: float = 0.0
+    updates: int = 0  # examples that actually changed the model
+    metric_sum: float = 0.0
+    n_groups: int = 0
+
+
+@dataclass(frozen=True)
+class Prediction:
+    label: Label
+    score: float
+    scores: dict[Label, float]
+    confidence: float | None = None
+
+
+@runtime_checkable
+class OnlineLearner(Protocol):
+    """A model that learns from a stream (classifier or ranker).
+
+    ``update`` validates the whole batch first and changes nothing on error; a
+    batch is only a transport: its result equals a loop of single updates.
+    """
+
+    kind: str
+    dim: int
+
+    def update(self, batch: Batch, targets: Sequence[Any], **kw: Any) -> UpdateResult: ...
+
+    def to_bytes(self) -> bytes: ...
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> OnlineLearner: ...
+
+    def state_digest(self) -> str: ...
+
+
+@runtime_checkable
+class BatchModel(Protocol):
+    """A model trained offline and deployed for scoring only."""
+
+    kind: str
+
+    def to_bytes(self) -> bytes: ...
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> BatchModel: ...
+
+
+def digest_arrays(*parts: Any) -> str:
+    """A stable SHA-256 over arrays and JSON-able scalars (for ``state_digest``)."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, np.ndarray):
+            a = np.ascontiguousarray(p)
+            h.update(a.dtype.str.encode())
+            h.update(str(a.shape).encode())
+            h.update(a.tobytes())
+        else:
+            h.update(json.dumps(p, sort_keys=True, default=str).encode())
+    return h.hexdigest()

@@ -1,0 +1,411 @@
+"""Feature batches: one CSR-like in-memory form for every wire format.
+
+A :class:`Batch` holds ``n`` examples as ``indptr`` (int64, ``n + 1``), ``indices``
+(int64, sorted and unique within each row) and ``values`` (float64), plus the
+dimension ``dim``. Learners only ever see a ``Batch``; how the examples arrived
+(dense lists, sparse ``{index: value}`` maps, or named features) is decided here
+by a :class:`FeatureSpec`.
+
+Named features are hashed with MurmurHash3 (x86, 32-bit, seed 0) of their UTF-8
+bytes, so the same name lands on the same dimension on every machine and in every
+run (Python's ``hash()`` is salted per process and never used). A string value
+means a one-hot feature ``name=value`` with value 1.0.
+
+>>> spec = FeatureSpec.sparse(10)
+>>> b = spec.encode([{"3": 1.0, "1": 2.0}, {"0": 0.5}])
+>>> b.indices.tolist(), b.values.tolist()
+([1, 3, 0], [2.0, 1.0, 0.5])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "Batch",
+    "FeatureError",
+    "FeatureSpec",
+    "murmurhash3_32",
+]
+
+FeatureKind = Literal["dense", "sparse", "hashed"]
+
+
+class FeatureError(ValueError):
+    """An example that cannot become a feature row.
+
+    ``location`` names the example and field (``examples[3].x["17"]``) and
+    ``problem`` says what is wrong (``value is NaN``).
+    """
+
+    def __init__(self, location: str, problem: str) -> None:
+        super().__init__(f"{location}: {problem}")
+        self.location = location
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Batch:
+    """``n`` examples in CSR form. Rows have sorted, unique indices."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    dim: int
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.shape[0])
+
+    @classmethod
+    def from_dense(cls, X: np.ndarray, *, keep_zeros: bool = False) -> Batch:
+        """Build from a 2-d array; zeros are dropped unless ``keep_zeros``."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+        if not np.all(np.isfinite(X)):
+            row = int(np.argwhere(~np.isfinite(X))[0][0])
+            raise FeatureError(f"X[{row}]", "value is not finite")
+        n, d = X.shape
+        if keep_zeros:
+            indptr = np.arange(0, n * d + 1, d, dtype=np.int64)
+            indices = np.tile(np.arange(d, dtype=np.int64), n)
+            return cls(indptr, indices, X.ravel().copy(), d)
+        mask = X != 0.0
+        counts = mask.sum(axis=1)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        rows, cols = np.nonzero(mask)
+        del rows
+        return cls(indptr, cols.astype(np.int64), X[mask].astype(np.float64), d)
+
+    @classmethod
+    def from_csr(
+        cls, indptr: Any, indices: Any, values: Any, dim: int, *, check: bool = True
+    ) -> Batch:
+        """Wrap CSR arrays (e.g. a ``scipy.sparse.csr_matrix``'s) after checking them."""
+        ip = np.ascontiguousarray(indptr, dtype=np.int64)
+        ix = np.ascontiguousarray(indices, dtype=np.int64)
+        vs = np.ascontiguousarray(values, dtype=np.float64)
+        if check:
+            if ip.ndim != 1 or ip.shape[0] < 1 or ip[0] != 0 or ip[-1] != ix.shape[0]:
+                raise ValueError("indptr is not a valid CSR row pointer")
+            if np.any(np.diff(ip) < 0):
+                raise ValueError("indptr must be non-decreasing")
+            if ix.shape != vs.shape:
+                raise ValueError("indices and values must have the same length")
+            if ix.size and (ix.min() < 0 or ix.max() >= dim):
+                raise ValueError(f"a feature index is outside [0, {dim})")
+            if not np.all(np.isfinite(vs)):
+                raise ValueError("a feature value is not finite")
+            ip, ix, vs = _canonical_rows(ip, ix, vs)
+        return cls(ip, ix, vs, int(dim))
+
+    def to_dense(self, dtype: Any = np.float64) -> np.ndarray:
+        out = np.zeros((self.n_rows, self.dim), dtype=dtype)
+        rows = np.repeat(np.arange(self.n_rows), np.diff(self.indptr))
+        out[rows, self.indices] = self.values
+        return out
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.indptr[i], self.indptr[i + 1]
+        return self.indices[a:b], self.values[a:b]
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> Batch:
+        """A new batch with the given rows, in the given order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        starts, ends = self.indptr[rows], self.indptr[rows + 1]
+        counts = ends - starts
+        indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        if counts.sum() == 0:
+            sel = np.zeros(0, dtype=np.int64)
+        else:
+            sel = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+        return Batch(indptr, self.indices[sel], self.values[sel], self.dim)
+
+
+def _canonical_rows(
+    indptr: np.ndarray, indices: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sort each row by index and sum duplicates (deterministically, in sorted order)."""
+    n = indptr.shape[0] - 1
+    if indices.size == 0:
+        return indptr, indices, values
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    # lexsort by (row, index, value): identical input multisets give identical sums.
+    order = np.lexsort((values, indices, rows))
+    r, ix, vs = rows[order], indices[order], values[order]
+    new = np.ones(ix.shape[0], dtype=bool)
+    new[1:] = (r[1:] != r[:-1]) | (ix[1:] != ix[:-1])
+    if new.all():
+        return indptr, ix, vs
+    starts = np.flatnonzero(new)
+    summed = np.add.reduceat(vs, starts)
+    r2 = r[starts]
+    counts = np.bincount(r2, minlength=n)
+    ip = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=ip[1:])
+    return ip, ix[starts], summed
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def murmurhash3_32(data: bytes | str, seed: int = 0) -> int:
+    """MurmurHash3 x86 32-bit of ``data`` (UTF-8 for ``str``), as an unsigned int."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    length = len(data)
+    h = seed & 0xFFFFFFFF
+    nblocks = length // 4
+    for block_start in range(0, nblocks * 4, 4):
+        k = int.from_bytes(data[block_start : block_start + 4], "little")
+        k = (k * c1) & 0xFFFFFFFF
+        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
+        k = (k * c2) & 0xFFFFFFFF
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & 0xFFFFFFFF
+        h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
+    tail = data[nblocks * 4 :]
+    k = 0
+    if len(tail) >= 3:
+        k ^= tail[2] << 16
+    if len(tail) >= 2:
+        k ^= tail[1] << 8
+    if len(tail) >= 1:
+        k ^= tail[0]
+        k = (k * c1) & 0xFFFFFFFF
+        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
+        k = (k * c2) & 0xFFFFFFFF
+        h ^= k
+    h ^= length
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h
+
+
+@lru_cache(maxsize=1 << 18)
+def _hashed_index(name: str, mask: int) -> int:
+    # Feature vocabularies are small and repetitive; the cache makes hashing cheap.
+    return murmurhash3_32(name) & mask
+
+
+# --------------------------------------------------------------------------- specs
+
+
+def _fmt_key(key: Any) -> str:
+    return f'"{key}"' if isinstance(key, str) else str(key)
+
+
+def _number(v: Any, location: str) -> float:
+    # bool is an int subclass; a JSON true/false is not a feature value.
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise FeatureError(location, f"value must be a number, got {type(v).__name__}")
+    f = float(v)
+    if not math.isfinite(f):
+        raise FeatureError(location, "value is NaN" if f != f else "value is infinite")
+    return f
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """How wire examples become rows of a :class:`Batch` for one model.
+
+    - ``dense``: each example is a list of exactly ``dim`` numbers.
+    - ``sparse``: each example is ``{index: value}`` with ``0 <= index < dim``
+      (JSON object keys are strings; integer keys are accepted from Python).
+    - ``hashed``: each example is ``{name: number | string}``; hashed into
+      ``2**bits`` dimensions. Sparse-style integer-keyed maps are not special here:
+      every key is a name.
+    """
+
+    kind: FeatureKind
+    dim: int
+    bits: int | None = None
+
+    @classmethod
+    def dense(cls, dim: int) -> FeatureSpec:
+        return cls("dense", _check_dim(dim))
+
+    @classmethod
+    def sparse(cls, dim: int) -> FeatureSpec:
+        return cls("sparse", _check_dim(dim))
+
+    @classmethod
+    def hashed(cls, bits: int) -> FeatureSpec:
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 31:
+            raise ValueError(f"bits must be an integer in [1, 31], got {bits!r}")
+        return cls("hashed", 1 << bits, bits)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> FeatureSpec:
+        """From the service's JSON form: ``{"kind": "dense", "dim": 28}`` etc."""
+        kind = config.get("kind")
+        if kind == "dense":
+            return cls.dense(config.get("dim"))  # type: ignore[arg-type]
+        if kind == "sparse":
+            return cls.sparse(config.get("dim"))  # type: ignore[arg-type]
+        if kind == "hashed":
+            return cls.hashed(config.get("bits"))  # type: ignore[arg-type]
+        raise ValueError(f"features.kind must be 'dense', 'sparse' or 'hashed', got {kind!r}")
+
+    def to_config(self) -> dict[str, Any]:
+        if self.kind == "hashed":
+            return {"kind": "hashed", "bits": self.bits}
+        return {"kind": self.kind, "dim": self.dim}
+
+    # ------------------------------------------------------------------ encode
+
+    def encode(
+        self,
+        rows: Sequence[Any],
+        *,
+        where: str = "examples",
+        field: str = "x",
+        max_features: int | None = None,
+    ) -> Batch:
+        """Turn wire examples into a batch, or raise :class:`FeatureError`.
+
+        ``rows[i]`` is the feature part of example ``i``; errors are reported as
+        ``{where}[{i}].{field}...``. Nothing is partially built: an error in any
+        row raises before a batch exists.
+        """
+        n = len(rows)
+        if n == 0:
+            raise FeatureError(where, "no examples")
+        if self.kind == "dense":
+            return self._encode_dense(rows, where, field)
+        indptr = np.empty(n + 1, dtype=np.int64)
+        indptr[0] = 0
+        idx: list[int] = []
+        val: list[float] = []
+        hashed = self.kind == "hashed"
+        mask = self.dim - 1
+        for i, row in enumerate(rows):
+            loc = f"{where}[{i}].{field}"
+            if not isinstance(row, Mapping):
+                raise FeatureError(
+                    loc,
+                    f"must be an object of {'name' if hashed else 'index'}: value pairs "
+                    f"for {self.kind} features, got {type(row).__name__}",
+                )
+            if not row:
+                raise FeatureError(loc, "example has no features")
+            if max_features is not None and len(row) > max_features:
+                raise FeatureError(loc, f"{len(row)} features exceed the limit of {max_features}")
+            if hashed:
+                self._row_hashed(row, loc, mask, idx, val)
+            else:
+                self._row_sparse(row, loc, idx, val)
+            indptr[i + 1] = len(idx)
+        ip, ix, vs = _canonical_rows(
+            indptr, np.asarray(idx, dtype=np.int64), np.asarray(val, dtype=np.float64)
+        )
+        return Batch(ip, ix, vs, self.dim)
+
+    def _row_sparse(
+        self, row: Mapping[Any, Any], loc: str, idx: list[int], val: list[float]
+    ) -> None:
+        dim = self.dim
+        for key, v in row.items():
+            if isinstance(key, int) and not isinstance(key, bool):
+                j = key
+            else:
+                try:
+                    j = int(key)
+                except (TypeError, ValueError):
+                    raise FeatureError(
+                        f"{loc}[{_fmt_key(key)}]", "feature index is not an integer"
+                    ) from None
+            if not 0 <= j < dim:
+                raise FeatureError(
+                    f"{loc}[{_fmt_key(key)}]", f"feature index {j} is outside [0, {dim})"
+                )
+            idx.append(j)
+            val.append(_number(v, f"{loc}[{_fmt_key(key)}]"))
+
+    @staticmethod
+    def _row_hashed(
+        row: Mapping[Any, Any], loc: str, mask: int, idx: list[int], val: list[float]
+    ) -> None:
+        for key, v in row.items():
+            name = str(key)
+            if isinstance(v, str):
+                idx.append(_hashed_index(f"{name}={v}", mask))
+                val.append(1.0)
+            else:
+                idx.append(_hashed_index(name, mask))
+                val.append(_number(v, f"{loc}[{_fmt_key(key)}]"))
+
+    def _encode_dense(self, rows: Sequence[Any], where: str, field: str) -> Batch:
+        dim = self.dim
+        for i, row in enumerate(rows):
+            if not isinstance(row, list | tuple | np.ndarray):
+                raise FeatureError(
+                    f"{where}[{i}].{field}",
+                    f"must be a list of {dim} numbers for dense features, got {type(row).__name__}",
+                )
+            if len(row) != dim:
+                raise FeatureError(
+                    f"{where}[{i}].{field}",
+                    "example has no features"
+                    if len(row) == 0
+                    else f"has {len(row)} values, expected {dim}",
+                )
+        try:
+            X = np.array(rows, dtype=np.float64)
+        except (TypeError, ValueError):
+            X = None
+        if X is None or X.shape != (len(rows), dim) or not np.all(np.isfinite(X)):
+            # Slow path only to name the offending value precisely.
+            for i, row in enumerate(rows):
+                for j, v in enumerate(row):
+                    _number(v, f"{where}[{i}].{field}[{j}]")
+            raise FeatureError(where, "could not read dense examples")  # pragma: no cover
+        if any(isinstance(v, bool) for row in rows for v in row):
+            for i, row in enumerate(rows):
+                for j, v in enumerate(row):
+                    _number(v, f"{where}[{i}].{field}[{j}]")
+        return Batch.from_dense(X)
+
+
+def _check_dim(dim: Any) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be a positive integer, got {dim!r}")
+    return dim
+
+
+def concat(batches: Iterable[Batch]) -> Batch:
+    """Stack batches of the same dimension into one."""
+    bs = list(batches)
+    if not bs:
+        raise ValueError("no batches to concatenate")
+    dim = bs[0].dim
+    if any(b.dim != dim for b in bs):
+        raise ValueError("batches have different dimensions")
+    offsets = np.cumsum([0] + [b.nnz for b in bs[:-1]])
+    indptr = np.concatenate([[0]] + [b.indptr[1:] + o for b, o in zip(bs, offsets, strict=True)])
+    return Batch(
+        indptr.astype(np.int64),
+        np.concatenate([b.indices for b in bs]),
+        np.concatenate([b.values for b in bs]),
+        dim,
+    )

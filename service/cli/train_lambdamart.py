@@ -1,0 +1,1 @@
+"""Placeholder: this sub-command is being written; it registers nothing yet."""
