@@ -76,6 +76,11 @@ class Store(ABC):
     async def delete_model(self, name: str) -> bool:
         """Remove the model and everything stored for it. False if it did not exist."""
 
+    @abstractmethod
+    async def catalog_epoch(self) -> int:
+        """A counter bumped by every create/delete of a model and every artifact
+        add/activate, so other workers notice catalog changes cheaply."""
+
     # -------------------------------------------------------------- update log
     @abstractmethod
     async def append(self, name: str, payload: bytes) -> int:
@@ -92,6 +97,13 @@ class Store(ABC):
     @abstractmethod
     async def trim_log(self, name: str, upto: int) -> None:
         """Drop entries with position <= ``upto`` (they are covered by a checkpoint)."""
+
+    async def wait_for_entries(self, after: dict[str, int], timeout: float) -> None:
+        """Return when any model in ``after`` may have entries past its position, or
+        after ``timeout`` seconds. The default polls; RedisStore blocks on XREAD."""
+        import asyncio
+
+        await asyncio.sleep(min(timeout, 0.05))
 
     # -------------------------------------------------------------- checkpoints
     @abstractmethod
