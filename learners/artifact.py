@@ -43,8 +43,8 @@ FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sHIQ")  # magic, version, header_len, body_len
 _DIGEST = 32
 _ALLOWED_DTYPES = frozenset(
-    ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
-    + ["float32", "float64"]
+    {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"}
+    | {"float32", "float64"}
 )
 _MAX_HEADER = 64 << 20
 

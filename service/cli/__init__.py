@@ -19,12 +19,12 @@ train_app = typer.Typer(help="Train a batch model from files.", no_args_is_help=
 app.add_typer(train_app, name="train")
 
 # Sub-command modules register on import (order = order in --help).
-from service.cli import serve as _serve  # noqa: E402,F401
-from service.cli import train_lambdamart as _train_lambdamart  # noqa: E402,F401
-from service.cli import train_fastxml as _train_fastxml  # noqa: E402,F401
-from service.cli import train_llsvm as _train_llsvm  # noqa: E402,F401
-from service.cli import evaluate as _evaluate  # noqa: E402,F401
 from service.cli import deploy as _deploy  # noqa: E402,F401
+from service.cli import evaluate as _evaluate  # noqa: E402,F401
+from service.cli import serve as _serve  # noqa: E402,F401
+from service.cli import train_fastxml as _train_fastxml  # noqa: E402,F401
+from service.cli import train_lambdamart as _train_lambdamart  # noqa: E402,F401
+from service.cli import train_llsvm as _train_llsvm  # noqa: E402,F401
 
 
 def main() -> None:

@@ -1,0 +1,132 @@
+"""Feature batches: wire formats, hashing, canonical rows, and errors that name the field."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from learners.features import Batch, FeatureError, FeatureSpec, concat, murmurhash3_32
+
+# Known MurmurHash3 x86_32 values (seed as given), cross-checked with the reference
+# implementation (scikit-learn's murmurhash3_32(..., positive=True)).
+KNOWN_HASHES = [
+    ("", 0, 0),
+    ("hello", 0, 613153351),
+    ("age", 0, 717653329),
+    ("job=clerk", 0, 3570694911),
+    ("Hello, world!", 1234, 4210478515),
+    ("ü日本", 0, 27991005),
+    ("abcd", 0, 1139631978),
+    ("abcde", 7, 3037955123),
+]
+
+
+@pytest.mark.parametrize(("text", "seed", "expected"), KNOWN_HASHES)
+def test_murmurhash3_known_values(text: str, seed: int, expected: int) -> None:
+    assert murmurhash3_32(text, seed) == expected
+
+
+def test_hashed_features_are_stable_and_one_hot_for_strings() -> None:
+    spec = FeatureSpec.hashed(20)
+    b = spec.encode([{"age": 39, "job": "clerk"}])
+    mask = (1 << 20) - 1
+    expected = sorted([(717653329 & mask, 39.0), (3570694911 & mask, 1.0)])
+    assert list(zip(b.indices.tolist(), b.values.tolist(), strict=True)) == expected
+    assert b.dim == 1 << 20
+
+
+def test_sparse_rows_sorted_and_duplicates_summed() -> None:
+    spec = FeatureSpec.sparse(10)
+    b = spec.encode([{"3": 1.0, "1": 2.0, 3: 0.5}, {"0": -1}])
+    assert b.indptr.tolist() == [0, 2, 3]
+    assert b.indices.tolist() == [1, 3, 0]
+    assert b.values.tolist() == [2.0, 1.5, -1.0]
+
+
+def test_feature_order_does_not_matter() -> None:
+    spec = FeatureSpec.hashed(8)  # tiny space: collisions are summed deterministically
+    row = {f"f{i}": float(i) * 0.1 for i in range(40)}
+    rev = dict(reversed(list(row.items())))
+    a, b = spec.encode([row]), spec.encode([rev])
+    assert a.indices.tolist() == b.indices.tolist()
+    assert a.values.tobytes() == b.values.tobytes()
+
+
+def test_dense_rows() -> None:
+    spec = FeatureSpec.dense(3)
+    b = spec.encode([[0.0, 1.5, 2.0], [3, 0, 0]])
+    assert b.to_dense().tolist() == [[0.0, 1.5, 2.0], [3.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "rows", "location", "problem"),
+    [
+        (FeatureSpec.sparse(5), [{"1": 1.0}, {"17": 1.0}], 'examples[1].x["17"]', "outside [0, 5)"),
+        (FeatureSpec.sparse(5), [{"1": math.nan}], 'examples[0].x["1"]', "value is NaN"),
+        (FeatureSpec.sparse(5), [{"1": math.inf}], 'examples[0].x["1"]', "value is infinite"),
+        (FeatureSpec.sparse(5), [{"a": 1.0}], 'examples[0].x["a"]', "not an integer"),
+        (FeatureSpec.sparse(5), [{}], "examples[0].x", "no features"),
+        (FeatureSpec.sparse(5), [[1.0]], "examples[0].x", "must be an object"),
+        (FeatureSpec.sparse(5), [{"1": "x"}], 'examples[0].x["1"]', "must be a number"),
+        (FeatureSpec.sparse(5), [{"1": True}], 'examples[0].x["1"]', "must be a number"),
+        (FeatureSpec.hashed(4), [{"age": math.nan}], 'examples[0].x["age"]', "value is NaN"),
+        (FeatureSpec.hashed(4), [{}], "examples[0].x", "no features"),
+        (FeatureSpec.dense(3), [[1.0, 2.0]], "examples[0].x", "has 2 values, expected 3"),
+        (FeatureSpec.dense(3), [[]], "examples[0].x", "no features"),
+        (FeatureSpec.dense(2), [[1.0, 2.0], [1.0, math.nan]], "examples[1].x[1]", "value is NaN"),
+        (FeatureSpec.dense(2), [[1.0, "a"]], "examples[0].x[1]", "must be a number"),
+        (FeatureSpec.dense(2), [[1.0, True]], "examples[0].x[1]", "must be a number"),
+        (FeatureSpec.dense(2), [{"0": 1.0}], "examples[0].x", "must be a list"),
+        (FeatureSpec.dense(2), [], "examples", "no examples"),
+    ],
+)
+def test_errors_name_example_and_field(spec, rows, location, problem) -> None:
+    with pytest.raises(FeatureError) as info:
+        spec.encode(rows)
+    assert info.value.location == location
+    assert problem in info.value.problem
+    assert str(info.value).startswith(location + ": ")
+
+
+def test_max_features_limit() -> None:
+    with pytest.raises(FeatureError, match="exceed the limit of 2"):
+        FeatureSpec.sparse(10).encode([{"1": 1, "2": 1, "3": 1}], max_features=2)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"kind": "dense"}, {"kind": "dense", "dim": 0}, {"kind": "hashed", "bits": 40}, {"kind": "x"}],
+)
+def test_bad_spec_configs(config) -> None:
+    with pytest.raises(ValueError):
+        FeatureSpec.from_config(config)
+
+
+def test_spec_config_round_trip() -> None:
+    for cfg in (
+        {"kind": "dense", "dim": 28},
+        {"kind": "sparse", "dim": 123},
+        {"kind": "hashed", "bits": 20},
+    ):
+        assert FeatureSpec.from_config(cfg).to_config() == cfg
+
+
+def test_from_dense_take_and_concat() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 4)) * (rng.random((6, 4)) > 0.5)
+    b = Batch.from_dense(X)
+    assert np.array_equal(b.to_dense(), X)
+    assert np.array_equal(b.take([4, 1]).to_dense(), X[[4, 1]])
+    both = concat([b.take([0, 1]), b.take([2, 3, 4, 5])])
+    assert np.array_equal(both.to_dense(), X)
+
+
+def test_from_csr_validates() -> None:
+    with pytest.raises(ValueError, match="outside"):
+        Batch.from_csr([0, 1], [7], [1.0], 5)
+    with pytest.raises(ValueError, match="not finite"):
+        Batch.from_csr([0, 1], [1], [np.nan], 5)
+    b = Batch.from_csr([0, 3], [4, 1, 4], [1.0, 2.0, 3.0], 5)
+    assert b.indices.tolist() == [1, 4] and b.values.tolist() == [2.0, 4.0]
