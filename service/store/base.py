@@ -23,6 +23,35 @@ class ConfigConflict(RuntimeError):
     """A model of that name already exists with a different configuration."""
 
 
+class ModelNotFound(KeyError):
+    """The model does not exist (never created, or deleted). Raised by writes that
+    need the model (``append``, ``add_artifact``, ``set_active_version``); reads of a
+    missing model return empty results instead."""
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if a store can hold it, else raise ValueError saying why.
+
+    Curly braces are refused because RedisStore puts the name in a ``{hash tag}``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("model name must be a non-empty string")
+    if len(name) > 200:
+        raise ValueError(f"model name is {len(name)} characters long; the limit is 200")
+    if any(c in "{}" or ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError(f"model name {name!r} must not contain braces or control characters")
+    return name
+
+
+def canonical_config(config: dict[str, Any]) -> str:
+    """The JSON text that configs are stored and compared as (sorted keys, compact)."""
+    import json
+
+    if not isinstance(config, dict):
+        raise ValueError("config must be a JSON object")
+    return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 @dataclass(frozen=True)
 class LogEntry:
     position: int
@@ -63,7 +92,8 @@ class Store(ABC):
     @abstractmethod
     async def create_model(self, name: str, config: dict[str, Any]) -> bool:
         """Create atomically. True if created, False if an equal config exists;
-        raises ConfigConflict if a different one exists."""
+        raises ConfigConflict if a different one exists. Configs are compared as
+        ``canonical_config`` text. Raises ValueError for a bad name (``validate_name``)."""
 
     @abstractmethod
     async def get_config(self, name: str) -> dict[str, Any] | None: ...
@@ -84,7 +114,9 @@ class Store(ABC):
     # -------------------------------------------------------------- update log
     @abstractmethod
     async def append(self, name: str, payload: bytes) -> int:
-        """Append one entry; returns its position (1, 2, ...) once durable."""
+        """Append one entry; returns its position (1, 2, ...) once durable.
+        Raises ModelNotFound if the model does not exist (so a concurrent delete can
+        never leave stray entries that a re-created model would inherit)."""
 
     @abstractmethod
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
@@ -108,7 +140,8 @@ class Store(ABC):
     # -------------------------------------------------------------- checkpoints
     @abstractmethod
     async def put_checkpoint(self, name: str, position: int, blob: bytes) -> None:
-        """Write state + position atomically; an older position never replaces a newer one."""
+        """Write state + position atomically; an older position never replaces a newer one
+        (an equal one does). Silently ignored if the model no longer exists."""
 
     @abstractmethod
     async def get_checkpoint(self, name: str) -> Checkpoint | None: ...
@@ -116,7 +149,8 @@ class Store(ABC):
     # -------------------------------------------------------------- batch-model artifacts
     @abstractmethod
     async def add_artifact(self, name: str, blob: bytes, kind: str, checksum: str) -> int:
-        """Store a new artifact version (1, 2, ...) and make it active; returns the version."""
+        """Store a new artifact version (1, 2, ...) and make it active; returns the version.
+        Raises ModelNotFound if the model does not exist."""
 
     @abstractmethod
     async def list_artifacts(self, name: str) -> list[ArtifactVersion]: ...
@@ -128,4 +162,5 @@ class Store(ABC):
     async def get_active_version(self, name: str) -> int | None: ...
 
     @abstractmethod
-    async def set_active_version(self, name: str, version: int) -> None: ...
+    async def set_active_version(self, name: str, version: int) -> None:
+        """Raises ModelNotFound for a missing model, ValueError for an unknown version."""

@@ -1,0 +1,65 @@
+"""Stores: where models' configs, update logs, checkpoints and artifacts live.
+
+``open_store`` picks the implementation: Redis when a URL is configured (production,
+shared by all workers), else the embedded SQLite file under the data directory.
+
+Example::
+
+    store = open_store(None, Path("./data"))   # SQLiteStore(./data/learnserve.sqlite3)
+    await store.open()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from service.store.base import (
+    ArtifactVersion,
+    Checkpoint,
+    ConfigConflict,
+    LogEntry,
+    ModelNotFound,
+    Store,
+    StoreUnavailable,
+    canonical_config,
+    validate_name,
+)
+
+SQLITE_FILENAME = "learnserve.sqlite3"
+
+__all__ = [
+    "SQLITE_FILENAME",
+    "ArtifactVersion",
+    "Checkpoint",
+    "ConfigConflict",
+    "LogEntry",
+    "ModelNotFound",
+    "Store",
+    "StoreUnavailable",
+    "canonical_config",
+    "open_store",
+    "validate_name",
+]
+
+
+def open_store(redis_url: str | None, data_dir: str | Path, **opts: Any) -> Store:
+    """A not-yet-opened store (``await store.open()`` next).
+
+    ``opts`` go to the constructor: for Redis ``socket_timeout``, ``connect_timeout``,
+    ``max_connections``, ``health_check_interval``, ``waitaof``, ``waitaof_timeout``;
+    for SQLite ``busy_timeout``, ``poll_interval``. Options meant for the other store
+    are ignored, so callers can pass one settings-derived dict either way.
+    """
+    if redis_url:
+        from service.store.redis import RedisStore
+
+        keys = ("socket_timeout", "connect_timeout", "max_connections",
+                "health_check_interval", "waitaof", "waitaof_timeout")  # fmt: skip
+        return RedisStore(redis_url, **{k: v for k, v in opts.items() if k in keys})
+    from service.store.sqlite import SQLiteStore
+
+    d = Path(data_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    skeys = ("busy_timeout", "poll_interval")
+    return SQLiteStore(d / SQLITE_FILENAME, **{k: v for k, v in opts.items() if k in skeys})

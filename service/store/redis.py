@@ -1,0 +1,429 @@
+"""RedisStore: the production store, on redis-py's asyncio client.
+
+Key layout (``{name}`` is a Redis Cluster hash tag: one model's keys share a slot, so
+every per-model Lua script touches one slot only)::
+
+    ls:{NAME}:config    string  canonical JSON config; its existence IS the model
+    ls:{NAME}:seq       string  last log position ever handed out (survives trimming)
+    ls:{NAME}:log       stream  entry id "<position>-0", field p = payload
+    ls:{NAME}:ckpt      hash    position, created_at, blob (written by one script)
+    ls:{NAME}:art       hash    "<version>" -> artifact blob
+    ls:{NAME}:artmeta   hash    "<version>" -> JSON metadata, "last", "active"
+    ls:{catalog}:models set     names of all models (an index; configs are authoritative)
+    ls:{catalog}:epoch  string  catalog change counter
+
+Writes that need the model check ``config`` inside the same script, so a delete racing
+an update can never leave stray entries for a re-created model to inherit. The index
+and epoch live in another slot and are updated right after the per-model script.
+
+Durability: ``append`` returns once Redis acknowledged the script. With the usual
+``appendonly yes`` + ``appendfsync everysec`` Redis acknowledges *before* fsync, so a
+machine crash (not a Redis restart or a SIGKILL of Redis alone) can lose up to ~1 s
+of acknowledged entries; that trade-off is the operator's Redis config. On Redis
+>= 7.2 ``waitaof=True`` makes every append wait for ``WAITAOF 1 0`` (local fsync)
+before acknowledging; Redis 7.0 has no WAITAOF and the option is then ignored with a
+warning.
+
+Errors: connection problems (refused, timeouts, LOADING, READONLY, MISCONF, ...) raise
+``StoreUnavailable`` quickly (short socket timeouts). Nothing is retried inside the
+client, so an append is never executed twice by the store itself; an append that
+raised StoreUnavailable may or may not have been recorded, as with any network write.
+The pool reconnects on the next call once Redis is back.
+
+Example::
+
+    store = RedisStore("redis://127.0.0.1:6379/0")
+    await store.open()
+    await store.create_model("m", {"kind": "arow"})
+    pos = await store.append("m", b"payload")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis import exceptions as rex
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from service.store.base import (
+    ArtifactVersion,
+    Checkpoint,
+    ConfigConflict,
+    LogEntry,
+    ModelNotFound,
+    Store,
+    StoreUnavailable,
+    canonical_config,
+    validate_name,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MODELS_KEY = "ls:{catalog}:models"
+EPOCH_KEY = "ls:{catalog}:epoch"
+
+# KEYS: config, seq, log   ARGV: payload  ->  position, or -1 if the model is missing
+_APPEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local pos = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
+return pos
+"""
+# KEYS: config   ARGV: canonical config  ->  1 created, 0 equal, else the existing config
+_CREATE = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
+if cur == ARGV[1] then return 0 end
+return cur
+"""
+# KEYS: config, seq, log, ckpt, art, artmeta  ->  1 deleted, 0 absent
+_DELETE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+return 1
+"""
+# KEYS: config, ckpt   ARGV: position, blob, created_at  ->  1 written, 0 older, -1 no model
+_CKPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local cur = redis.call('HGET', KEYS[2], 'position')
+if cur and tonumber(cur) > tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[2], 'position', ARGV[1], 'blob', ARGV[2], 'created_at', ARGV[3])
+return 1
+"""
+# KEYS: config, art, artmeta   ARGV: blob, meta JSON  ->  version, or -1 if no model
+_ADD_ART = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local v = redis.call('HINCRBY', KEYS[3], 'last', 1)
+redis.call('HSET', KEYS[2], v, ARGV[1])
+redis.call('HSET', KEYS[3], v, ARGV[2], 'active', v)
+return v
+"""
+# KEYS: config, artmeta   ARGV: version  ->  1 ok, -1 no model, -2 no such version
+_SET_ACTIVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return -2 end
+redis.call('HSET', KEYS[2], 'active', ARGV[1])
+return 1
+"""
+
+# Errors meaning "Redis is not usable right now" rather than "you sent something wrong".
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    rex.ConnectionError,  # includes BusyLoadingError (LOADING), MaxConnectionsError
+    rex.TimeoutError,
+    rex.ReadOnlyError,  # a replica after failover
+    rex.TryAgainError,
+    rex.ClusterDownError,
+    rex.OutOfMemoryError,
+    TimeoutError,
+    OSError,
+)
+_UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "LOADING", "NOREPLICAS")
+
+
+def _keys(name: str) -> dict[str, str]:
+    p = f"ls:{{{name}}}:"
+    return {k: p + k for k in ("config", "seq", "log", "ckpt", "art", "artmeta")}
+
+
+def _pos(entry_id: bytes | str) -> int:
+    s = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(s.split("-", 1)[0])
+
+
+class RedisStore(Store):
+    name = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        socket_timeout: float = 2.0,
+        connect_timeout: float = 1.0,
+        max_connections: int = 32,
+        health_check_interval: int = 15,
+        waitaof: bool = False,
+        waitaof_timeout: float = 1.0,
+    ) -> None:
+        if socket_timeout <= 0 or connect_timeout <= 0 or max_connections < 1:
+            raise ValueError("timeouts must be > 0 seconds and max_connections >= 1")
+        self.url = url
+        self.socket_timeout = socket_timeout
+        self.connect_timeout = connect_timeout
+        self.max_connections = max_connections
+        self.health_check_interval = health_check_interval
+        self.waitaof_requested = waitaof
+        self.waitaof_timeout = waitaof_timeout
+        self.waitaof = False  # decided in open() from the server version
+        self.server_version: tuple[int, ...] | None = None
+        self._r: aioredis.Redis | None = None
+        self._blocking: aioredis.Redis | None = None
+
+    # ------------------------------------------------------------------ plumbing
+    def _client(self, socket_timeout: float | None, max_connections: int) -> aioredis.Redis:
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.url,
+            max_connections=max_connections,
+            timeout=self.connect_timeout + 1.0,  # wait for a free pooled connection
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=self.connect_timeout,
+            health_check_interval=self.health_check_interval,
+            # No retries: a retried script could append twice. Dead pooled sockets are
+            # replaced at checkout anyway, so this costs nothing after a restart.
+            retry=Retry(NoBackoff(), 0),
+            client_name="learnserve",
+        )
+        return aioredis.Redis(connection_pool=pool)
+
+    @property
+    def r(self) -> aioredis.Redis:
+        if self._r is None:
+            raise RuntimeError("RedisStore is not open (call await store.open())")
+        return self._r
+
+    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await fn()
+        except _UNAVAILABLE as e:
+            raise StoreUnavailable(f"redis {self._where()}: {e}") from e
+        except rex.ResponseError as e:
+            if str(e).startswith(_UNAVAILABLE_PREFIXES):
+                raise StoreUnavailable(f"redis {self._where()}: {e}") from e
+            raise
+
+    def _where(self) -> str:
+        return self.url.split("@")[-1]  # never put a password in an error message
+
+    async def _script(self, src: str, keys: list[str], args: list[Any]) -> Any:
+        # EVAL with the body: one round trip, no NOSCRIPT dance after a restart; the
+        # scripts are tiny, and Redis caches them by SHA on its side.
+        return await self._call(lambda: self.r.eval(src, len(keys), *keys, *args))
+
+    async def _bump_epoch(self) -> None:
+        await self._call(lambda: self.r.incr(EPOCH_KEY))
+
+    # ------------------------------------------------------------------ lifecycle
+    async def open(self) -> None:
+        if self._r is not None:
+            return
+        self._r = self._client(self.socket_timeout, self.max_connections)
+        # XREAD BLOCK holds its connection for the whole wait: a separate small pool
+        # without a socket timeout (the wait is bounded by asyncio.wait_for instead).
+        self._blocking = self._client(None, 4)
+        try:
+            info = await self._call(lambda: self.r.info("server"))
+        except StoreUnavailable:
+            # Opening with Redis down is allowed: calls raise StoreUnavailable until it
+            # is back, so the service can start and report not-ready.
+            log.warning("redis %s is unreachable at open; will retry on use", self._where())
+            return
+        self.server_version = tuple(int(x) for x in str(info["redis_version"]).split(".")[:3])
+        self._decide_waitaof()
+
+    def _decide_waitaof(self) -> None:
+        if not self.waitaof_requested or self.server_version is None:
+            return
+        self.waitaof = self.server_version >= (7, 2)
+        if not self.waitaof:
+            log.warning(
+                "redis_waitaof requested but Redis %s has no WAITAOF (needs >= 7.2); appends "
+                "are acknowledged before the AOF fsync",
+                ".".join(map(str, self.server_version)),
+            )
+
+    async def close(self) -> None:
+        for c in (self._r, self._blocking):
+            if c is not None:
+                await c.aclose(close_connection_pool=True)
+        self._r = self._blocking = None
+
+    async def ping(self) -> bool:
+        if self._r is None:
+            return False
+        try:
+            return bool(await self._call(self._r.ping))
+        except Exception:
+            return False
+
+    # ------------------------------------------------------------------ configs
+    async def create_model(self, name: str, config: dict[str, Any]) -> bool:
+        text = canonical_config(config)
+        k = _keys(validate_name(name))
+        res = await self._script(_CREATE, [k["config"]], [text])
+        if res == 1 or res == 0:
+            # Index after the config: a crash in between leaves a model missing from
+            # the index, which the next create_model (equal config) repairs.
+            async def index() -> None:
+                async with self.r.pipeline(transaction=False) as p:
+                    p.sadd(MODELS_KEY, name)
+                    if res == 1:
+                        p.incr(EPOCH_KEY)
+                    await p.execute()
+
+            await self._call(index)
+            return res == 1
+        cur = res.decode() if isinstance(res, bytes) else res
+        raise ConfigConflict(f"model {name!r} exists with a different config: {cur}")
+
+    async def get_config(self, name: str) -> dict[str, Any] | None:
+        text = await self._call(lambda: self.r.get(_keys(name)["config"]))
+        return None if text is None else json.loads(text)
+
+    async def list_models(self) -> dict[str, dict[str, Any]]:
+        members: Any = await self._call(lambda: self.r.smembers(MODELS_KEY))
+        names = sorted(n.decode() for n in members)
+        if not names:
+            return {}
+
+        async def configs() -> list[Any]:
+            async with self.r.pipeline(transaction=False) as p:
+                for n in names:
+                    p.get(_keys(n)["config"])
+                return await p.execute()
+
+        texts = await self._call(configs)
+        # A name without a config is a delete that crashed before un-indexing: skip it.
+        return {n: json.loads(t) for n, t in zip(names, texts, strict=True) if t is not None}
+
+    async def delete_model(self, name: str) -> bool:
+        k = _keys(name)
+        existed = await self._script(_DELETE, list(k.values()), []) == 1
+
+        async def unindex() -> None:
+            async with self.r.pipeline(transaction=False) as p:
+                p.srem(MODELS_KEY, name)
+                if existed:
+                    p.incr(EPOCH_KEY)
+                await p.execute()
+
+        await self._call(unindex)
+        return existed
+
+    async def catalog_epoch(self) -> int:
+        return int(await self._call(lambda: self.r.get(EPOCH_KEY)) or 0)
+
+    # ------------------------------------------------------------------ update log
+    async def append(self, name: str, payload: bytes) -> int:
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+        k = _keys(name)
+        keys, args = [k["config"], k["seq"], k["log"]], [bytes(payload)]
+        if self.waitaof:
+            pos = await self._call(lambda: self._append_waitaof(keys, args))
+        else:
+            pos = await self._script(_APPEND, keys, args)
+        if pos == -1:
+            raise ModelNotFound(name)
+        return int(pos)
+
+    async def _append_waitaof(self, keys: list[str], args: list[Any]) -> int:
+        # WAITAOF waits for the writes of *this connection*: a pipeline keeps both
+        # commands on one connection.
+        async with self.r.pipeline(transaction=False) as p:
+            p.eval(_APPEND, len(keys), *keys, *args)
+            p.execute_command("WAITAOF", 1, 0, int(self.waitaof_timeout * 1000))
+            pos, (local, _replicas) = await p.execute()
+        if pos != -1 and int(local) < 1:
+            raise StoreUnavailable(
+                f"redis {self._where()}: entry {pos} of the log was not fsynced within "
+                f"{self.waitaof_timeout}s (WAITAOF)"
+            )
+        return int(pos)
+
+    async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
+        if limit <= 0:
+            return []
+        rows: Any = await self._call(
+            lambda: self.r.xrange(_keys(name)["log"], min=f"{after + 1}-0", max="+", count=limit)
+        )
+        return [LogEntry(_pos(eid), bytes(fields[b"p"])) for eid, fields in rows]
+
+    async def last_position(self, name: str) -> int:
+        return int(await self._call(lambda: self.r.get(_keys(name)["seq"])) or 0)
+
+    async def trim_log(self, name: str, upto: int) -> None:
+        if upto < 1:
+            return
+        # MINID keeps ids >= the bound; exact (not ~) so the contract holds precisely.
+        await self._call(
+            lambda: self.r.xtrim(_keys(name)["log"], minid=f"{upto + 1}-0", approximate=False)
+        )
+
+    async def wait_for_entries(self, after: dict[str, int], timeout: float) -> None:
+        """XREAD BLOCK on every model's stream at once, on its own connection pool."""
+        if not after:
+            await asyncio.sleep(max(timeout, 0.0))
+            return
+        if self._blocking is None:
+            raise RuntimeError("RedisStore is not open (call await store.open())")
+        blocking = self._blocking
+        streams: Any = {_keys(n)["log"]: f"{int(p)}-0" for n, p in after.items()}
+        block_ms = max(1, int(timeout * 1000))  # 0 would mean "forever"
+
+        async def xread() -> Any:
+            return await asyncio.wait_for(
+                blocking.xread(streams, count=1, block=block_ms),
+                timeout + self.socket_timeout + self.connect_timeout,
+            )
+
+        await self._call(xread)
+
+    # ------------------------------------------------------------------ checkpoints
+    async def put_checkpoint(self, name: str, position: int, blob: bytes) -> None:
+        k = _keys(name)
+        await self._script(
+            _CKPT, [k["config"], k["ckpt"]], [int(position), bytes(blob), repr(time.time())]
+        )
+
+    async def get_checkpoint(self, name: str) -> Checkpoint | None:
+        h: Any = await self._call(lambda: self.r.hgetall(_keys(name)["ckpt"]))
+        if not h:
+            return None
+        return Checkpoint(int(h[b"position"]), bytes(h[b"blob"]), float(h[b"created_at"]))
+
+    # ------------------------------------------------------------------ artifacts
+    async def add_artifact(self, name: str, blob: bytes, kind: str, checksum: str) -> int:
+        k = _keys(name)
+        meta = json.dumps(
+            {"size": len(blob), "checksum": checksum, "created_at": time.time(), "kind": kind}
+        )
+        v = await self._script(_ADD_ART, [k["config"], k["art"], k["artmeta"]], [bytes(blob), meta])
+        if v == -1:
+            raise ModelNotFound(name)
+        await self._bump_epoch()
+        return int(v)
+
+    async def list_artifacts(self, name: str) -> list[ArtifactVersion]:
+        h: Any = await self._call(lambda: self.r.hgetall(_keys(name)["artmeta"]))
+        out = []
+        for f, raw in h.items():
+            if f.isdigit():
+                m = json.loads(raw)
+                out.append(
+                    ArtifactVersion(int(f), m["size"], m["checksum"], m["created_at"], m["kind"])
+                )
+        return sorted(out, key=lambda a: a.version)
+
+    async def get_artifact(self, name: str, version: int) -> bytes | None:
+        b: Any = await self._call(lambda: self.r.hget(_keys(name)["art"], str(int(version))))
+        return None if b is None else bytes(b)
+
+    async def get_active_version(self, name: str) -> int | None:
+        v = await self._call(lambda: self.r.hget(_keys(name)["artmeta"], "active"))
+        return None if v is None else int(v)
+
+    async def set_active_version(self, name: str, version: int) -> None:
+        k = _keys(name)
+        res = await self._script(_SET_ACTIVE, [k["config"], k["artmeta"]], [int(version)])
+        if res == -1:
+            raise ModelNotFound(name)
+        if res == -2:
+            raise ValueError(f"model {name!r} has no artifact version {version}")
+        await self._bump_epoch()

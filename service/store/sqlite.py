@@ -1,0 +1,466 @@
+"""SQLiteStore: the embedded default store, one file under the data directory.
+
+stdlib ``sqlite3`` on one connection per store, driven by a dedicated single-thread
+executor, so calls are serialised and never block the event loop. The file is in WAL
+mode with ``synchronous=FULL`` (a commit is fsynced before ``append`` returns) and a
+busy timeout, so several processes (``uvicorn --workers N``) can share one file: each
+write is one ``BEGIN IMMEDIATE`` transaction and waits its turn for the write lock.
+
+Concurrent appends from one process are group-committed: whatever is queued when the
+writer thread gets to it goes into one transaction and one fsync, which keeps
+``/update`` throughput up without weakening durability.
+
+Example::
+
+    import asyncio
+    from service.store.sqlite import SQLiteStore
+
+    async def main():
+        store = SQLiteStore("/tmp/demo.sqlite3")
+        await store.open()
+        await store.create_model("m", {"kind": "arow"})
+        pos = await store.append("m", b"payload")
+        print(pos, await store.read_log("m", after=0))
+        await store.close()
+
+    asyncio.run(main())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from service.store.base import (
+    ArtifactVersion,
+    Checkpoint,
+    ConfigConflict,
+    LogEntry,
+    ModelNotFound,
+    Store,
+    StoreUnavailable,
+    canonical_config,
+    validate_name,
+)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+_MAX_GROUP = 1000  # appends per group commit
+
+# Blob columns come last: SQLite then reads the other columns without walking the
+# blob's overflow pages (list_artifacts, last_position stay cheap with big blobs).
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+    name TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    last_pos INTEGER NOT NULL DEFAULT 0,   -- survives trim_log
+    art_last INTEGER NOT NULL DEFAULT 0,
+    active_version INTEGER,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log (
+    name TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (name, position)
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    name TEXT PRIMARY KEY,
+    position INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    blob BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    blob BLOB NOT NULL,
+    PRIMARY KEY (name, version)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('epoch', 0);
+"""
+
+_Pending = tuple[str, bytes, asyncio.Future[int], asyncio.AbstractEventLoop]
+
+
+def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if fut.done():  # the caller was cancelled; the entry is stored all the same
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
+
+
+class SQLiteStore(Store):
+    name = "sqlite"
+
+    def __init__(
+        self, path: str | Path, busy_timeout: float = 30.0, poll_interval: float = 0.05
+    ) -> None:
+        if busy_timeout <= 0 or poll_interval <= 0:
+            raise ValueError("busy_timeout and poll_interval must be > 0 seconds")
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        # Other processes' appends are noticed by polling at this interval.
+        self.poll_interval = poll_interval
+        self._ex: ThreadPoolExecutor | None = None
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._pending: list[_Pending] = []
+        self._flush_scheduled = False
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+
+    # ------------------------------------------------------------------ plumbing
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._ex is None:
+            raise RuntimeError("SQLiteStore is not open (call await store.open())")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._ex, fn, *args)
+        except sqlite3.OperationalError as e:  # locked past busy_timeout, disk I/O, ...
+            raise StoreUnavailable(f"sqlite {self.path}: {e}") from e
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; BEGIN IMMEDIATE takes the write lock up front, so two
+        processes never both read-then-write and deadlock on the upgrade."""
+        db = self._db
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    @staticmethod
+    def _bump_epoch(db: sqlite3.Connection) -> None:
+        db.execute("UPDATE meta SET value = value + 1 WHERE key = 'epoch'")
+
+    # ------------------------------------------------------------------ lifecycle
+    async def open(self) -> None:
+        if self._ex is not None:
+            return
+        self._ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        try:
+            await self._run(self._open_sync)
+        except BaseException:
+            self._ex.shutdown(wait=False)
+            self._ex = None
+            raise
+
+    def _open_sync(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        db.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
+        db.execute("PRAGMA synchronous = FULL")  # fsync the WAL at every commit
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            db.close()
+            raise RuntimeError(
+                f"{self.path} has store schema {version}; this learnserve knows {SCHEMA_VERSION}"
+            )
+        self._db = db
+        with self._tx():
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    async def close(self) -> None:
+        if self._ex is None:
+            return
+        ex = self._ex
+        with contextlib.suppress(Exception):
+            await self._run(self._close_sync)
+        self._ex = None
+        ex.shutdown(wait=True)
+
+    def _close_sync(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    async def ping(self) -> bool:
+        try:
+            return await self._run(lambda: self._db is not None and bool(self._q1("SELECT 1")))
+        except Exception:
+            return False
+
+    def _q1(self, sql: str, *args: Any) -> Any:
+        assert self._db is not None
+        row = self._db.execute(sql, args).fetchone()
+        return None if row is None else row[0]
+
+    # ------------------------------------------------------------------ configs
+    async def create_model(self, name: str, config: dict[str, Any]) -> bool:
+        text = canonical_config(config)
+        return await self._run(self._create_sync, validate_name(name), text)
+
+    def _create_sync(self, name: str, text: str) -> bool:
+        with self._tx() as db:
+            cur = self._q1("SELECT config FROM models WHERE name = ?", name)
+            if cur is None:
+                db.execute(
+                    "INSERT INTO models (name, config, created_at) VALUES (?, ?, ?)",
+                    (name, text, time.time()),
+                )
+                self._bump_epoch(db)
+                return True
+        if cur == text:
+            return False
+        raise ConfigConflict(f"model {name!r} exists with a different config: {cur}")
+
+    async def get_config(self, name: str) -> dict[str, Any] | None:
+        text = await self._run(self._q1, "SELECT config FROM models WHERE name = ?", name)
+        return None if text is None else json.loads(text)
+
+    async def list_models(self) -> dict[str, dict[str, Any]]:
+        def q() -> list[tuple[str, str]]:
+            assert self._db is not None
+            return self._db.execute("SELECT name, config FROM models ORDER BY name").fetchall()
+
+        return {n: json.loads(c) for n, c in await self._run(q)}
+
+    async def delete_model(self, name: str) -> bool:
+        return await self._run(self._delete_sync, name)
+
+    def _delete_sync(self, name: str) -> bool:
+        with self._tx() as db:
+            if db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount == 0:
+                return False
+            for table in ("log", "checkpoints", "artifacts"):
+                db.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
+            self._bump_epoch(db)
+        return True
+
+    async def catalog_epoch(self) -> int:
+        return int(await self._run(self._q1, "SELECT value FROM meta WHERE key = 'epoch'"))
+
+    # ------------------------------------------------------------------ update log
+    async def append(self, name: str, payload: bytes) -> int:
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+        if self._ex is None:
+            raise RuntimeError("SQLiteStore is not open (call await store.open())")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+        with self._lock:
+            self._pending.append((name, bytes(payload), fut, loop))
+            schedule = not self._flush_scheduled
+            self._flush_scheduled = True
+        if schedule:
+            self._ex.submit(self._flush_appends)
+        return await fut
+
+    def _flush_appends(self) -> None:
+        """Runs on the store thread: commit everything queued, in as few transactions
+        (and fsyncs) as possible, then settle each caller's future."""
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending[:_MAX_GROUP], self._pending[_MAX_GROUP:]
+                if not batch:
+                    self._flush_scheduled = False
+                    return
+            results: list[tuple[int | None, BaseException | None]] = []
+            try:
+                with self._tx() as db:
+                    for name, payload, _, _ in batch:
+                        row = db.execute(
+                            "UPDATE models SET last_pos = last_pos + 1 WHERE name = ? "
+                            "RETURNING last_pos",
+                            (name,),
+                        ).fetchone()
+                        if row is None:
+                            results.append((None, ModelNotFound(name)))
+                            continue
+                        db.execute(
+                            "INSERT INTO log (name, position, payload) VALUES (?, ?, ?)",
+                            (name, row[0], payload),
+                        )
+                        results.append((row[0], None))
+            except Exception as e:
+                err: BaseException = e
+                if isinstance(e, sqlite3.OperationalError):
+                    err = StoreUnavailable(f"sqlite {self.path}: {e}")
+                results = [(None, err)] * len(batch)
+            for (_, _, fut, loop), (pos, exc) in zip(batch, results, strict=True):
+                with contextlib.suppress(RuntimeError):  # that loop has closed
+                    loop.call_soon_threadsafe(_settle, fut, pos, exc)
+            if any(exc is None for _, exc in results):
+                self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        with self._lock:
+            waiters = list(self._waiters)
+        for loop, ev in waiters:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(ev.set)
+
+    async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
+        if limit <= 0:
+            return []
+
+        def q() -> list[tuple[int, bytes]]:
+            assert self._db is not None
+            return self._db.execute(
+                "SELECT position, payload FROM log WHERE name = ? AND position > ? "
+                "ORDER BY position LIMIT ?",
+                (name, after, limit),
+            ).fetchall()
+
+        return [LogEntry(p, bytes(b)) for p, b in await self._run(q)]
+
+    async def last_position(self, name: str) -> int:
+        pos = await self._run(self._q1, "SELECT last_pos FROM models WHERE name = ?", name)
+        return int(pos or 0)
+
+    async def trim_log(self, name: str, upto: int) -> None:
+        def q() -> None:
+            with self._tx() as db:
+                db.execute("DELETE FROM log WHERE name = ? AND position <= ?", (name, upto))
+
+        await self._run(q)
+
+    async def wait_for_entries(self, after: dict[str, int], timeout: float) -> None:
+        """Returns at once if a model already has entries past ``after``; otherwise wakes
+        on this process's appends immediately and on other processes' by polling."""
+        if not after:
+            await asyncio.sleep(max(timeout, 0.0))
+            return
+        deadline = time.monotonic() + timeout
+        ev = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), ev)
+        with self._lock:
+            self._waiters.add(waiter)
+        try:
+            while True:
+                ev.clear()  # cleared before the check, so an append after it still wakes us
+                if await self._run(self._any_beyond, dict(after)):
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ev.wait(), min(remaining, self.poll_interval))
+        finally:
+            with self._lock:
+                self._waiters.discard(waiter)
+
+    def _any_beyond(self, after: dict[str, int]) -> bool:
+        assert self._db is not None
+        names = list(after)
+        for i in range(0, len(names), 500):  # stay far below SQLite's bound-variable limit
+            chunk = names[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT name, last_pos FROM models WHERE name IN ({marks})", chunk
+            ).fetchall()
+            if any(pos > after[n] for n, pos in rows):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ checkpoints
+    async def put_checkpoint(self, name: str, position: int, blob: bytes) -> None:
+        def q() -> None:
+            with self._tx() as db:
+                # The WHERE clauses give both guards in one statement: the model must
+                # exist, and an older position never overwrites a newer checkpoint.
+                db.execute(
+                    "INSERT INTO checkpoints (name, position, created_at, blob) "
+                    "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM models WHERE name = ?) "
+                    "ON CONFLICT (name) DO UPDATE SET position = excluded.position, "
+                    "created_at = excluded.created_at, blob = excluded.blob "
+                    "WHERE excluded.position >= checkpoints.position",
+                    (name, int(position), time.time(), bytes(blob), name),
+                )
+
+        await self._run(q)
+
+    async def get_checkpoint(self, name: str) -> Checkpoint | None:
+        def q() -> tuple[int, bytes, float] | None:
+            assert self._db is not None
+            return self._db.execute(
+                "SELECT position, blob, created_at FROM checkpoints WHERE name = ?", (name,)
+            ).fetchone()
+
+        row = await self._run(q)
+        return None if row is None else Checkpoint(int(row[0]), bytes(row[1]), float(row[2]))
+
+    # ------------------------------------------------------------------ artifacts
+    async def add_artifact(self, name: str, blob: bytes, kind: str, checksum: str) -> int:
+        def q() -> int:
+            with self._tx() as db:
+                # active_version = art_last + 1 reads the pre-update art_last: both
+                # columns end up at the new version.
+                row = db.execute(
+                    "UPDATE models SET art_last = art_last + 1, active_version = art_last + 1 "
+                    "WHERE name = ? RETURNING art_last",
+                    (name,),
+                ).fetchone()
+                if row is None:
+                    raise ModelNotFound(name)
+                db.execute(
+                    "INSERT INTO artifacts (name, version, kind, checksum, size, created_at, blob)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (name, row[0], kind, checksum, len(blob), time.time(), bytes(blob)),
+                )
+                self._bump_epoch(db)
+                return int(row[0])
+
+        return await self._run(q)
+
+    async def list_artifacts(self, name: str) -> list[ArtifactVersion]:
+        def q() -> list[tuple[int, int, str, float, str]]:
+            assert self._db is not None
+            return self._db.execute(
+                "SELECT version, size, checksum, created_at, kind FROM artifacts "
+                "WHERE name = ? ORDER BY version",
+                (name,),
+            ).fetchall()
+
+        return [ArtifactVersion(*row) for row in await self._run(q)]
+
+    async def get_artifact(self, name: str, version: int) -> bytes | None:
+        blob = await self._run(
+            self._q1, "SELECT blob FROM artifacts WHERE name = ? AND version = ?", name, version
+        )
+        return None if blob is None else bytes(blob)
+
+    async def get_active_version(self, name: str) -> int | None:
+        v = await self._run(self._q1, "SELECT active_version FROM models WHERE name = ?", name)
+        return None if v is None else int(v)
+
+    async def set_active_version(self, name: str, version: int) -> None:
+        def q() -> None:
+            with self._tx() as db:
+                if self._q1("SELECT 1 FROM models WHERE name = ?", name) is None:
+                    raise ModelNotFound(name)
+                if (
+                    self._q1(
+                        "SELECT 1 FROM artifacts WHERE name = ? AND version = ?", name, version
+                    )
+                    is None
+                ):
+                    raise ValueError(f"model {name!r} has no artifact version {version}")
+                db.execute(
+                    "UPDATE models SET active_version = ? WHERE name = ?", (int(version), name)
+                )
+                self._bump_epoch(db)
+
+        await self._run(q)

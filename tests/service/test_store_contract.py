@@ -1,0 +1,428 @@
+"""One contract, two stores: every test runs on SQLiteStore and on RedisStore (a real,
+private redis-server from the ``redis_server`` fixture).
+
+No pytest-asyncio: each test is a plain function that runs its coroutine with
+``backend.run(fn)``, which opens a fresh store inside the loop and closes it after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from service.store import (
+    ConfigConflict,
+    ModelNotFound,
+    Store,
+    open_store,
+)
+from service.store.redis import RedisStore
+from service.store.sqlite import SQLiteStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Backend:
+    kind: str
+    new: Callable[[], Store]  # a fresh, unopened store on the same data
+    restart: Callable[[], None]  # stop + start whatever holds the data
+
+    def run(self, fn: Callable[[Store], Awaitable[None]]) -> None:
+        async def main() -> None:
+            store = self.new()
+            await store.open()
+            try:
+                await fn(store)
+            finally:
+                await store.close()
+
+        asyncio.run(main())
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "sqlite":
+        path = tmp_path / "store.sqlite3"
+        return Backend("sqlite", lambda: SQLiteStore(path), lambda: None)
+    url = request.getfixturevalue("redis_url")
+    server = request.getfixturevalue("redis_server")
+
+    def restart() -> None:
+        server.stop()  # SHUTDOWN: the AOF is fsynced before the process exits
+        server.start()
+
+    return Backend("redis", lambda: RedisStore(url), restart)
+
+
+CFG = {"kind": "arow", "params": {"r": 0.1}, "features": {"type": "hashed", "bits": 18}}
+
+
+# ---------------------------------------------------------------------- configs
+
+
+def test_create_equal_conflict_list_get(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        e0 = await s.catalog_epoch()
+        assert await s.create_model("adult", CFG) is True
+        e1 = await s.catalog_epoch()
+        assert e1 > e0
+        # Same config, keys in another order: equal, not a conflict, no epoch bump.
+        reordered = {
+            "features": {"bits": 18, "type": "hashed"},
+            "params": {"r": 0.1},
+            "kind": "arow",
+        }
+        assert await s.create_model("adult", reordered) is False
+        assert await s.catalog_epoch() == e1
+        with pytest.raises(ConfigConflict, match="adult"):
+            await s.create_model("adult", {**CFG, "kind": "pa"})
+        assert await s.get_config("adult") == CFG
+        assert await s.get_config("nope") is None
+        assert await s.create_model("mnist", {"kind": "softmax"}) is True
+        assert await s.list_models() == {"adult": CFG, "mnist": {"kind": "softmax"}}
+
+    backend.run(t)
+
+
+def test_names_that_cannot_be_stored_are_refused(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        for bad in ["", "a{b}", "x" * 201, "tab\there"]:
+            with pytest.raises(ValueError, match="model name"):
+                await s.create_model(bad, CFG)
+        assert await s.list_models() == {}
+
+    backend.run(t)
+
+
+def test_delete_removes_everything_and_bumps_epoch(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        await s.create_model("other", CFG)
+        for i in range(3):
+            await s.append("m", b"e%d" % i)
+        await s.append("other", b"keep")
+        await s.put_checkpoint("m", 2, b"state")
+        await s.add_artifact("m", b"blob", "lambdamart", "c1")
+        e = await s.catalog_epoch()
+
+        assert await s.delete_model("m") is True
+        assert await s.catalog_epoch() > e
+        assert await s.get_config("m") is None
+        assert "m" not in await s.list_models()
+        assert await s.read_log("m", 0) == []
+        assert await s.last_position("m") == 0
+        assert await s.get_checkpoint("m") is None
+        assert await s.list_artifacts("m") == []
+        assert await s.get_artifact("m", 1) is None
+        assert await s.get_active_version("m") is None
+        assert await s.delete_model("m") is False
+        # The other model is untouched, and a re-created "m" starts from scratch.
+        assert [x.payload for x in await s.read_log("other", 0)] == [b"keep"]
+        assert await s.create_model("m", {"kind": "new"}) is True
+        assert await s.append("m", b"fresh") == 1
+        assert await s.get_checkpoint("m") is None
+
+    backend.run(t)
+
+
+def test_writes_to_a_missing_model(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        with pytest.raises(ModelNotFound):
+            await s.append("ghost", b"x")
+        with pytest.raises(ModelNotFound):
+            await s.add_artifact("ghost", b"x", "fastxml", "c")
+        with pytest.raises(ModelNotFound):
+            await s.set_active_version("ghost", 1)
+        await s.put_checkpoint("ghost", 5, b"x")  # a race with delete: silently dropped
+        assert await s.get_checkpoint("ghost") is None
+        assert await s.read_log("ghost", 0) == []
+        assert await s.list_models() == {}
+
+    backend.run(t)
+
+
+# ---------------------------------------------------------------------- update log
+
+
+def test_concurrent_appends_get_contiguous_positions(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("a", CFG)
+        await s.create_model("b", CFG)
+        payloads = [os.urandom(8) + b"#%d" % i for i in range(200)]
+        pos_a = await asyncio.gather(*(s.append("a", p) for p in payloads))
+        assert sorted(pos_a) == list(range(1, 201))
+        log = await s.read_log("a", 0, limit=1000)
+        assert [e.position for e in log] == list(range(1, 201))
+        # Each append's returned position holds exactly that append's payload.
+        assert {e.position: e.payload for e in log} == dict(zip(pos_a, payloads, strict=True))
+        assert await s.last_position("a") == 200
+        # Two models appended to concurrently keep separate sequences.
+        mixed = await asyncio.gather(*(s.append("ab"[i % 2], b"m") for i in range(100)))
+        assert sorted(mixed[0::2]) == list(range(201, 251))
+        assert sorted(mixed[1::2]) == list(range(1, 51))
+
+    backend.run(t)
+
+
+def test_read_log_after_and_limit(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        for i in range(1, 11):
+            assert await s.append("m", b"p%d" % i) == i
+        got = await s.read_log("m", after=3, limit=4)
+        assert [(e.position, e.payload) for e in got] == [(i, b"p%d" % i) for i in range(4, 8)]
+        assert [e.position for e in await s.read_log("m", after=8)] == [9, 10]
+        assert await s.read_log("m", after=10) == []
+        assert await s.read_log("m", after=0, limit=0) == []
+        big = os.urandom(1 << 20)  # binary-safe, and a 1 MiB entry is fine
+        assert await s.append("m", big) == 11
+        assert (await s.read_log("m", after=10))[0].payload == big
+
+    backend.run(t)
+
+
+def test_trim_keeps_last_position(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        for i in range(10):
+            await s.append("m", b"%d" % i)
+        await s.trim_log("m", 6)
+        assert [e.position for e in await s.read_log("m", 0)] == [7, 8, 9, 10]
+        assert await s.last_position("m") == 10
+        await s.trim_log("m", 3)  # already trimmed: no-op
+        assert [e.position for e in await s.read_log("m", 0)] == [7, 8, 9, 10]
+        await s.trim_log("m", 10)  # everything
+        assert await s.read_log("m", 0) == []
+        assert await s.last_position("m") == 10
+        assert await s.append("m", b"next") == 11
+        assert [e.position for e in await s.read_log("m", 0)] == [11]
+
+    backend.run(t)
+
+
+def test_wait_for_entries(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        await s.create_model("n", CFG)
+        await s.append("m", b"x")
+
+        # Already past the position: returns without waiting for the timeout.
+        t0 = time.monotonic()
+        await s.wait_for_entries({"m": 0}, timeout=30)
+        assert time.monotonic() - t0 < 10
+
+        # Nothing new: returns by itself after the timeout.
+        t0 = time.monotonic()
+        await s.wait_for_entries({"m": 1, "n": 0}, timeout=0.3)
+        assert time.monotonic() - t0 < 10
+
+        # An append from another task wakes a waiter on any of its models long before
+        # its 30 s timeout.
+        async def later() -> None:
+            await asyncio.sleep(0.2)
+            await s.append("n", b"y")
+
+        t0 = time.monotonic()
+        writer = asyncio.create_task(later())
+        await s.wait_for_entries({"m": 1, "n": 0}, timeout=30)
+        waited = time.monotonic() - t0
+        await writer
+        assert waited < 10, f"waiter slept {waited:.1f}s although an entry arrived at 0.2s"
+        assert [e.payload for e in await s.read_log("n", 0)] == [b"y"]
+
+    backend.run(t)
+
+
+# ---------------------------------------------------------------------- checkpoints
+
+
+def test_checkpoint_is_atomic_and_never_goes_back(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        assert await s.get_checkpoint("m") is None
+        before = time.time()
+        await s.put_checkpoint("m", 5, b"five")
+        c = await s.get_checkpoint("m")
+        assert c is not None and (c.position, c.blob) == (5, b"five")
+        assert before - 1 <= c.created_at <= time.time() + 1
+        await s.put_checkpoint("m", 3, b"three")  # older: ignored
+        c = await s.get_checkpoint("m")
+        assert c is not None and (c.position, c.blob) == (5, b"five")
+        await s.put_checkpoint("m", 5, b"five-again")  # same position: replaces
+        await s.put_checkpoint("m", 8, b"\x00" * 100_000)
+        c = await s.get_checkpoint("m")
+        assert c is not None and (c.position, c.blob) == (8, b"\x00" * 100_000)
+        # Concurrent writers: whatever the interleaving, the newest position wins and
+        # its blob is the one stored next to it (never a torn position/blob pair).
+        await asyncio.gather(*(s.put_checkpoint("m", p, b"s%d" % p) for p in range(9, 40)))
+        c = await s.get_checkpoint("m")
+        assert c is not None and (c.position, c.blob) == (39, b"s39")
+
+    backend.run(t)
+
+
+# ---------------------------------------------------------------------- artifacts
+
+
+def test_artifact_versions_and_active(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("rank", {"kind": "lambdamart"})
+        blobs = [b"v1", b"version-two", os.urandom(50_000)]
+        e = await s.catalog_epoch()
+        for i, b in enumerate(blobs, 1):
+            assert await s.add_artifact("rank", b, "lambdamart", f"sum{i}") == i
+            assert await s.get_active_version("rank") == i
+        assert await s.catalog_epoch() >= e + 3
+        metas = await s.list_artifacts("rank")
+        assert [(m.version, m.size, m.checksum, m.kind) for m in metas] == [
+            (1, 2, "sum1", "lambdamart"),
+            (2, 11, "sum2", "lambdamart"),
+            (3, 50_000, "sum3", "lambdamart"),
+        ]
+        assert all(m.created_at > 0 for m in metas)
+        for i, b in enumerate(blobs, 1):
+            assert await s.get_artifact("rank", i) == b
+        assert await s.get_artifact("rank", 4) is None
+
+        e = await s.catalog_epoch()
+        await s.set_active_version("rank", 1)
+        assert await s.get_active_version("rank") == 1
+        assert await s.catalog_epoch() > e
+        with pytest.raises(ValueError, match="version 9"):
+            await s.set_active_version("rank", 9)
+        assert await s.get_active_version("rank") == 1
+        assert await s.add_artifact("rank", b"v4", "lambdamart", "sum4") == 4
+        assert await s.get_active_version("rank") == 4
+
+    backend.run(t)
+
+
+# ---------------------------------------------------------------------- durability, sharing
+
+
+def test_data_survive_close_and_restart(backend: Backend) -> None:
+    payloads = [b"entry-%d" % i for i in range(50)]
+    written: dict[int, bytes] = {}
+
+    async def write(s: Store) -> None:
+        await s.create_model("m", CFG)
+        positions = await asyncio.gather(*(s.append("m", p) for p in payloads))
+        written.update(zip(positions, payloads, strict=True))
+        await s.put_checkpoint("m", 20, b"ckpt")
+        await s.trim_log("m", 10)
+        await s.add_artifact("m", b"art", "llsvm", "c")
+
+    backend.run(write)
+    backend.restart()  # Redis: SHUTDOWN + start on the same AOF; SQLite: nothing to do
+
+    async def read(s: Store) -> None:
+        assert await s.get_config("m") == CFG
+        assert await s.last_position("m") == 50
+        log = await s.read_log("m", 0)
+        assert [e.position for e in log] == list(range(11, 51))
+        assert [e.payload for e in log] == [written[p] for p in range(11, 51)]
+        ckpt = await s.get_checkpoint("m")
+        assert ckpt is not None and (ckpt.position, ckpt.blob) == (20, b"ckpt")
+        assert await s.get_artifact("m", 1) == b"art"
+        assert await s.append("m", b"after-restart") == 51
+
+    backend.run(read)
+
+
+def test_two_store_instances_share_one_database(backend: Backend) -> None:
+    """As two workers would: each sees the other's writes, positions stay contiguous."""
+
+    async def t(s1: Store) -> None:
+        s2 = backend.new()
+        await s2.open()
+        try:
+            await s1.create_model("m", CFG)
+            assert await s2.create_model("m", CFG) is False
+            got = await asyncio.gather(
+                *(s.append("m", b"%d" % i) for i in range(100) for s in (s1, s2))
+            )
+            assert sorted(got) == list(range(1, 201))
+            assert [e.position for e in await s2.read_log("m", 0, limit=500)] == list(range(1, 201))
+
+            async def later() -> None:
+                await asyncio.sleep(0.2)
+                await s1.append("m", b"from-s1")
+
+            writer = asyncio.create_task(later())
+            t0 = time.monotonic()
+            await s2.wait_for_entries({"m": 200}, timeout=30)
+            await writer
+            assert time.monotonic() - t0 < 10
+            assert (await s2.read_log("m", 200))[0].payload == b"from-s1"
+        finally:
+            await s2.close()
+
+    backend.run(t)
+
+
+_WORKER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from service.store.sqlite import SQLiteStore
+
+    async def main(path, tag, n):
+        s = SQLiteStore(path)
+        await s.open()
+        await s.create_model("m", {"kind": "x"})
+        positions = await asyncio.gather(*(s.append("m", b"%s-%d" % (tag, i)) for i in range(n)))
+        await s.close()
+        print(",".join(map(str, positions)))
+
+    asyncio.run(main(sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])))
+    """
+)
+
+
+def test_sqlite_two_processes_append_to_one_file(tmp_path: Path) -> None:
+    """Two OS processes (like ``uvicorn --workers 2``) on one SQLite file."""
+    path = tmp_path / "shared.sqlite3"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(path), tag, "150"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for tag in ("A", "B")
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err.decode()
+    positions = [int(x) for out, _ in outs for x in out.decode().strip().split(",")]
+    assert sorted(positions) == list(range(1, 301))
+
+    async def check() -> None:
+        s = SQLiteStore(path)
+        await s.open()
+        log = await s.read_log("m", 0, limit=1000)
+        await s.close()
+        assert [e.position for e in log] == list(range(1, 301))
+        assert sorted(e.payload for e in log) == sorted(
+            b"%s-%d" % (t, i) for t in (b"A", b"B") for i in range(150)
+        )
+
+    asyncio.run(check())
+
+
+def test_open_store_picks_the_implementation(tmp_path: Path) -> None:
+    s = open_store(None, tmp_path / "data", busy_timeout=5.0, socket_timeout=1.0)
+    assert isinstance(s, SQLiteStore)
+    assert s.path == tmp_path / "data" / "learnserve.sqlite3"
+    assert s.path.parent.is_dir()
+    r = open_store("redis://127.0.0.1:1/0", tmp_path, socket_timeout=0.5, busy_timeout=5.0)
+    assert isinstance(r, RedisStore) and r.socket_timeout == 0.5
