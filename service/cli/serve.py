@@ -1,1 +1,82 @@
-"""Placeholder: this sub-command is being written; it registers nothing yet."""
+"""``learnserve serve``: run the HTTP service with uvicorn.
+
+Options override the ``LEARNSERVE_*`` environment. With ``--workers N > 1``
+uvicorn starts N processes, each running ``create_app`` against the same store
+(use Redis: every worker applies every model's log, so replicas agree), and
+``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh temp dir so ``/metrics``
+aggregates all workers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import typer
+
+from service.cli import app
+
+
+@app.command()
+def serve(
+    host: str = typer.Option(None, help="Bind address [env LEARNSERVE_HOST, default 127.0.0.1]"),
+    port: int = typer.Option(None, help="Port [env LEARNSERVE_PORT, default 8000]"),
+    workers: int = typer.Option(None, help="Worker processes [env LEARNSERVE_WORKERS, default 1]"),
+    redis_url: str = typer.Option(
+        None,
+        help="Redis URL for the durable store [env LEARNSERVE_REDIS_URL]; "
+        "without it an embedded SQLite store under --data-dir",
+    ),
+    data_dir: str = typer.Option(
+        None, help="Data directory [env LEARNSERVE_DATA_DIR, default ./data]"
+    ),
+    log_level: str = typer.Option("info", help="uvicorn/app log level"),
+) -> None:
+    """Serve models over HTTP (FastAPI + uvicorn)."""
+    import uvicorn
+
+    from service.settings import Settings
+
+    overrides = {
+        "LEARNSERVE_HOST": host,
+        "LEARNSERVE_PORT": port,
+        "LEARNSERVE_WORKERS": workers,
+        "LEARNSERVE_REDIS_URL": redis_url,
+        "LEARNSERVE_DATA_DIR": data_dir,
+    }
+    # Workers are fresh processes that build their settings from the environment.
+    for key, value in overrides.items():
+        if value is not None:
+            os.environ[key] = str(value)
+    os.environ["LEARNSERVE_LOG_LEVEL"] = log_level
+    try:
+        settings = Settings()
+    except Exception as e:  # a clear message instead of a traceback
+        typer.echo(f"error: invalid settings: {e}", err=True)
+        raise typer.Exit(2) from None
+    if settings.data_dir and not settings.redis_url:
+        os.makedirs(settings.data_dir, exist_ok=True)
+    multiproc_dir = None
+    if settings.workers > 1:
+        if not settings.redis_url:
+            typer.echo(
+                "note: several workers on the SQLite store work but poll for each "
+                "other's updates; use --redis-url in production",
+                err=True,
+            )
+        multiproc_dir = tempfile.mkdtemp(prefix="learnserve-prom-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiproc_dir
+    try:
+        uvicorn.run(
+            "service.app:factory",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level=log_level,
+            access_log=False,  # per-request logging costs more than the request
+        )
+    finally:
+        if multiproc_dir:
+            shutil.rmtree(multiproc_dir, ignore_errors=True)

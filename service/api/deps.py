@@ -1,0 +1,32 @@
+"""Dependencies shared by the routes, as ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from service.api.errors import ApiError
+from service.registry import Registry
+from service.settings import Settings
+
+
+def get_registry(request: Request) -> Registry:
+    reg: Registry = request.app.state.registry
+    if not reg.ready:
+        raise ApiError(
+            503,
+            "not_ready",
+            "models are being restored; retry shortly",
+            headers={"Retry-After": "1"},
+        )
+    return reg
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+RegistryDep = Annotated[Registry, Depends(get_registry)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]

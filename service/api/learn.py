@@ -1,0 +1,83 @@
+"""``POST /update`` (learn) and ``POST /predict`` (score), the hot paths.
+
+Bodies are read as bytes, parsed with orjson and validated by the model's
+adapter; no per-example pydantic objects are built.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from service import metrics as M
+from service.api.deps import RegistryDep, SettingsDep
+from service.api.errors import ApiError, json_response
+from service.api.schemas import (
+    PredictRequest,
+    PredictResponse,
+    UpdateRequest,
+    UpdateResponse,
+    body_doc,
+    error_responses,
+)
+from service.auth import PredictScope, UpdateScope
+from service.limits import optional_int, read_json_object, require_str
+
+router = APIRouter(tags=["learning"])
+
+
+@router.post(
+    "/update",
+    summary="Learn from a batch of labelled examples (answers once durable and applied)",
+    responses={200: {"model": UpdateResponse}, **error_responses(401, 403, 404, 413, 422, 503)},
+    openapi_extra=body_doc(UpdateRequest),
+)
+async def update(
+    request: Request, registry: RegistryDep, settings: SettingsDep, _: UpdateScope
+) -> Response:
+    body = await read_json_object(request, settings.max_body_bytes)
+    name = require_str(body, "model")
+    h = await registry.find(name)
+    request.state.model = name
+    if not h.adapter.online:
+        raise ApiError(
+            409, "not_online", f"model {name!r} is a batch model; it cannot learn online"
+        )
+    # Validate + encode everything before anything is written: a bad batch never
+    # reaches the log, so it can never change a model on any replica.
+    payload, n = h.adapter.parse_update(body, settings)
+    version = await registry.submit_update(h, payload)
+    M.EXAMPLES_ACCEPTED.labels(name).inc(n)
+    return json_response({"model": name, "applied": n, "version": version})
+
+
+@router.post(
+    "/predict",
+    summary="Score instances (labels come back with the type they were learned with)",
+    responses={
+        200: {"model": PredictResponse},
+        **error_responses(401, 403, 404, 409, 413, 422, 503),
+    },
+    openapi_extra=body_doc(PredictRequest),
+)
+async def predict(
+    request: Request, registry: RegistryDep, settings: SettingsDep, _: PredictScope
+) -> Response:
+    body = await read_json_object(request, settings.max_body_bytes)
+    name = require_str(body, "model")
+    h = await registry.find(name)
+    request.state.model = name
+    min_version = optional_int(body, "min_version")
+    if min_version is not None and h.version < min_version:
+        ok = await registry.wait_for_version(h, min_version, settings.min_version_wait_seconds)
+        if not ok:
+            raise ApiError(
+                503,
+                "version_not_reached",
+                f"this worker is at version {h.version} of {name!r}, "
+                f"min_version {min_version} not reached in time",
+                "min_version",
+                headers={"Retry-After": "1"},
+            )
+    predictions = h.adapter.predict(body, settings)
+    return json_response({"model": name, "version": h.version, "predictions": predictions})

@@ -1,0 +1,164 @@
+"""Request/response shapes for the OpenAPI document (``/docs``).
+
+Bodies are parsed on the hot path with orjson and validated by hand (no
+per-example pydantic objects); these models exist to document the API, with an
+example for every body. Note: JSON object keys are strings, so in ``scores`` a
+label sent as the integer ``1`` appears as the key ``"1"`` — the ``label`` field
+itself keeps its type (``1`` stays ``1``, ``"+1"`` stays ``"+1"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Features = list[float] | dict[str, float | str]
+Label = str | int
+
+
+class FeaturesConfig(BaseModel):
+    kind: Literal["dense", "sparse", "hashed"]
+    dim: int | None = Field(None, description="dense/sparse: number of features")
+    bits: int | None = Field(None, description="hashed: 2**bits dimensions")
+
+
+class ModelCreate(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"algorithm": "arow", "params": {"r": 1.0},
+                 "features": {"kind": "dense", "dim": 28}},
+                {"algorithm": "scw1", "params": {"c": 1.0, "eta": 0.9},
+                 "features": {"kind": "hashed", "bits": 20}},
+            ]
+        }
+    )  # fmt: skip
+    algorithm: Literal["pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2"]
+    params: dict[str, Any] = Field(default_factory=dict)
+    features: FeaturesConfig
+
+
+class Example(BaseModel):
+    x: Features = Field(description="dense list, sparse {index: value} or named {name: value}")
+    y: Label
+
+
+class UpdateRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"model": "adult", "examples": [
+                    {"x": {"age": 39, "job": "clerk"}, "y": "+1"},
+                    {"x": {"age": 50, "job": "manager"}, "y": "-1"}]}
+            ]
+        }
+    )  # fmt: skip
+    model: str
+    examples: list[Example]
+
+
+class UpdateResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"model": "adult", "applied": 2, "version": 17}]}
+    )
+    model: str
+    applied: int
+    version: int = Field(description="the model's log position after this batch")
+
+
+class Instance(BaseModel):
+    x: Features
+
+
+class PredictRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"model": "adult", "instances": [{"x": {"age": 39, "job": "clerk"}}],
+                 "min_version": 17}
+            ]
+        }
+    )  # fmt: skip
+    model: str
+    instances: list[Instance]
+    min_version: int | None = Field(
+        None, description="wait briefly until this worker has applied this version, else 503"
+    )
+
+
+class PredictionOut(BaseModel):
+    label: Label
+    score: float
+    scores: dict[str, float] = Field(description="by label; JSON keys are always strings")
+    confidence: float | None
+
+
+class PredictResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"model": "adult", "version": 17, "predictions": [
+                    {"label": "+1", "score": 1.7, "scores": {"+1": 1.7, "-1": -1.7},
+                     "confidence": 0.96}]}
+            ]
+        }
+    )  # fmt: skip
+    model: str
+    version: int
+    predictions: list[PredictionOut]
+
+
+class ModelInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    kind: str
+    config: dict[str, Any]
+    version: int
+    examples_learned: int
+    labels: list[Label] = []
+    online_metrics: dict[str, Any]
+    last_checkpoint: dict[str, Any] | None
+    state_digest: str
+
+
+class ModelList(BaseModel):
+    models: list[ModelInfo]
+
+
+class ErrorDetail(BaseModel):
+    error: str
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"detail": {"error": "invalid_input",
+                            "message": 'examples[3].x["17"]: value is NaN',
+                            "field": 'examples[3].x["17"]'}}
+            ]
+        }
+    )  # fmt: skip
+    detail: ErrorDetail
+
+
+def body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra`` documenting a JSON body that the route reads itself."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
+            },
+        }
+    }
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {c: {"model": ErrorBody} for c in codes}
+
+
+DOC_MODELS: list[type[BaseModel]] = [ModelCreate, UpdateRequest, PredictRequest]

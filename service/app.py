@@ -1,0 +1,181 @@
+"""The FastAPI application: ``create_app(settings)``.
+
+The lifespan opens the store, starts the replication task (which restores every
+model — checkpoint, then replay of the log — and only then marks the service
+ready, see ``/readyz``), and closes everything on shutdown.
+
+Run with uvicorn (workers need an import string)::
+
+    uvicorn --factory service.app:factory      # settings from LEARNSERVE_* env
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service import metrics as M
+from service.api import learn, models, ops
+from service.api.errors import install_handlers
+from service.api.schemas import DOC_MODELS
+from service.auth import KeyRing
+from service.registry import Registry
+from service.replication import Replicator
+from service.settings import Settings
+
+log = logging.getLogger("learnserve")
+
+
+class MetricsMiddleware:
+    """Requests, latency and in-flight per route template (never the raw path) and model.
+
+    Pure ASGI (no BaseHTTPMiddleware) to keep the per-request cost low. Also adds
+    ``X-Worker: <pid>`` so clients and tests can tell workers apart.
+    """
+
+    def __init__(self, app: ASGIApp, routes: list[Any]) -> None:
+        self.app = app
+        self._pid = str(os.getpid()).encode()
+        # Route templates from the routers themselves (FastAPI may wrap included
+        # routers, so the app's own route list is not flat).
+        self._static = {r.path: r.path for r in routes if "{" not in r.path}
+        self._dynamic = [(r.path_regex, r.path) for r in routes if "{" in r.path]
+
+    def _route(self, scope: Scope) -> str:
+        path = scope["path"]
+        hit = self._static.get(path)
+        if hit is not None:
+            return hit
+        for regex, template in self._dynamic:
+            if regex.match(path):
+                return template
+        return "unmatched"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = self._route(scope)
+        status = 500
+        pid = self._pid
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (b"x-worker", pid)]
+            await send(message)
+
+        in_flight = M.IN_FLIGHT.labels(route)
+        in_flight.inc()
+        t0 = time.perf_counter()
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            in_flight.dec()
+            model = scope.get("state", {}).get("model", "")
+            M.REQUEST_LATENCY.labels(route, model).observe(time.perf_counter() - t0)
+            M.REQUESTS.labels(route, model, str(status)).inc()
+
+
+def _open_store(settings: Settings) -> Any:
+    from service.store import open_store
+
+    return open_store(settings.redis_url, settings.data_dir)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    if not settings.auth_enabled and not settings.is_loopback():
+        log.warning(
+            "!!! learnserve binds %s WITHOUT API keys: anyone who can reach it can "
+            "change or delete models. Set LEARNSERVE_API_KEYS. !!!",
+            settings.host,
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = _open_store(settings)
+        await store.open()
+        registry = Registry(store, settings)
+        app.state.registry = registry
+        replicator = Replicator(registry)
+        # The replicator restores every model first (retrying while the store is
+        # unreachable); /readyz turns 200 once that is done.
+        replicator.start()
+        try:
+            yield
+        finally:
+            await replicator.stop()
+            await registry.close()
+            await store.close()
+            if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+                from prometheus_client import multiprocess
+
+                multiprocess.mark_process_dead(os.getpid())
+
+    app = FastAPI(
+        title="learnserve",
+        version="0.1.0",
+        summary="Models that learn while they serve.",
+        description=(
+            "Online models learn from `POST /update` and score with `POST /predict`. "
+            'Errors have one shape: `{"detail": {"error", "message", "field"}}`. '
+            "In `scores`, label keys are strings (JSON object keys); `label` keeps its type."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.keyring = KeyRing(settings.api_keys)
+    install_handlers(app)
+    app.include_router(learn.router)
+    app.include_router(models.router)
+    app.include_router(ops.router)
+    routes = [r for rt in (learn.router, models.router, ops.router) for r in rt.routes]
+    routes += [r for r in app.router.routes if isinstance(r, Route)]
+    app.add_middleware(MetricsMiddleware, routes=routes)
+    _install_openapi(app)
+    return app
+
+
+def _install_openapi(app: FastAPI) -> None:
+    """Add the hand-parsed bodies' schemas (with examples) to the components."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            summary=app.summary,
+            description=app.description,
+            routes=app.routes,
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in DOC_MODELS:
+            js = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, sub in js.pop("$defs", {}).items():
+                components.setdefault(name, sub)
+            components[model.__name__] = js
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def factory() -> FastAPI:
+    """For ``uvicorn --factory service.app:factory`` (settings from the environment)."""
+    logging.basicConfig(
+        level=os.environ.get("LEARNSERVE_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s",
+    )
+    return create_app(Settings())

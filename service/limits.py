@@ -1,0 +1,121 @@
+"""Request-size limits and strict JSON parsing for request bodies.
+
+Bodies are read as bytes and parsed with orjson, which refuses ``NaN`` and
+``Infinity`` tokens (not JSON) — those become 422 "body is not valid JSON". A
+number that overflows a double (``1e400``) parses to ``inf`` and is refused later
+by the feature encoder with the example and field named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from fastapi import Request
+
+from service.api.errors import ApiError, invalid
+
+
+def too_large(message: str, field: str | None = None) -> ApiError:
+    return ApiError(413, "too_large", message, field)
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The raw body, refusing more than ``max_bytes`` (before reading it when announced)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            n = int(declared)
+        except ValueError:
+            raise ApiError(400, "bad_request", "Content-Length is not a number") from None
+        if n > max_bytes:
+            raise too_large(f"body of {n} bytes exceeds the limit of {max_bytes} bytes")
+        return await request.body()
+    # Chunked upload: count while reading so a huge stream is cut off early.
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large(f"body exceeds the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json_object(request: Request, max_bytes: int) -> dict[str, Any]:
+    body = await read_body(request, max_bytes)
+    return parse_json_object(body)
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    if not body:
+        raise invalid("body is empty; expected a JSON object")
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise invalid(f"body is not valid JSON ({e.msg} at position {e.pos})") from None
+    if not isinstance(obj, dict):
+        raise invalid(f"body must be a JSON object, got {_type_name(obj)}")
+    return obj
+
+
+def _type_name(v: Any) -> str:
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        int: "integer",
+        float: "number",
+        bool: "boolean",
+        type(None): "null",
+    }.get(type(v), type(v).__name__)
+
+
+def require_str(body: Mapping[str, Any], key: str) -> str:
+    v = body.get(key)
+    if v is None:
+        raise invalid(f"{key}: field required", key)
+    if not isinstance(v, str):
+        raise invalid(f"{key}: must be a string, got {_type_name(v)}", key)
+    return v
+
+
+def require_list(body: Mapping[str, Any], key: str, max_items: int) -> list[Any]:
+    v = body.get(key)
+    if v is None:
+        raise invalid(f"{key}: field required", key)
+    if not isinstance(v, list):
+        raise invalid(f"{key}: must be an array, got {_type_name(v)}", key)
+    if not v:
+        raise invalid(f"{key}: must not be empty", key)
+    if len(v) > max_items:
+        raise too_large(f"{key}: {len(v)} items exceed the limit of {max_items} per request", key)
+    return v
+
+
+def optional_int(body: Mapping[str, Any], key: str, minimum: int = 0) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise invalid(f"{key}: must be an integer >= {minimum}, got {v!r}", key)
+    return v
+
+
+def items_field(items: list[Any], where: str, key: str) -> list[Any]:
+    """``[item[key] for item in items]``, each item an object having ``key``."""
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise invalid(
+                f"{where}[{i}]: must be an object, got {_type_name(item)}", f"{where}[{i}]"
+            )
+        try:
+            out.append(item[key])
+        except KeyError:
+            raise invalid(f"{where}[{i}].{key}: field required", f"{where}[{i}].{key}") from None
+    return out
+
+
+type_name = _type_name

@@ -1,0 +1,86 @@
+"""The adapter interface: how one kind of model plugs into the service.
+
+An adapter wraps one learner instance and knows the wire format of its kind:
+
+- ``normalize_config(body, settings)`` (class method): validate a
+  ``PUT /models/{name}`` body and return the canonical config that the store
+  keeps (JSON, with ``"kind"`` set to the adapter's kind). Equal bodies must give
+  equal configs (that is what makes PUT idempotent).
+- ``create(config)`` / ``from_checkpoint(config, blob)``: a fresh model, or one
+  restored from learner bytes (``to_bytes()``).
+- ``parse_update(body, settings) -> (payload, n_examples)``: validate an
+  ``/update`` body completely and encode it as a compact log entry (see
+  :mod:`service.models.payload`). Must not read or change mutable model state,
+  so it runs outside the model lock. Raise :class:`ApiError` (422/413) naming
+  the field.
+- ``apply(payload) -> UpdateResult``: apply one log entry. Deterministic; on
+  error raises and leaves the state unchanged (the entry is then skipped by every
+  replica alike).
+- ``predict(body, settings) -> list[dict]``: answer a ``/predict`` body's
+  ``instances``.
+- ``snapshot() -> Callable[[], bytes]``: a consistent copy taken quickly (called
+  under the model lock), whose call serialises it (run in a thread, off-lock).
+- ``state_digest()``, ``describe()`` (extra fields for ``GET /models/{name}``).
+
+To add a kind: write ``service/models/<kind>.py`` with a subclass, then add it
+to ``ADAPTERS`` (and its algorithm names to ``ALGORITHMS``) in
+``service/models/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from learners.base import UpdateResult
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+
+class ModelAdapter(ABC):
+    kind: ClassVar[str]
+    online: ClassVar[bool] = True  # False: a batch model (deployed artifacts, no /update)
+
+    def __init__(self, config: dict[str, Any], model: Any) -> None:
+        self.config = config
+        self.model = model
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    @abstractmethod
+    def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]: ...
+
+    @classmethod
+    @abstractmethod
+    def create(cls, config: dict[str, Any]) -> ModelAdapter: ...
+
+    @classmethod
+    @abstractmethod
+    def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> ModelAdapter: ...
+
+    # ------------------------------------------------------------ write path
+    @abstractmethod
+    def parse_update(self, body: dict[str, Any], settings: Settings) -> tuple[bytes, int]: ...
+
+    @abstractmethod
+    def apply(self, payload: bytes) -> UpdateResult: ...
+
+    # ------------------------------------------------------------ read path
+    @abstractmethod
+    def predict(self, body: dict[str, Any], settings: Settings) -> list[dict[str, Any]]: ...
+
+    # ------------------------------------------------------------ state
+    def snapshot(self) -> Callable[[], bytes]:
+        # Copying the arrays is a memcpy; serialising + hashing is the slow part
+        # and runs on the copy in a worker thread while updates go on.
+        clone = copy.deepcopy(self.model)
+        return clone.to_bytes
+
+    def state_digest(self) -> str:
+        return str(self.model.state_digest())
+
+    def describe(self) -> dict[str, Any]:
+        return {}

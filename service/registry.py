@@ -1,0 +1,496 @@
+"""The models of this process: restore, apply the log in order, checkpoint.
+
+Every model's state is a pure function of its log: a checkpoint (state + the
+position it covers) and the entries after it, applied in position order. Every
+worker applies every entry, so all replicas hold bit-identical state. A model's
+``version`` is the position of the last entry applied here.
+
+All mutation of a model happens under its ``asyncio.Lock`` on the event loop;
+``/predict`` reads without the lock (it never sees a half-applied batch since
+``apply`` does not yield to the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import random
+import struct
+import time
+from typing import Any
+
+import orjson
+
+from service import metrics as M
+from service.api.errors import ApiError, invalid, not_found, store_unavailable
+from service.models import adapter_class
+from service.models.base import ModelAdapter
+from service.settings import Settings
+from service.store.base import ConfigConflict, Store, StoreUnavailable
+
+log = logging.getLogger("learnserve.registry")
+
+# Checkpoint blob = b"LSCK" + u32 meta length + JSON meta (counters, eval window) + learner bytes.
+_CK_MAGIC = b"LSCK"
+_CK_HEAD = struct.Struct("<4sI")
+_FAILED_KEEP = 4096  # outcomes of skipped entries kept to answer their own requests
+
+
+class EvalWindow:
+    """Progressive (predict-then-learn) figures over the last ~``size`` examples."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.batches: collections.deque[tuple[int, int, float, float, int]] = collections.deque()
+        self.n = self.correct = self.groups = 0
+        self.loss = self.metric = 0.0
+
+    def add(self, n: int, correct: int, loss: float, metric: float, groups: int) -> None:
+        self.batches.append((n, correct, loss, metric, groups))
+        self.n += n
+        self.correct += correct
+        self.loss += loss
+        self.metric += metric
+        self.groups += groups
+        # Drop whole batches from the front while the rest still fills the window.
+        while len(self.batches) > 1 and self.n - self.batches[0][0] >= self.size:
+            n0, c0, l0, m0, g0 = self.batches.popleft()
+            self.n -= n0
+            self.correct -= c0
+            self.loss -= l0
+            self.metric -= m0
+            self.groups -= g0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "window_examples": self.n,
+            "accuracy": self.correct / self.n if self.n else None,
+            "loss": self.loss / self.n if self.n else None,
+            "ndcg_at_10": self.metric / self.groups if self.groups else None,
+        }
+
+    def to_json(self) -> list[list[Any]]:
+        return [list(b) for b in self.batches]
+
+    def load(self, batches: list[list[Any]]) -> None:
+        for b in batches:
+            self.add(int(b[0]), int(b[1]), float(b[2]), float(b[3]), int(b[4]))
+
+
+class ModelHandle:
+    def __init__(self, name: str, adapter: ModelAdapter, settings: Settings) -> None:
+        self.name = name
+        self.adapter = adapter
+        self.config = adapter.config
+        self.version = 0
+        self.lock = asyncio.Lock()
+        self.window = EvalWindow(settings.eval_window)
+        self.examples_learned = 0  # over the model's whole life (kept in checkpoints)
+        self.entries_skipped = 0
+        self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
+        self.checkpoint_position = 0
+        self.checkpoint_at: float | None = None
+        self.checkpointing = False
+        self.next_time_checkpoint = time.monotonic() + settings.checkpoint_every_seconds * (
+            0.5 + random.random()  # jitter: replicas rarely checkpoint the same model together
+        )
+        self._m_version = M.MODEL_VERSION.labels(name)
+        self._m_learned = M.EXAMPLES_LEARNED.labels(name)
+        self._m_acc = M.ONLINE_ACCURACY.labels(name)
+        self._m_loss = M.ONLINE_LOSS.labels(name)
+        self._m_ndcg = M.ONLINE_NDCG.labels(name)
+
+    def apply_entry(self, position: int, payload: bytes) -> None:
+        """Apply one log entry (caller holds the lock and checked the order)."""
+        try:
+            r = self.adapter.apply(payload)
+        except Exception as e:
+            # Deterministic: every replica holds the same state, so every replica
+            # fails on this entry too and skips it the same way.
+            log.error(
+                "model %r: log entry %d cannot be applied, skipped: %s", self.name, position, e
+            )
+            self.failed[position] = str(e)
+            if len(self.failed) > _FAILED_KEEP:
+                self.failed.popitem(last=False)
+            self.entries_skipped += 1
+        else:
+            self.examples_learned += r.applied
+            self.window.add(r.applied, r.correct, r.loss_sum, r.metric_sum, r.n_groups)
+            self._m_learned.inc(r.applied)
+            s = self.window
+            if s.n:
+                self._m_acc.set(s.correct / s.n)
+                self._m_loss.set(s.loss / s.n)
+            if s.groups:
+                self._m_ndcg.set(s.metric / s.groups)
+        self.version = position
+        self._m_version.set(position)
+
+    def checkpoint_meta(self) -> dict[str, Any]:
+        return {
+            "examples_learned": self.examples_learned,
+            "entries_skipped": self.entries_skipped,
+            "window": self.window.to_json(),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        cp = None
+        if self.checkpoint_at is not None:
+            cp = {
+                "position": self.checkpoint_position,
+                "created_at": self.checkpoint_at,
+                "age_seconds": max(0.0, time.time() - self.checkpoint_at),
+            }
+        return {
+            "name": self.name,
+            "kind": self.adapter.kind,
+            "config": self.config,
+            "version": self.version,
+            "examples_learned": self.examples_learned,
+            "entries_skipped": self.entries_skipped,
+            **self.adapter.describe(),
+            "online_metrics": self.window.summary(),
+            "last_checkpoint": cp,
+            "state_digest": self.adapter.state_digest(),
+            "worker": os.getpid(),
+        }
+
+
+def pack_checkpoint(meta: dict[str, Any], blob: bytes) -> bytes:
+    m = orjson.dumps(meta)
+    return b"".join((_CK_HEAD.pack(_CK_MAGIC, len(m)), m, blob))
+
+
+def unpack_checkpoint(data: bytes) -> tuple[dict[str, Any], bytes]:
+    if data[:4] != _CK_MAGIC:  # a bare learner artifact (e.g. written by a tool)
+        return {}, data
+    _, n = _CK_HEAD.unpack_from(data, 0)
+    off = _CK_HEAD.size
+    return orjson.loads(data[off : off + n]), data[off + n :]
+
+
+class StoreHealth:
+    """``learnserve_store_up`` / ``learnserve_store_errors_total`` bookkeeping."""
+
+    def __init__(self, store_name: str) -> None:
+        self.up = True
+        self._gauge = M.STORE_UP.labels(store_name)
+        self._gauge.set(1)
+
+    def ok(self) -> None:
+        if not self.up:
+            log.warning("store reachable again")
+        self.up = True
+        self._gauge.set(1)
+
+    def failed(self, operation: str, error: BaseException) -> None:
+        M.STORE_ERRORS.labels(operation).inc()
+        if self.up:
+            log.warning("store unreachable during %s: %s", operation, error)
+        self.up = False
+        self._gauge.set(0)
+
+
+class Registry:
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.models: dict[str, ModelHandle] = {}
+        self.ready = False
+        self.epoch: int | None = None
+        self.health = StoreHealth(store.name)
+        self._catalog_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._changed = asyncio.Event()  # set whenever some model's version moves
+
+    # ------------------------------------------------------------ lookup
+    def get(self, name: str) -> ModelHandle:
+        h = self.models.get(name)
+        if h is None:
+            raise not_found(name)
+        return h
+
+    async def find(self, name: str) -> ModelHandle:
+        """The model, picking up a catalog change made by another worker if needed."""
+        h = self.models.get(name)
+        if h is None and self.ready:
+            with contextlib.suppress(StoreUnavailable):
+                await self.sync_catalog()
+            h = self.models.get(name)
+        if h is None:
+            raise not_found(name)
+        return h
+
+    # ------------------------------------------------------------ restore
+    async def restore_all(self) -> None:
+        async with self._catalog_lock:
+            epoch = await self.store.catalog_epoch()
+            configs = await self.store.list_models()
+            for name, config in configs.items():
+                await self._load(name, config)
+            self.epoch = epoch
+        self.ready = True
+        self._update_kind_gauge()
+        log.info("restored %d model(s); ready", len(self.models))
+
+    async def _load(self, name: str, config: dict[str, Any]) -> ModelHandle | None:
+        """Build a model from its checkpoint + log and install it (replacing any old one)."""
+        try:
+            cls = adapter_class(config.get("kind", "linear"))
+        except ValueError:
+            log.error("model %r has unknown kind %r; not loaded", name, config.get("kind"))
+            return None
+        h = await self._restore_handle(name, cls, config)
+        self.models[name] = h
+        return h
+
+    async def _restore_handle(
+        self, name: str, cls: type[ModelAdapter], config: dict[str, Any]
+    ) -> ModelHandle:
+        cp = await self.store.get_checkpoint(name)
+        if cp is not None:
+            meta, blob = unpack_checkpoint(cp.blob)
+            adapter = await asyncio.to_thread(cls.from_checkpoint, config, blob)
+            h = ModelHandle(name, adapter, self.settings)
+            h.version = cp.position
+            h.checkpoint_position = cp.position
+            h.checkpoint_at = cp.created_at
+            h.examples_learned = int(meta.get("examples_learned", 0))
+            h.entries_skipped = int(meta.get("entries_skipped", 0))
+            h.window.load(meta.get("window", []))
+        else:
+            h = ModelHandle(name, cls.create(config), self.settings)
+        h._m_version.set(h.version)
+        async with h.lock:
+            await self._catch_up_locked(h)
+        return h
+
+    # ------------------------------------------------------------ log application
+    async def catch_up(self, h: ModelHandle, target: int | None = None) -> None:
+        async with h.lock:
+            await self._catch_up_locked(h, target)
+
+    async def _catch_up_locked(self, h: ModelHandle, target: int | None = None) -> None:
+        """Apply every entry past ``h.version`` (up to ``target`` if given)."""
+        while target is None or h.version < target:
+            limit = 256 if target is None else max(1, min(256, target - h.version))
+            entries = await self.store.read_log(h.name, h.version, limit)
+            if not entries:
+                return
+            if entries[0].position != h.version + 1:
+                # The entries we need were trimmed behind a newer checkpoint: reload it.
+                await self._reload_from_checkpoint(h, entries[0].position)
+                continue
+            for e in entries:
+                if e.position != h.version + 1:
+                    raise RuntimeError(f"model {h.name!r}: log gap at {e.position}")
+                h.apply_entry(e.position, e.payload)
+            self._changed.set()
+            if len(entries) < limit:
+                return
+
+    async def _reload_from_checkpoint(self, h: ModelHandle, first: int) -> None:
+        cp = await self.store.get_checkpoint(h.name)
+        if cp is None or cp.position < first - 1:
+            raise RuntimeError(
+                f"model {h.name!r}: log starts at {first} but no checkpoint covers {h.version}"
+            )
+        log.warning("model %r lagged behind the trimmed log; reloading checkpoint", h.name)
+        meta, blob = unpack_checkpoint(cp.blob)
+        h.adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
+        h.version = cp.position
+        h.checkpoint_position = cp.position
+        h.checkpoint_at = cp.created_at
+        h.examples_learned = int(meta.get("examples_learned", h.examples_learned))
+
+    async def submit_update(self, h: ModelHandle, payload: bytes) -> int:
+        """Append durably, apply in log order up to our entry, return its position."""
+        try:
+            position = await self.store.append(h.name, payload)
+        except StoreUnavailable as e:
+            self.health.failed("append", e)
+            raise store_unavailable("the store is unreachable; the update was not accepted") from e
+        self.health.ok()
+        async with h.lock:
+            if h.version == position - 1:
+                # Nobody wrote in between (the usual case): apply our own payload.
+                h.apply_entry(position, payload)
+                self._changed.set()
+            elif h.version < position:
+                try:
+                    await self._catch_up_locked(h, position)
+                except StoreUnavailable as e:
+                    self.health.failed("read_log", e)
+                    raise store_unavailable(
+                        "the update is stored but could not be applied yet; "
+                        "it will be applied when the store is back"
+                    ) from e
+            error = h.failed.get(position)
+        if error is not None:
+            raise invalid(f"the update could not be applied: {error}")
+        self._maybe_checkpoint(h)
+        return position
+
+    async def wait_for_version(self, h: ModelHandle, version: int, timeout: float) -> bool:
+        """Until this process has applied ``version`` of the model (or ``timeout``)."""
+        if h.version >= version:
+            return True
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                await self.catch_up(h, version)
+            except StoreUnavailable as e:
+                self.health.failed("read_log", e)
+                return h.version >= version
+            if h.version >= version:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(0.02, left))
+
+    # ------------------------------------------------------------ catalog
+    async def create(
+        self, name: str, cls: type[ModelAdapter], config: dict[str, Any]
+    ) -> tuple[ModelHandle, bool]:
+        try:
+            created = await self.store.create_model(name, config)
+        except ConfigConflict:
+            raise ApiError(
+                409,
+                "conflict",
+                f"model {name!r} already exists with a different configuration",
+                "name",
+            ) from None
+        except StoreUnavailable as e:
+            self.health.failed("create_model", e)
+            raise store_unavailable() from e
+        h = self.models.get(name)
+        if h is None or h.config != config:
+            async with self._catalog_lock:
+                h = self.models.get(name)
+                if h is None or h.config != config:
+                    h = await self._restore_handle(name, cls, config)
+                    self.models[name] = h
+        self._update_kind_gauge()
+        return h, created
+
+    async def delete(self, name: str) -> None:
+        try:
+            existed = await self.store.delete_model(name)
+        except StoreUnavailable as e:
+            self.health.failed("delete_model", e)
+            raise store_unavailable() from e
+        local = self._drop(name)
+        if not existed and not local:
+            raise not_found(name)
+
+    def _drop(self, name: str) -> bool:
+        h = self.models.pop(name, None)
+        if h is None:
+            return False
+        for metric in (
+            M.MODEL_VERSION,
+            M.EXAMPLES_LEARNED,
+            M.ONLINE_ACCURACY,
+            M.ONLINE_LOSS,
+            M.ONLINE_NDCG,
+            M.CHECKPOINT_AGE,
+            M.LOG_LAG,
+        ):
+            with contextlib.suppress(KeyError):
+                metric.remove(name)
+        self._update_kind_gauge()
+        return True
+
+    async def sync_catalog(self) -> None:
+        """Pick up models created or deleted by other workers (cheap when nothing changed)."""
+        epoch = await self.store.catalog_epoch()
+        if epoch == self.epoch:
+            return
+        async with self._catalog_lock:
+            configs = await self.store.list_models()
+            for name in [n for n in self.models if n not in configs]:
+                log.info("model %r was deleted elsewhere; dropping it", name)
+                self._drop(name)
+            for name, config in configs.items():
+                h = self.models.get(name)
+                stale = h is not None and (
+                    h.config != config or await self.store.last_position(name) < h.version
+                )
+                if h is None or stale:
+                    await self._load(name, config)
+            self.epoch = epoch
+        self._update_kind_gauge()
+
+    def _update_kind_gauge(self) -> None:
+        counts = collections.Counter(h.adapter.kind for h in self.models.values())
+        for kind in set(counts) | {"linear"}:
+            M.MODELS.labels(kind).set(counts.get(kind, 0))
+
+    # ------------------------------------------------------------ checkpoints
+    def _maybe_checkpoint(self, h: ModelHandle) -> None:
+        due = h.version - h.checkpoint_position >= self.settings.checkpoint_every_updates
+        if due and not h.checkpointing:
+            self.spawn(self.checkpoint(h))
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def checkpoint(self, h: ModelHandle) -> bool:
+        """Snapshot quickly under the lock, serialise + write off-loop, then trim the log."""
+        if h.checkpointing or h.version <= h.checkpoint_position:
+            return False
+        h.checkpointing = True
+        t0 = time.perf_counter()
+        try:
+            async with h.lock:
+                position = h.version
+                meta = h.checkpoint_meta()
+                # The copy runs in a thread: the loop keeps serving (predicts read the
+                # model, which nothing mutates while we hold the lock).
+                serialise = await asyncio.to_thread(h.adapter.snapshot)
+            blob = await asyncio.to_thread(lambda: pack_checkpoint(meta, serialise()))
+            await self.store.put_checkpoint(h.name, position, blob)
+            upto = position - self.settings.log_retain_entries
+            if upto > 0:
+                await self.store.trim_log(h.name, upto)
+        except StoreUnavailable as e:
+            self.health.failed("put_checkpoint", e)
+            return False
+        except Exception:
+            log.exception("checkpoint of %r failed", h.name)
+            return False
+        finally:
+            h.checkpointing = False
+        h.checkpoint_position = position
+        h.checkpoint_at = time.time()
+        h.next_time_checkpoint = time.monotonic() + self.settings.checkpoint_every_seconds
+        M.CHECKPOINT_DURATION.labels(h.name).observe(time.perf_counter() - t0)
+        M.CHECKPOINT_AGE.labels(h.name).set(0.0)
+        log.info("checkpoint of %r at position %d (%d bytes)", h.name, position, len(blob))
+        return True
+
+    async def periodic(self) -> None:
+        """Time-based checkpoints and slow-moving gauges (called about once a second)."""
+        now = time.monotonic()
+        for h in list(self.models.values()):
+            if h.checkpoint_at is not None:
+                M.CHECKPOINT_AGE.labels(h.name).set(max(0.0, time.time() - h.checkpoint_at))
+            if now >= h.next_time_checkpoint:
+                h.next_time_checkpoint = now + self.settings.checkpoint_every_seconds
+                if h.version > h.checkpoint_position and not h.checkpointing:
+                    self.spawn(self.checkpoint(h))
+            last = await self.store.last_position(h.name)
+            M.LOG_LAG.labels(h.name).set(max(0, last - h.version))
+
+    async def close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,105 @@
+"""Service settings, from ``LEARNSERVE_*`` environment variables (pydantic-settings).
+
+Every field can be set as ``LEARNSERVE_<FIELD>`` (upper-case), e.g.
+``LEARNSERVE_REDIS_URL=redis://localhost:6379/0``. ``api_keys`` accepts JSON
+(``{"key1": ["predict"], "key2": ["predict", "update", "admin"]}``) or the short
+form ``key1=predict,key2=predict+update+admin``.
+
+>>> s = Settings(api_keys="k1=predict,k2=predict+update")
+>>> s.api_keys["k2"]
+['predict', 'update']
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+SCOPES = ("predict", "update", "admin")
+
+
+def parse_api_keys(value: Any) -> dict[str, list[str]]:
+    """JSON object, short form ``key=scope+scope,key2=scope`` or a dict -> {key: [scopes]}."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            value = json.loads(text)
+        else:
+            value = {}
+            for part in text.split(","):
+                part = part.strip()
+                if not part:
+                    continue
+                key, sep, names = part.partition("=")
+                if not sep or not key.strip():
+                    raise ValueError(f"api_keys entry {part!r} must look like key=scope+scope")
+                value[key.strip()] = [s.strip() for s in names.split("+") if s.strip()]
+    if not isinstance(value, dict):
+        raise ValueError("api_keys must be an object of key: [scopes]")
+    out: dict[str, list[str]] = {}
+    for key, raw in value.items():
+        scopes: list[str] = [raw] if isinstance(raw, str) else list(raw)
+        if not isinstance(key, str) or not key:
+            raise ValueError("api_keys: a key must be a non-empty string")
+        bad = [s for s in scopes if s not in SCOPES]
+        if bad or not scopes:
+            raise ValueError(f"api_keys: scopes must be some of {list(SCOPES)}, got {scopes!r}")
+        out[key] = list(scopes)
+    return out
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LEARNSERVE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    workers: int = Field(default=1, ge=1, le=64)
+    # Redis is the production store; without it the embedded SQLite store under data_dir.
+    redis_url: str | None = None
+    data_dir: str = "./data"
+    environment: Literal["development", "production"] = "development"
+    api_keys: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
+    # Production refuses to start without keys unless this is set explicitly.
+    allow_no_auth: bool = False
+    # /metrics is open (Prometheus scrapes inside the network); set false to require "admin".
+    metrics_public: bool = True
+
+    max_body_bytes: int = Field(default=16 << 20, ge=1024)
+    max_batch_examples: int = Field(default=10_000, ge=1)
+    max_features_per_example: int = Field(default=100_000, ge=1)
+    max_dim: int = Field(default=1 << 24, ge=1)  # hashed bits <= log2(max_dim)
+
+    checkpoint_every_updates: int = Field(default=1000, ge=1)  # log entries between checkpoints
+    checkpoint_every_seconds: float = Field(default=60.0, gt=0)
+    # Entries kept in the log behind a checkpoint, so a lagging replica can catch up
+    # from the log instead of reloading the checkpoint.
+    log_retain_entries: int = Field(default=1000, ge=0)
+    min_version_wait_seconds: float = Field(default=2.0, ge=0)
+    eval_window: int = Field(default=1000, ge=1)  # examples in the progressive-evaluation window
+    catalog_poll_seconds: float = Field(default=0.5, gt=0)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _keys(cls, v: Any) -> dict[str, list[str]]:
+        return parse_api_keys(v)
+
+    @model_validator(mode="after")
+    def _production_needs_keys(self) -> Settings:
+        if self.environment == "production" and not self.api_keys and not self.allow_no_auth:
+            raise ValueError(
+                "environment=production needs LEARNSERVE_API_KEYS "
+                "(or LEARNSERVE_ALLOW_NO_AUTH=true to run without authentication)"
+            )
+        return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.api_keys)
+
+    def is_loopback(self) -> bool:
+        return self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
