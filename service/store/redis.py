@@ -171,7 +171,8 @@ class RedisStore(Store):
         pool = aioredis.BlockingConnectionPool.from_url(
             self.url,
             max_connections=max_connections,
-            timeout=self.connect_timeout + 1.0,  # wait for a free pooled connection
+            # How long a call may wait for a free pooled connection (backpressure).
+            timeout=(socket_timeout or self.socket_timeout) + self.connect_timeout,
             socket_timeout=socket_timeout,
             socket_connect_timeout=self.connect_timeout,
             health_check_interval=self.health_check_interval,
@@ -218,17 +219,16 @@ class RedisStore(Store):
         # without a socket timeout (the wait is bounded by asyncio.wait_for instead).
         self._blocking = self._client(None, 4)
         try:
-            info = await self._call(lambda: self.r.info("server"))
+            await self._learn_version()
         except StoreUnavailable:
             # Opening with Redis down is allowed: calls raise StoreUnavailable until it
             # is back, so the service can start and report not-ready.
             log.warning("redis %s is unreachable at open; will retry on use", self._where())
-            return
-        self.server_version = tuple(int(x) for x in str(info["redis_version"]).split(".")[:3])
-        self._decide_waitaof()
 
-    def _decide_waitaof(self) -> None:
-        if not self.waitaof_requested or self.server_version is None:
+    async def _learn_version(self) -> None:
+        info: Any = await self._call(lambda: self.r.info("server"))
+        self.server_version = tuple(int(x) for x in str(info["redis_version"]).split(".")[:3])
+        if not self.waitaof_requested:
             return
         self.waitaof = self.server_version >= (7, 2)
         if not self.waitaof:
@@ -315,6 +315,8 @@ class RedisStore(Store):
             raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
         k = _keys(name)
         keys, args = [k["config"], k["seq"], k["log"]], [bytes(payload)]
+        if self.waitaof_requested and self.server_version is None:
+            await self._learn_version()  # Redis was down at open()
         if self.waitaof:
             pos = await self._call(lambda: self._append_waitaof(keys, args))
         else:
