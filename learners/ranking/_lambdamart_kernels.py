@@ -1,0 +1,366 @@
+"""numba kernels for LambdaMART: lambda gradients, histograms, split search, partition, scoring.
+
+Binned rows are sparse: ``(ptr, feat, bins)`` lists, per row, the used features whose
+bin differs from the feature's default (most frequent) bin. Histograms are flat
+over all bins of all used features (``bound_off[f]`` is feature ``f``'s first bin).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# ----------------------------------------------------------------------------- gradients
+
+
+@njit(cache=True)
+def inverse_max_dcg(labels: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
+    """1 / (ideal DCG@k) per query, 0 when the ideal DCG is 0 (LightGBM's cache)."""
+    nq = offsets.shape[0] - 1
+    out = np.zeros(nq)
+    for q in range(nq):
+        y = np.sort(labels[offsets[q] : offsets[q + 1]])[::-1]
+        m = 0.0
+        for i in range(min(k, y.shape[0])):
+            m += (2.0 ** y[i] - 1.0) / np.log2(i + 2.0)
+        if m > 0.0:
+            out[q] = 1.0 / m
+    return out
+
+
+@njit(cache=True)
+def lambda_gradients(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    offsets: np.ndarray,
+    inv_max_dcg: np.ndarray,
+    sigma: float,
+    truncation: int,
+    norm: bool,
+    grad: np.ndarray,
+    hess: np.ndarray,
+) -> None:
+    """LightGBM's LambdarankNDCG gradients/hessians (first-order loss derivative, >0 hessian).
+
+    Pairs (i, j) with i in the top ``truncation`` of the current ranking, j below
+    it, labels different. |dNDCG| uses the *current* positions; with ``norm`` it is
+    divided by ``0.01 + |s_i - s_j|`` (unless all scores are equal) and the query's
+    lambdas are rescaled by ``log2(1 + S) / S`` (S = sum of |lambda|).
+    """
+    nq = offsets.shape[0] - 1
+    for q in range(nq):
+        a = offsets[q]
+        cnt = offsets[q + 1] - a
+        for i in range(cnt):
+            grad[a + i] = 0.0
+            hess[a + i] = 0.0
+        if cnt < 2:
+            continue
+        s = scores[a : a + cnt]
+        y = labels[a : a + cnt]
+        order = np.argsort(-s, kind="mergesort")  # stable, descending
+        best = s[order[0]]
+        worst = s[order[cnt - 1]]
+        imd = inv_max_dcg[q]
+        sum_lambdas = 0.0
+        for i in range(min(cnt - 1, truncation)):
+            for j in range(i + 1, cnt):
+                yi = y[order[i]]
+                yj = y[order[j]]
+                if yi == yj:
+                    continue
+                if yi > yj:
+                    hr, lr = i, j
+                else:
+                    hr, lr = j, i
+                hi = order[hr]
+                lo = order[lr]
+                delta = s[hi] - s[lo]
+                dcg_gap = (2.0 ** y[hi] - 1.0) - (2.0 ** y[lo] - 1.0)
+                disc = abs(1.0 / np.log2(hr + 2.0) - 1.0 / np.log2(lr + 2.0))
+                dndcg = dcg_gap * disc * imd
+                if norm and best != worst:
+                    dndcg /= 0.01 + abs(delta)
+                p = 1.0 / (1.0 + np.exp(sigma * delta))
+                ph = p * (1.0 - p)
+                p_lambda = -sigma * dndcg * p
+                p_hess = sigma * sigma * dndcg * ph
+                grad[a + lo] -= p_lambda
+                hess[a + lo] += p_hess
+                grad[a + hi] += p_lambda
+                hess[a + hi] += p_hess
+                sum_lambdas -= 2.0 * p_lambda
+        if norm and sum_lambdas > 0.0:
+            f = np.log2(1.0 + sum_lambdas) / sum_lambdas
+            for i in range(cnt):
+                grad[a + i] *= f
+                hess[a + i] *= f
+
+
+# ----------------------------------------------------------------------------- histograms
+
+
+@njit(cache=True)
+def build_histogram(
+    rows: np.ndarray,
+    ptr: np.ndarray,
+    feat: np.ndarray,
+    bins: np.ndarray,
+    grad: np.ndarray,
+    hess: np.ndarray,
+    bound_off: np.ndarray,
+    default_bin: np.ndarray,
+    hg: np.ndarray,
+    hh: np.ndarray,
+    hc: np.ndarray,
+) -> tuple[float, float]:
+    """Gradient/hessian/count histogram of ``rows``; returns the (G, H) totals.
+
+    Only non-default cells are visited; each feature's default bin is then the
+    leaf total minus its other bins (LightGBM's most_freq_bin trick).
+    """
+    hg[:] = 0.0
+    hh[:] = 0.0
+    hc[:] = 0
+    G = 0.0
+    H = 0.0
+    for r in rows:
+        g = grad[r]
+        h = hess[r]
+        G += g
+        H += h
+        for t in range(ptr[r], ptr[r + 1]):
+            k = bound_off[feat[t]] + bins[t]
+            hg[k] += g
+            hh[k] += h
+            hc[k] += 1
+    n = rows.shape[0]
+    nf = default_bin.shape[0]
+    for f in range(nf):
+        sg = 0.0
+        sh = 0.0
+        sc = 0
+        for k in range(bound_off[f], bound_off[f + 1]):
+            sg += hg[k]
+            sh += hh[k]
+            sc += hc[k]
+        k = bound_off[f] + default_bin[f]
+        hg[k] = G - sg
+        hh[k] = H - sh
+        hc[k] = n - sc
+    return G, H
+
+
+@njit(cache=True)
+def find_best_split(
+    hg: np.ndarray,
+    hh: np.ndarray,
+    hc: np.ndarray,
+    bound_off: np.ndarray,
+    G: float,
+    H: float,
+    n: int,
+    min_data: int,
+    min_hess: float,
+    l2: float,
+    hessian_counts: bool,
+) -> tuple[float, int, int]:
+    """Best (gain, feature, bin) over all features, LightGBM's reverse scan.
+
+    Left = bins ``<= bin``. Gain = GL²/(HL+l2) + GR²/(HR+l2) - G²/(H+l2); a split
+    must have positive gain. Ties: larger bin within a feature (scan from the
+    right, strict >), smaller feature across features. With ``hessian_counts`` the
+    per-bin row counts used by ``min_data`` are LightGBM's estimate
+    ``round(hess * n / H)`` instead of the exact counts.
+    """
+    eps = 1e-15
+    parent = G * G / (H + l2)
+    best_gain = 0.0
+    best_f = -1
+    best_b = -1
+    cnt_factor = n / H if H > 0.0 else 0.0
+    nf = bound_off.shape[0] - 1
+    for f in range(nf):
+        lo = bound_off[f]
+        nb = bound_off[f + 1] - lo
+        sgr = 0.0
+        shr = eps
+        cr = 0
+        fbest = 0.0
+        fb = -1
+        for t in range(nb - 1, 0, -1):
+            k = lo + t
+            sgr += hg[k]
+            shr += hh[k]
+            if hessian_counts:
+                cr += int(np.floor(hh[k] * cnt_factor + 0.5))
+            else:
+                cr += hc[k]
+            if cr < min_data or shr < min_hess:
+                continue
+            if n - cr < min_data:
+                break
+            shl = H - shr
+            if shl < min_hess:
+                break
+            sgl = G - sgr
+            gain = sgl * sgl / (shl + l2) + sgr * sgr / (shr + l2) - parent
+            if gain > fbest:
+                fbest = gain
+                fb = t - 1
+        if fb >= 0 and fbest > best_gain:
+            best_gain = fbest
+            best_f = f
+            best_b = fb
+    return best_gain, best_f, best_b
+
+
+@njit(cache=True)
+def split_sums(
+    hg: np.ndarray, hh: np.ndarray, hc: np.ndarray, lo: int, b: int
+) -> tuple[float, float, int]:
+    """Left-side (G, H, count) of the split ``bin <= b`` of the feature starting at ``lo``."""
+    g = 0.0
+    h = 0.0
+    c = 0
+    for k in range(lo, lo + b + 1):
+        g += hg[k]
+        h += hh[k]
+        c += hc[k]
+    return g, h, c
+
+
+@njit(cache=True)
+def row_bin(ptr: np.ndarray, feat: np.ndarray, bins: np.ndarray, r: int, f: int, dflt: int) -> int:
+    a = ptr[r]
+    b = ptr[r + 1]
+    while a < b:
+        m = (a + b) // 2
+        if feat[m] < f:
+            a = m + 1
+        else:
+            b = m
+    if a < ptr[r + 1] and feat[a] == f:
+        return bins[a]
+    return dflt
+
+
+@njit(cache=True)
+def partition(
+    rows: np.ndarray,
+    ptr: np.ndarray,
+    feat: np.ndarray,
+    bins: np.ndarray,
+    f: int,
+    b: int,
+    dflt: int,
+    buf: np.ndarray,
+) -> int:
+    """Stable in-place partition of ``rows`` into (bin <= b | bin > b); returns the left size."""
+    n = rows.shape[0]
+    nl = 0
+    nr = 0
+    for i in range(n):
+        r = rows[i]
+        if row_bin(ptr, feat, bins, r, f, dflt) <= b:
+            rows[nl] = r
+            nl += 1
+        else:
+            buf[nr] = r
+            nr += 1
+    for i in range(nr):
+        rows[nl + i] = buf[i]
+    return nl
+
+
+@njit(cache=True)
+def add_leaf_values(
+    rows: np.ndarray, begin: np.ndarray, count: np.ndarray, values: np.ndarray, scores: np.ndarray
+) -> None:
+    for leaf in range(begin.shape[0]):
+        v = values[leaf]
+        for i in range(begin[leaf], begin[leaf] + count[leaf]):
+            scores[rows[i]] += v
+
+
+@njit(cache=True)
+def add_tree_binned(
+    ptr: np.ndarray,
+    feat: np.ndarray,
+    bins: np.ndarray,
+    default_bin: np.ndarray,
+    nfeat: np.ndarray,
+    nbin: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    leaf_value: np.ndarray,
+    rows: np.ndarray,
+    scores: np.ndarray,
+) -> None:
+    """scores[r] += tree(r) for the given rows, on binned data (out-of-bag / validation rows)."""
+    for r in rows:
+        node = 0
+        if left.shape[0] == 0:
+            scores[r] += leaf_value[0]
+            continue
+        while node >= 0:
+            f = nfeat[node]
+            if row_bin(ptr, feat, bins, r, f, default_bin[f]) <= nbin[node]:
+                node = left[node]
+            else:
+                node = right[node]
+        scores[r] += leaf_value[~node]
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+@njit(cache=True, parallel=True)
+def csr_to_dense_mapped(
+    indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, start: int, stop: int, d: int
+) -> np.ndarray:
+    """Rows start:stop as a dense block over the ``d`` columns the trees use.
+
+    ``cols[t]`` is the block column of entry ``t`` (-1: a feature no tree tests).
+    """
+    out = np.zeros((stop - start, d))
+    for i in prange(start, stop):
+        for t in range(indptr[i], indptr[i + 1]):
+            j = cols[t]
+            if j >= 0:
+                out[i - start, j] = values[t]
+    return out
+
+
+@njit(cache=True, parallel=True)
+def predict_dense(
+    X: np.ndarray,
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    leaf_value: np.ndarray,
+    node_off: np.ndarray,
+    leaf_off: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """out[i] = sum of the trees on row i; a row goes left when ``x[feature] <= threshold``."""
+    n = X.shape[0]
+    n_trees = node_off.shape[0] - 1
+    for i in prange(n):
+        s = 0.0
+        for t in range(n_trees):
+            no = node_off[t]
+            lo = leaf_off[t]
+            if node_off[t + 1] == no:
+                s += leaf_value[lo]
+                continue
+            node = 0
+            while node >= 0:
+                k = no + node
+                if X[i, feature[k]] <= threshold[k]:
+                    node = left[k]
+                else:
+                    node = right[k]
+            s += leaf_value[lo + ~node]
+        out[i] = s
