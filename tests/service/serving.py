@@ -1,0 +1,80 @@
+"""Helpers to run the real service for API tests: in-process (a uvicorn thread) or
+as ``learnserve serve`` subprocesses, and to talk to it with httpx."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from service.app import create_app
+from service.settings import Settings
+from tests.service.procs import free_port, start_service
+
+
+class ServerThread:
+    """The app served by uvicorn on a free port in a background thread (real HTTP)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.port = free_port()
+        self.settings = settings.model_copy(update={"port": self.port})
+        self.app = create_app(self.settings)
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        wait_ready(self.url)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+    def client(self, **kw: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30.0, **kw)
+
+
+def wait_ready(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(f"{url}/readyz", timeout=2.0)
+            if r.status_code == 200:
+                return
+            last = r.text
+        except httpx.HTTPError as e:
+            last = e
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} not ready within {timeout}s: {last!r}")
+
+
+def learnserve_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("learnserve")
+    if exe.exists():
+        return [str(exe)]
+    return [sys.executable, "-c", "from service.cli import main; main()"]
+
+
+def start_learnserve(
+    port: int, env: dict[str, str], workers: int = 1, extra: list[str] | None = None
+) -> Any:
+    """``learnserve serve`` in a subprocess; returns once it is ready (``/readyz``)."""
+    args = [*learnserve_cmd(), "serve", "--port", str(port), "--workers", str(workers)]
+    proc = start_service(args + (extra or []), {"LEARNSERVE_LOG_LEVEL": "warning", **env}, port)
+    wait_ready(f"http://127.0.0.1:{port}")
+    return proc
+
+
+def dense_model(dim: int = 4, algorithm: str = "arow", **params: Any) -> dict[str, Any]:
+    return {"algorithm": algorithm, "params": params, "features": {"kind": "dense", "dim": dim}}

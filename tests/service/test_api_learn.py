@@ -1,0 +1,279 @@
+"""POST /update and /predict over real HTTP: results, label types, every input error."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+
+from learners.features import FeatureSpec
+from learners.linear import make_classifier
+from service.settings import Settings
+from tests.service.serving import ServerThread, dense_model
+
+MAX_BODY = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    settings = Settings(
+        data_dir=str(tmp_path_factory.mktemp("learn-api")),
+        max_body_bytes=MAX_BODY,
+        max_batch_examples=50,
+        max_features_per_example=20,
+        min_version_wait_seconds=0.3,
+    )
+    with ServerThread(settings) as srv, srv.client() as c:
+        yield c
+
+
+def err(r: httpx.Response) -> dict:
+    d = r.json()["detail"]
+    assert {"error", "message"} <= set(d)
+    return d
+
+
+def make(client: httpx.Client, name: str, body: dict) -> None:
+    r = client.put(f"/models/{name}", json=body)
+    assert r.status_code in (200, 201), r.text
+
+
+def digest(client: httpx.Client, name: str) -> tuple[int, str]:
+    info = client.get(f"/models/{name}").json()
+    return info["version"], info["state_digest"]
+
+
+def blobs(n: int, seed: int) -> tuple[np.ndarray, list[str]]:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 4)) + np.where(y[:, None] == 1, 1.5, -1.5)
+    return X, ["+1" if v else "-1" for v in y]
+
+
+def test_update_then_predict_is_bit_exact_with_the_library(client: httpx.Client) -> None:
+    make(client, "exact", dense_model(4, "arow", r=0.5))
+    ref = make_classifier("arow", dim=4, params={"r": 0.5})
+    spec = FeatureSpec.dense(4)
+    X, y = blobs(120, 0)
+    version = 0
+    for start in range(0, 120, 30):
+        rows = X[start : start + 30].tolist()
+        labels = y[start : start + 30]
+        r = client.post(
+            "/update",
+            json={"model": "exact", "examples": [{"x": a, "y": b} for a, b in zip(rows, labels)]},
+        )
+        assert r.status_code == 200, r.text
+        version += 1
+        assert r.json() == {"model": "exact", "applied": 30, "version": version}
+        ref.update(spec.encode(rows), labels)
+    info = client.get("/models/exact").json()
+    assert info["state_digest"] == ref.state_digest()
+    assert info["examples_learned"] == 120 and info["version"] == 4
+    assert sorted(info["labels"]) == ["+1", "-1"]
+    assert info["online_metrics"]["accuracy"] > 0.8
+    assert info["online_metrics"]["window_examples"] == 120
+    Xt, yt = blobs(20, 1)
+    r = client.post(
+        "/predict", json={"model": "exact", "instances": [{"x": a} for a in Xt.tolist()]}
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["model"] == "exact" and body["version"] == 4
+    expect = ref.predict_details(spec.encode(Xt.tolist()))
+    for got, want in zip(body["predictions"], expect):
+        assert got["label"] == want.label
+        assert got["score"] == pytest.approx(want.score, rel=1e-12)
+        assert set(got["scores"]) == {"+1", "-1"}
+    acc = np.mean([p["label"] == t for p, t in zip(body["predictions"], yt)])
+    assert acc >= 0.8
+
+
+def test_labels_keep_their_json_type(client: httpx.Client) -> None:
+    make(client, "ints", {"algorithm": "pa", "features": {"kind": "sparse", "dim": 10}})
+    ex = [{"x": {"1": 1.0}, "y": 1}, {"x": {"2": 1.0}, "y": 0}, {"x": {"3": 1.0}, "y": "0"}]
+    assert client.post("/update", json={"model": "ints", "examples": ex}).status_code == 200
+    preds = client.post(
+        "/predict", json={"model": "ints", "instances": [{"x": {"1": 1.0}}, {"x": {"3": 1.0}}]}
+    ).json()["predictions"]
+    assert preds[0]["label"] == 1 and isinstance(preds[0]["label"], int)
+    assert preds[1]["label"] == "0"
+    # scores are keyed by label; JSON object keys are strings ("0" int and "0" str collide
+    # only in the keys, never in "label").
+    assert "1" in preds[0]["scores"]
+    labels = client.get("/models/ints").json()["labels"]
+    assert 1 in labels and 0 in labels and "0" in labels
+
+
+def test_hashed_named_features(client: httpx.Client) -> None:
+    make(client, "named", {"algorithm": "scw1", "features": {"kind": "hashed", "bits": 12}})
+    ex = [
+        {"x": {"age": 39, "job": "clerk"}, "y": "lo"},
+        {"x": {"age": 52, "job": "manager"}, "y": "hi"},
+    ] * 5
+    r = client.post("/update", json={"model": "named", "examples": ex})
+    assert r.status_code == 200 and r.json()["applied"] == 10
+    r = client.post(
+        "/predict", json={"model": "named", "instances": [{"x": {"age": 50, "job": "manager"}}]}
+    )
+    assert r.json()["predictions"][0]["label"] == "hi"
+
+
+def test_predict_before_learning_is_409(client: httpx.Client) -> None:
+    make(client, "empty", dense_model(2))
+    r = client.post("/predict", json={"model": "empty", "instances": [{"x": [1, 2]}]})
+    assert r.status_code == 409 and err(r)["error"] == "not_fitted"
+
+
+def test_unknown_model_is_404(client: httpx.Client) -> None:
+    r = client.post("/update", json={"model": "ghost", "examples": [{"x": [1], "y": 1}]})
+    assert r.status_code == 404 and err(r)["error"] == "model_not_found"
+    r = client.post("/predict", json={"model": "ghost", "instances": [{"x": [1]}]})
+    assert r.status_code == 404
+
+
+GOOD = {"x": [1.0, 2.0, 3.0, 4.0], "y": "+1"}
+
+
+@pytest.mark.parametrize(
+    ("examples", "field", "words"),
+    [
+        ([GOOD, {"x": [1, 2, 3], "y": "+1"}], "examples[1].x", "has 3 values, expected 4"),
+        ([GOOD, GOOD, {"x": [1, 2, "a", 4], "y": "+1"}], "examples[2].x[2]", "must be a number"),
+        ([{"x": [1, 2, True, 4], "y": "+1"}], "examples[0].x[2]", "must be a number"),
+        ([{"x": [1, 2, None, 4], "y": "+1"}], "examples[0].x[2]", "must be a number"),
+        ([{"x": {"0": 1.0}, "y": "+1"}], "examples[0].x", "list of 4 numbers"),
+        ([{"x": "1,2,3,4", "y": "+1"}], "examples[0].x", "list"),
+        ([GOOD, {"x": [1, 2, 3, 4], "y": 1.5}], "examples[1].y", "string or an integer"),
+        ([{"x": [1, 2, 3, 4], "y": True}], "examples[0].y", "string or an integer"),
+        ([{"x": [1, 2, 3, 4], "y": ""}], "examples[0].y", "empty"),
+        ([{"x": [1, 2, 3, 4], "y": None}], "examples[0].y", "string or an integer"),
+        ([{"x": [1, 2, 3, 4]}], "examples[0].y", "required"),
+        ([{"y": "+1"}], "examples[0].x", "required"),
+        ([GOOD, [1, 2, 3, 4]], "examples[1]", "object"),
+        ([], "examples", "empty"),
+        ([{"x": [], "y": "+1"}], "examples[0].x", "no features"),
+    ],
+)  # fmt: skip
+def test_update_rejects_bad_examples_and_changes_nothing(
+    client: httpx.Client, examples: list, field: str, words: str
+) -> None:
+    make(client, "strict", dense_model(4, "cw"))
+    client.post("/update", json={"model": "strict", "examples": [GOOD]})
+    before = digest(client, "strict")
+    r = client.post("/update", json={"model": "strict", "examples": examples})
+    assert r.status_code == 422, r.text
+    d = err(r)
+    assert d["error"] == "invalid_input" and d["field"] == field and words in d["message"], d
+    assert d["message"].startswith(field)
+    assert digest(client, "strict") == before
+
+
+def test_sparse_errors_name_the_key(client: httpx.Client) -> None:
+    make(client, "sp", {"algorithm": "pa1", "features": {"kind": "sparse", "dim": 20}})
+    cases = [
+        ({"3": 1.0, "25": 1.0}, 'examples[0].x["25"]'),
+        ({"3": 1.0, "a": 1.0}, 'examples[0].x["a"]'),
+        ({"3": 1.0, "4": "x"}, 'examples[0].x["4"]'),
+        ({str(i): 1.0 for i in range(21)}, None),  # too many features -> 413
+    ]
+    for x, field in cases:
+        r = client.post("/update", json={"model": "sp", "examples": [{"x": x, "y": "a"}]})
+        assert r.status_code in (413, 422), r.text
+        if field is not None:
+            assert err(r)["field"] == field
+    assert digest(client, "sp")[0] == 0
+
+
+def test_nan_and_infinity_are_refused(client: httpx.Client) -> None:
+    make(client, "nan", dense_model(4))
+    before = digest(client, "nan")
+    # Python's json writes NaN/Infinity tokens (not JSON): refused by the parser.
+    for bad in (math.nan, math.inf, -math.inf):
+        body = json.dumps({"model": "nan", "examples": [GOOD, {"x": [1, 2, bad, 4], "y": "-1"}]})
+        r = client.post("/update", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "not valid JSON" in err(r)["message"], r.text
+    raw = b'{"model": "nan", "examples": [{"x": [1, 2, 1e400, 4], "y": "+1"}]}'
+    r = client.post("/update", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    raw = b'{"model": "nan", "instances": [{"x": [1, 2, -1e999, 4]}]}'
+    assert client.post("/predict", content=raw).status_code == 422
+    assert digest(client, "nan") == before
+
+
+def test_bad_top_level_fields(client: httpx.Client) -> None:
+    make(client, "top", dense_model(4))
+    for body, field in [
+        ({"examples": [GOOD]}, "model"),
+        ({"model": 3, "examples": [GOOD]}, "model"),
+        ({"model": "top", "examples": {"x": 1}}, "examples"),
+        ({"model": "top"}, "examples"),
+    ]:
+        r = client.post("/update", json=body)
+        assert r.status_code == 422 and err(r)["field"] == field, r.text
+    for body, field in [
+        ({"model": "top", "instances": []}, "instances"),
+        ({"model": "top", "instances": [{"x": [1, 2, 3, 4]}], "min_version": -1}, "min_version"),
+        ({"model": "top", "instances": [{"x": [1, 2, 3, 4]}], "min_version": "3"}, "min_version"),
+        ({"model": "top", "instances": [{"x": [1, 2]}]}, "instances[0].x"),
+    ]:
+        r = client.post("/predict", json=body)
+        assert r.status_code == 422 and err(r)["field"] == field, r.text
+    assert client.post("/update", content=b"").status_code == 422
+    assert client.post("/update", content=b"[1]").status_code == 422
+
+
+def test_body_and_batch_limits_are_413(client: httpx.Client) -> None:
+    make(client, "big", dense_model(4))
+    before = digest(client, "big")
+    r = client.post("/update", json={"model": "big", "examples": [GOOD] * 51})
+    assert r.status_code == 413 and err(r)["field"] == "examples", r.text
+    r = client.post("/predict", json={"model": "big", "instances": [{"x": GOOD["x"]}] * 51})
+    assert r.status_code == 413
+    huge = json.dumps({"model": "big", "examples": [GOOD] * 40, "pad": "x" * MAX_BODY}).encode()
+    r = client.post("/update", content=huge, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and err(r)["error"] == "too_large"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: cut off while streaming
+        for i in range(0, len(huge), 8192):
+            yield huge[i : i + 8192]
+
+    r = client.post("/update", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert digest(client, "big") == before
+
+
+def test_min_version(client: httpx.Client) -> None:
+    make(client, "mv", dense_model(4))
+    v = client.post("/update", json={"model": "mv", "examples": [GOOD]}).json()["version"]
+    ok = client.post(
+        "/predict", json={"model": "mv", "instances": [{"x": GOOD["x"]}], "min_version": v}
+    )
+    assert ok.status_code == 200 and ok.json()["version"] >= v
+    r = client.post(
+        "/predict", json={"model": "mv", "instances": [{"x": GOOD["x"]}], "min_version": v + 5}
+    )
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert err(r)["error"] == "version_not_reached"
+
+
+def test_metrics_use_route_templates_and_model_names(client: httpx.Client) -> None:
+    make(client, "met", dense_model(4))
+    client.post("/update", json={"model": "met", "examples": [GOOD, {**GOOD, "y": "-1"}]})
+    client.post("/predict", json={"model": "met", "instances": [{"x": GOOD["x"]}]})
+    client.get("/models/met")
+    text = client.get("/metrics").text
+    assert 'learnserve_requests_total{model="met",route="/update",status="200"}' in text
+    assert 'learnserve_requests_total{model="met",route="/models/{name}",status="200"}' in text
+    assert 'learnserve_request_duration_seconds_count{model="met",route="/predict"}' in text
+    assert 'learnserve_examples_learned_total{model="met"} 2.0' in text
+    assert 'learnserve_examples_accepted_total{model="met"} 2.0' in text
+    assert 'learnserve_model_version{model="met"} 1.0' in text
+    assert 'learnserve_online_accuracy{model="met"}' in text
+    assert 'learnserve_store_up{store="sqlite"} 1.0' in text
+    assert 'learnserve_models{kind="linear"}' in text
+    assert "/models/met" not in text  # raw paths never become labels
