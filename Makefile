@@ -23,6 +23,8 @@ serve: venv
 # System services the tests run for real (redis-server, prometheus, docker-compose validation).
 system-deps:
 	@command -v redis-server >/dev/null || (apt-get update -qq && apt-get install -y -qq redis-server) || echo "warning: could not install redis-server; Redis tests will skip"
+	@command -v docker-compose >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose) || echo "warning: could not install docker-compose; compose validation tests will skip"
+	@command -v prometheus >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus) || echo "warning: could not install prometheus; dashboard query tests will skip"
 
 test: venv system-deps
 	$(BIN)/python -m pytest -q -m "not slow"
