@@ -237,7 +237,8 @@ def test_dockerfile_parser_joins_continuations() -> None:
 
 def test_dockerfile_is_multi_stage_slim_311(dockerfile: list[tuple[str, str]]) -> None:
     args = dict(a.split("=", 1) for i, a in dockerfile if i == "ARG" and "=" in a)
-    froms = [a.replace("${PYTHON_IMAGE}", args.get("PYTHON_IMAGE", "")) for i, a in dockerfile if i == "FROM"]
+    image = args.get("PYTHON_IMAGE", "")
+    froms = [a.replace("${PYTHON_IMAGE}", image) for i, a in dockerfile if i == "FROM"]
     assert len(froms) >= 2
     assert all(f.split()[0] == "python:3.11-slim" for f in froms)
     build_stage = froms[0].split()[-1]
