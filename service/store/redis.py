@@ -41,6 +41,8 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import logging
 import time
@@ -125,6 +127,10 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     TimeoutError,
     OSError,
 )
+_Pending = tuple[str, bytes, "asyncio.Future[int]"]
+_MAX_GROUP = 500  # appends per pipeline
+_MAX_GROUP_BYTES = 8 << 20  # ... and payload bytes per pipeline
+
 _UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "LOADING", "NOREPLICAS")
 
 
@@ -146,7 +152,7 @@ class RedisStore(Store):
         url: str,
         *,
         socket_timeout: float = 2.0,
-        connect_timeout: float = 1.0,
+        connect_timeout: float = 2.0,
         max_connections: int = 32,
         health_check_interval: int = 15,
         waitaof: bool = False,
@@ -165,6 +171,8 @@ class RedisStore(Store):
         self.server_version: tuple[int, ...] | None = None
         self._r: aioredis.Redis | None = None
         self._blocking: aioredis.Redis | None = None
+        self._pending: list[_Pending] = []  # appends waiting for the next pipeline
+        self._flusher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def _client(self, socket_timeout: float | None, max_connections: int) -> aioredis.Redis:
@@ -239,6 +247,11 @@ class RedisStore(Store):
             )
 
     async def close(self) -> None:
+        if self._flusher is not None and not self._flusher.done():
+            # Let queued appends finish (they were accepted before close()).
+            with contextlib.suppress(Exception):
+                await self._flusher
+        self._flusher = None
         for c in (self._r, self._blocking):
             if c is not None:
                 await c.aclose(close_connection_pool=True)
@@ -311,33 +324,69 @@ class RedisStore(Store):
 
     # ------------------------------------------------------------------ update log
     async def append(self, name: str, payload: bytes) -> int:
+        """Queued and sent with whatever other appends are waiting, as one pipeline of
+        scripts (group commit): one round trip and one connection for many appends, in
+        the order they were called. A single append is sent at once."""
         if not isinstance(payload, bytes | bytearray | memoryview):
             raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
-        k = _keys(name)
-        keys, args = [k["config"], k["seq"], k["log"]], [bytes(payload)]
+        self.r  # noqa: B018 -- raises if the store is not open
         if self.waitaof_requested and self.server_version is None:
             await self._learn_version()  # Redis was down at open()
-        if self.waitaof:
-            pos = await self._call(lambda: self._append_waitaof(keys, args))
-        else:
-            pos = await self._script(_APPEND, keys, args)
-        if pos == -1:
-            raise ModelNotFound(name)
-        return int(pos)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending.append((name, bytes(payload), fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_appends())
+        return await fut
 
-    async def _append_waitaof(self, keys: list[str], args: list[Any]) -> int:
-        # WAITAOF waits for the writes of *this connection*: a pipeline keeps both
-        # commands on one connection.
+    async def _flush_appends(self) -> None:
+        while self._pending:
+            batch: list[_Pending] = []
+            size = 0
+            while self._pending and len(batch) < _MAX_GROUP and size < _MAX_GROUP_BYTES:
+                batch.append(self._pending.pop(0))
+                size += len(batch[-1][1])
+            try:
+                results = await self._call(functools.partial(self._send_appends, batch))
+            except BaseException as e:
+                for _, _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                if isinstance(e, asyncio.CancelledError):  # close() while appends queued
+                    for _, _, fut in self._pending:
+                        fut.cancel()
+                    self._pending.clear()
+                    raise
+                continue
+            for (name, _, fut), res in zip(batch, results, strict=False):
+                if fut.done():  # the caller was cancelled; the entry is stored anyway
+                    continue
+                if isinstance(res, _UNAVAILABLE):
+                    fut.set_exception(StoreUnavailable(f"redis {self._where()}: {res}"))
+                elif isinstance(res, Exception):
+                    fut.set_exception(res)
+                elif res == -1:
+                    fut.set_exception(ModelNotFound(name))
+                else:
+                    fut.set_result(int(res))
+
+    async def _send_appends(self, batch: list[_Pending]) -> list[Any]:
         async with self.r.pipeline(transaction=False) as p:
-            p.eval(_APPEND, len(keys), *keys, *args)
-            p.execute_command("WAITAOF", 1, 0, int(self.waitaof_timeout * 1000))
-            pos, (local, _replicas) = await p.execute()
-        if pos != -1 and int(local) < 1:
-            raise StoreUnavailable(
-                f"redis {self._where()}: entry {pos} of the log was not fsynced within "
-                f"{self.waitaof_timeout}s (WAITAOF)"
-            )
-        return int(pos)
+            for name, payload, _ in batch:
+                k = _keys(name)
+                p.eval(_APPEND, 3, k["config"], k["seq"], k["log"], payload)
+            if self.waitaof:
+                # WAITAOF covers the earlier writes of *this connection*, i.e. the
+                # whole pipeline: one fsync wait for the group.
+                p.execute_command("WAITAOF", 1, 0, int(self.waitaof_timeout * 1000))
+            results = await p.execute(raise_on_error=False)
+        if self.waitaof:
+            acks = results.pop()
+            if isinstance(acks, Exception) or int(acks[0]) < 1:
+                raise StoreUnavailable(
+                    f"redis {self._where()}: appends not fsynced within "
+                    f"{self.waitaof_timeout}s (WAITAOF: {acks})"
+                )
+        return list(results)
 
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
         if limit <= 0:

@@ -154,6 +154,23 @@ def test_writes_to_a_missing_model(backend: Backend) -> None:
 # ---------------------------------------------------------------------- update log
 
 
+def test_one_bad_append_does_not_fail_its_neighbours(backend: Backend) -> None:
+    """Concurrent appends are committed in groups; a missing model fails only its own."""
+
+    async def t(s: Store) -> None:
+        await s.create_model("a", CFG)
+        res = await asyncio.gather(
+            *(s.append("ghost" if i % 3 == 0 else "a", b"%d" % i) for i in range(60)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, ModelNotFound) for r in res[0::3])
+        ok = [r for i, r in enumerate(res) if i % 3]
+        assert sorted(ok) == list(range(1, 41))  # type: ignore[type-var]
+        assert await s.last_position("ghost") == 0
+
+    backend.run(t)
+
+
 def test_concurrent_appends_get_contiguous_positions(backend: Backend) -> None:
     async def t(s: Store) -> None:
         await s.create_model("a", CFG)
