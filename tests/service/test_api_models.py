@@ -87,7 +87,7 @@ def test_delete_removes_stored_state(client: httpx.Client) -> None:
         ({"features": {"kind": "dense", "dim": 3}}, "algorithm", "must be one of"),
         (dense_model(3, "arow", r=-1.0), "params.r", "params.r"),
         (dense_model(3, "arow", bogus=1), "params.bogus", "bogus"),
-        ({"algorithm": "pa", "params": [1], "features": {"kind": "dense", "dim": 3}}, "params", "object"),
+        ({**dense_model(3, "pa"), "params": [1]}, "params", "object"),
         ({"algorithm": "pa", "features": {"kind": "dense", "dim": 0}}, "features", "dim"),
         ({"algorithm": "pa", "features": {"kind": "dense", "dim": 3.5}}, "features", "dim"),
         ({"algorithm": "pa", "features": {"kind": "tfidf", "dim": 3}}, "features", "kind"),
