@@ -24,6 +24,10 @@ of acknowledged entries; that trade-off is the operator's Redis config. On Redis
 before acknowledging; Redis 7.0 has no WAITAOF and the option is then ignored with a
 warning.
 
+Concurrent appends are group-committed: whatever is queued while one pipeline is in
+flight goes out as the next pipeline of scripts (in call order), so many concurrent
+``/update`` requests cost few round trips and one pooled connection.
+
 Errors: connection problems (refused, timeouts, LOADING, READONLY, MISCONF, ...) raise
 ``StoreUnavailable`` quickly (short socket timeouts). Nothing is retried inside the
 client, so an append is never executed twice by the store itself; an append that

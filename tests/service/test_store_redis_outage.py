@@ -141,3 +141,27 @@ def test_waitaof_is_used_only_when_the_server_has_it(redis_url: str) -> None:
             await s.close()
 
     asyncio.run(t())
+
+
+def test_append_is_not_acknowledged_when_waitaof_cannot_confirm(redis_url: str) -> None:
+    """Forces the WAITAOF path. On a server without WAITAOF (< 7.2) the command fails,
+    so the append must not be acknowledged: StoreUnavailable, although the entry was
+    written (an unconfirmed write is reported as such, never as durable)."""
+
+    async def t() -> None:
+        s = RedisStore(redis_url)
+        await s.open()
+        try:
+            assert s.server_version is not None
+            if s.server_version >= (7, 2):
+                pytest.skip("server has WAITAOF; the failure path needs an older Redis")
+            await s.create_model("m", CFG)
+            s.waitaof = True
+            with pytest.raises(StoreUnavailable, match="WAITAOF"):
+                await s.append("m", b"x")
+            s.waitaof = False
+            assert [e.payload for e in await s.read_log("m", 0)] == [b"x"]
+        finally:
+            await s.close()
+
+    asyncio.run(t())
