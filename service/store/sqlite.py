@@ -109,7 +109,7 @@ class SQLiteStore(Store):
     name = "sqlite"
 
     def __init__(
-        self, path: str | Path, busy_timeout: float = 30.0, poll_interval: float = 0.05
+        self, path: str | Path, busy_timeout: float = 10.0, poll_interval: float = 0.05
     ) -> None:
         if busy_timeout <= 0 or poll_interval <= 0:
             raise ValueError("busy_timeout and poll_interval must be > 0 seconds")
