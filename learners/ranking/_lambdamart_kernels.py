@@ -97,6 +97,30 @@ def lambda_gradients(
                 hess[a + i] *= f
 
 
+# ----------------------------------------------------------------------------- bagging
+
+
+@njit(cache=True)
+def lcg_next16(states: np.ndarray, i: int) -> int:
+    """LightGBM's ``Random::RandInt16``: x = 214013 x + 2531011 (mod 2^32); (x >> 16) & 0x7FFF."""
+    x = (np.uint64(214013) * np.uint64(states[i]) + np.uint64(2531011)) & np.uint64(0xFFFFFFFF)
+    states[i] = np.uint32(x)
+    return int((x >> np.uint64(16)) & np.uint64(0x7FFF))
+
+
+@njit(cache=True)
+def bernoulli_bag(states: np.ndarray, n: int, fraction: float, block: int) -> np.ndarray:
+    """Rows kept by LightGBM's bagging: row i is in when the next float of generator
+    ``i // block`` is < fraction (its ``BaggingHelper``); returns them ascending."""
+    keep = np.empty(n, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        if lcg_next16(states, i // block) / 32768.0 < fraction:
+            keep[m] = i
+            m += 1
+    return keep[:m].copy()
+
+
 # ----------------------------------------------------------------------------- histograms
 
 
