@@ -74,40 +74,51 @@ def model_names(options: Any) -> dict[str, list[str]]:
     }
 
 
-def model_configs(options: Any) -> dict[str, dict[str, Any]]:
-    """Every model any scenario uses, name -> PUT /models body."""
+def model_configs(options: Any, groups: set[str]) -> dict[str, dict[str, Any]]:
+    """name -> PUT /models body, for the model groups the selected scenarios use."""
     clf = {"algorithm": options.algorithm, "params": {}, "features": {"kind": "hashed", "bits": 20}}
     rank = {"algorithm": "ranksvm", "params": {}, "features": {"kind": "hashed", "bits": 20}}
     names = model_names(options)
-    configs = {n: clf for key in ("clf", "stream", "mix") for n in names[key]}
-    configs.update({n: rank for n in names["rank"]})
-    return configs
+    return {n: rank if g == "rank" else clf for g in sorted(groups) for n in names[g]}
 
 
 def auth_headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
+def _call(method: str, url: str, body: dict[str, Any], headers: dict[str, str]) -> int:
+    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method=method)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return int(r.status)
+
+
 @events.test_start.add_listener
 def _create_models(environment: Environment, **_kwargs: Any) -> None:
-    """Create (or confirm) every model before the users start; stop the run if one fails."""
+    """Create (or confirm) the models of the selected scenarios and teach each a first batch
+    (a model that has seen no label cannot predict yet); stop the run if any call fails."""
     options = environment.parsed_options
     if environment.host is None or options is None:
         raise RuntimeError("pass --host http://HOST:PORT (the learnserve service)")
+    base = environment.host.rstrip("/")
     headers = {"Content-Type": "application/json", **auth_headers(options.api_key)}
-    for name, body in model_configs(options).items():
-        url = f"{environment.host.rstrip('/')}/models/{name}"
-        req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="PUT")
+    groups = {g for cls in environment.user_classes for g in getattr(cls, "model_groups", ())}
+    rng = random.Random(CONCEPT_SEED)
+    for name, body in model_configs(options, groups).items():
+        if body["algorithm"] == "ranksvm":
+            seed = {"model": name, "queries": [make_query(rng, options.nnz, 10, True)]}
+        else:
+            seed = {"model": name, "examples": [make_example(rng, options.nnz) for _ in range(8)]}
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                log.info("model %s ready (HTTP %s)", name, r.status)
+            status = _call("PUT", f"{base}/models/{name}", body, headers)
+            _call("POST", f"{base}/update", seed, headers)
+            log.info("model %s ready (HTTP %s)", name, status)
         except urllib.error.HTTPError as e:
             detail = e.read().decode(errors="replace")[:500]
-            log.error("PUT %s -> HTTP %s: %s", url, e.code, detail)
+            log.error("%s -> HTTP %s: %s", e.url, e.code, detail)
             environment.process_exit_code = 1
             if environment.runner is not None:
                 environment.runner.quit()
-            raise RuntimeError(f"cannot create model {name}: HTTP {e.code} {detail}") from None
+            raise RuntimeError(f"cannot prepare model {name}: HTTP {e.code} {detail}") from None
 
 
 # ----------------------------------------------------------------- synthetic data
@@ -144,6 +155,7 @@ def make_query(rng: random.Random, nnz: int, items: int, labelled: bool) -> dict
 
 class _LearnserveUser(FastHttpUser):
     abstract = True
+    model_groups: tuple[str, ...] = ()  # which models (see model_names) the scenario uses
 
     def wait_time(self) -> float:
         rate = float(self.environment.parsed_options.user_rate)
@@ -184,6 +196,7 @@ class PredictHeavyUser(_LearnserveUser):
     """95 % predicts of one instance, 5 % updates of 8 examples, on one classifier."""
 
     weight = 3
+    model_groups = ("clf",)
 
     @tag("predict")
     @task(95)
@@ -200,6 +213,7 @@ class UpdateHeavyUser(_LearnserveUser):
     """A stream of labelled batches (the online-learning write path), 10 % predicts."""
 
     weight = 1
+    model_groups = ("stream",)
 
     @tag("update")
     @task(9)
@@ -216,6 +230,7 @@ class RankingUser(_LearnserveUser):
     """Ranking queries against a RankSVM: 80 % scoring, 20 % learning from graded queries."""
 
     weight = 1
+    model_groups = ("rank",)
 
     @tag("predict")
     @task(8)
@@ -232,6 +247,7 @@ class MixedUser(_LearnserveUser):
     """Several classifiers and a ranker at once, the way a shared service sees traffic."""
 
     weight = 1
+    model_groups = ("mix", "rank")
 
     @task(70)
     def predict_any(self) -> None:

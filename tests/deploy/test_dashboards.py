@@ -1,0 +1,325 @@
+"""Grafana dashboards: well-formed, exported metrics only, every query answered by Prometheus.
+
+The live test runs what docker compose runs, natively: redis-server, ``learnserve
+serve --workers 2`` on it, and Debian's ``prometheus`` with the repository's own
+scrape config (target rewritten to the test's port, interval shortened). It drives
+mixed traffic, a batch-model deploy and rollback and a short Redis outage, then
+evaluates every PromQL expression of every panel through ``/api/v1/query``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from prometheus_client.metrics import MetricWrapperBase
+
+from service import metrics as service_metrics
+from tests.deploy.conftest import DASHBOARDS, REPO, running_service
+from tests.service.procs import RedisServer, free_port, stop_process, wait_http_ok
+
+PROMQL_KEYWORDS = {
+    "by", "without", "on", "ignoring", "group_left", "group_right", "bool",
+    "and", "or", "unless", "offset", "inf", "nan",
+}  # fmt: skip
+# Standard prometheus-client process/platform collectors, and Prometheus' own series.
+STANDARD_PREFIXES = ("process_", "python_gc_", "python_info")
+STANDARD_NAMES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
+
+
+def exported_names() -> set[str]:
+    """Every sample name ``service/metrics.py`` exports (counters' _total, histograms' parts)."""
+    names: set[str] = set()
+    for obj in vars(service_metrics).values():
+        if not isinstance(obj, MetricWrapperBase):
+            continue
+        kind, name = obj._type, obj._name
+        if kind == "counter":
+            names.add(f"{name}_total")
+        elif kind == "histogram":
+            names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+        else:
+            names.add(name)
+    return names
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names a PromQL expression selects (strings, matchers, ranges, groupings removed)."""
+    s = re.sub(r'"(?:\\.|[^"\\])*"', '""', expr)
+    s = re.sub(r"\{[^}]*\}", " ", s)
+    s = re.sub(r"\[[^\]]*\]", " ", s)
+    s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)
+    out = set()
+    for m in re.finditer(r"(?<![\w.$])[A-Za-z_:][\w:]*", s):
+        if s[m.end() :].lstrip().startswith("("):  # a function or an aggregation
+            continue
+        if m.group().lower() not in PROMQL_KEYWORDS:
+            out.add(m.group())
+    return out
+
+
+def panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for p in dashboard["panels"]:
+        if p.get("type") == "row":
+            yield from p.get("panels", [])
+        else:
+            yield p
+
+
+def all_targets() -> list[tuple[str, str, str]]:
+    """(dashboard file, panel title, expr) for every query of every panel."""
+    out = []
+    for path in DASHBOARDS:
+        for p in panels(json.loads(path.read_text())):
+            out += [(path.name, p["title"], t["expr"]) for t in p["targets"]]
+    return out
+
+
+# --------------------------------------------------------------------- static
+
+
+def test_metric_name_extraction() -> None:
+    expr = (
+        "histogram_quantile(0.99, sum by (route, le) (rate(learnserve_request_duration_seconds"
+        '_bucket{model=~"$model",route!="x y"}[$__rate_interval]))) / on(route) group_left '
+        "sum without (pid) (up) or vector(0) and learnserve_models offset 5m"
+    )
+    want = {"learnserve_request_duration_seconds_bucket", "up", "learnserve_models"}
+    assert metric_names(expr) == want
+
+
+def test_the_three_dashboards_exist() -> None:
+    assert [p.name for p in DASHBOARDS] == ["learning.json", "service.json", "store.json"]
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_is_well_formed(path: Path) -> None:
+    d = json.loads(path.read_text())
+    assert d["uid"] and d["title"].startswith("learnserve")
+    ids = [p["id"] for p in panels(d)]
+    assert len(ids) == len(set(ids)), "duplicate panel ids"
+    for p in panels(d):
+        assert p["targets"], f"panel {p['title']!r} has no query"
+        assert p["datasource"]["uid"] == "prometheus"
+        for t in p["targets"]:
+            assert t["expr"].strip() and t["refId"]
+            assert t["datasource"]["uid"] == "prometheus"
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0
+
+
+def test_dashboard_uids_are_unique() -> None:
+    uids = [json.loads(p.read_text())["uid"] for p in DASHBOARDS]
+    assert len(uids) == len(set(uids))
+
+
+def test_panels_use_only_exported_metrics() -> None:
+    allowed = exported_names()
+    for name, title, expr in all_targets():
+        for metric in metric_names(expr):
+            standard = metric in STANDARD_NAMES or metric.startswith(STANDARD_PREFIXES)
+            ok = metric in allowed or standard
+            assert ok, f"{name} / {title!r}: {metric!r} is not exported by service/metrics.py"
+
+
+def test_every_exported_metric_is_on_a_dashboard() -> None:
+    used = set().union(*(metric_names(e) for _, _, e in all_targets()))
+    exported = exported_names()
+
+    # A histogram counts as shown when any of its _bucket/_sum/_count is.
+    def base(n: str) -> str:
+        return re.sub(r"_(bucket|sum|count)$", "", n)
+
+    bases = {base(n) for n in used}
+    missing = {n for n in exported if n not in used and base(n) not in bases}
+    assert not missing, f"exported but on no dashboard: {sorted(missing)}"
+
+
+def test_service_dashboard_has_latency_quantiles_per_route() -> None:
+    exprs = [e for n, _, e in all_targets() if n == "service.json"]
+    for q in ("0.5", "0.95", "0.99"):
+        assert any(
+            f"histogram_quantile({q}, sum by (route, le)" in e
+            and "learnserve_request_duration_seconds_bucket" in e
+            for e in exprs
+        ), q
+
+
+# ----------------------------------------------------------------------- live
+
+WINDOW = "60s"  # stands in for $__rate_interval and $__range
+
+
+def grafana_to_promql(expr: str) -> str:
+    """Replace Grafana's variables the way Grafana would for 'All' and a short time range."""
+    for var in ("$__rate_interval", "$__range", "$__interval"):
+        expr = expr.replace(var, WINDOW)
+    return expr.replace("$model", ".*")
+
+
+@contextlib.contextmanager
+def running_prometheus(target: str, workdir: Path) -> Iterator[str]:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("prometheus is not installed (make system-deps: Debian's prometheus package)")
+    config = yaml.safe_load((REPO / "docker/prometheus/prometheus.yml").read_text())
+    port = free_port()
+    config["global"]["scrape_interval"] = "1s"
+    config["global"]["evaluation_interval"] = "1s"
+    for job in config["scrape_configs"]:
+        job.pop("scrape_interval", None)
+        if job["job_name"] == "learnserve":  # compose's DNS discovery -> the test's port
+            job.pop("dns_sd_configs")
+            job["static_configs"] = [{"targets": [target]}]
+        else:
+            job["static_configs"] = [{"targets": [f"127.0.0.1:{port}"]}]
+    path = workdir / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    log = open(workdir / "prometheus.log", "wb")
+    args = [
+        binary,
+        f"--config.file={path}",
+        f"--storage.tsdb.path={workdir / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port}/-/ready", 60, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+        log.close()
+
+
+def tiny_lambdamart(seed: int) -> bytes:
+    import numpy as np
+
+    from learners.ranking.lambdamart import LambdaMART
+
+    rng = np.random.default_rng(seed)
+    X = rng.random((60, 4))
+    y = (X[:, 0] * 3).astype(int)
+    return LambdaMART(n_estimators=3, min_data_in_leaf=5).fit(X, y, [20, 20, 20]).to_bytes()
+
+
+def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
+    import random
+
+    rng = random.Random(7)
+    hashed = {"kind": "hashed", "bits": 16}
+    for name in ("clf-a", "clf-b"):
+        r = c.put(f"/models/{name}", json={"algorithm": "arow", "params": {}, "features": hashed})
+        assert r.status_code in (200, 201), r.text
+    r = c.put("/models/rank", json={"algorithm": "ranksvm", "params": {}, "features": hashed})
+    assert r.status_code in (200, 201), r.text
+
+    def x() -> dict[str, float]:
+        return {f"f{rng.randrange(50)}": rng.gauss(0, 1) for _ in range(8)}
+
+    for _ in range(rounds):
+        for name in ("clf-a", "clf-b"):
+            ex = []
+            for _ in range(16):
+                xi = x()
+                ex.append({"x": xi, "y": "+1" if sum(xi.values()) > 0 else "-1"})
+            assert c.post("/update", json={"model": name, "examples": ex}).status_code == 200
+            body = {"model": name, "instances": [{"x": x()} for _ in range(4)]}
+            assert c.post("/predict", json=body).status_code == 200
+        items = [{"x": x(), "relevance": rng.randrange(3)} for _ in range(6)]
+        q = {"model": "rank", "queries": [{"qid": "q", "items": items}]}
+        assert c.post("/update", json=q).status_code == 200, c.post("/update", json=q).text
+        for item in items:
+            item.pop("relevance")
+        assert c.post("/predict", json=q).status_code == 200
+    # Client errors for the error panels: a bad label and an unknown model.
+    bad = {"model": "clf-a", "examples": [{"x": {"a": 1.0}, "y": 1.5}]}
+    assert c.post("/update", json=bad).status_code == 422
+    assert c.post("/predict", json={"model": "nope", "instances": []}).status_code == 404
+
+
+def deploy_and_roll_back(c: httpx.Client) -> None:
+    headers = {"Content-Type": "application/octet-stream"}
+    for seed in (1, 2):
+        r = c.put("/models/ltr/artifact", content=tiny_lambdamart(seed), headers=headers)
+        assert r.status_code in (200, 201), r.text
+    versions = c.get("/models/ltr/versions")
+    assert versions.status_code == 200, versions.text
+    r = c.post("/models/ltr/rollback", json={})
+    assert r.status_code == 200, r.text
+    body = {"model": "ltr", "queries": [{"qid": "q", "items": [{"x": [0.1, 0.2, 0.3, 0.4]}]}]}
+    assert c.post("/predict", json=body).status_code == 200, c.post("/predict", json=body).text
+
+
+def redis_outage(c: httpx.Client, redis: RedisServer) -> None:
+    """Stop Redis: /update fails with 503 (store_up -> 0, store errors counted); restart."""
+    redis.stop()
+    try:
+        ex = {"model": "clf-a", "examples": [{"x": {"a": 1.0}, "y": "+1"}]}
+        r = c.post("/update", json=ex)
+        assert r.status_code == 503, r.text
+        time.sleep(2.5)  # at least two scrapes see the store down
+    finally:
+        redis.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the service reconnects by itself
+        if c.post("/update", json=ex).status_code == 200:
+            return
+        time.sleep(0.5)
+    pytest.fail("the service did not recover after Redis came back")
+
+
+def query_until_nonempty(prom: str, promql: str, deadline: float) -> dict[str, Any]:
+    while True:
+        r = httpx.get(f"{prom}/api/v1/query", params={"query": promql}, timeout=10)
+        body: dict[str, Any] = r.json()
+        assert r.status_code == 200 and body["status"] == "success", (promql, body)
+        result = body["data"]["result"]
+        nonempty = len(result) > 0 if body["data"]["resultType"] in ("vector", "matrix") else True
+        if nonempty or time.monotonic() > deadline:
+            return body
+        time.sleep(0.5)
+
+
+def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
+    with tempfile.TemporaryDirectory(prefix="learnserve-dash-") as tmp:
+        work = Path(tmp)
+        env = {
+            "LEARNSERVE_CHECKPOINT_EVERY_SECONDS": "1",
+            "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "5",
+        }
+        with (
+            running_service(work / "data", workers=2, redis_url=deploy_redis.url, env=env) as url,
+            running_prometheus(url.removeprefix("http://"), work) as prom,
+            httpx.Client(base_url=url, timeout=30) as c,
+        ):
+            drive_traffic(c)
+            deploy_and_roll_back(c)
+            redis_outage(c, deploy_redis)
+            drive_traffic(c, rounds=2)
+            time.sleep(3)  # checkpoints (every 1 s) and two more scrapes (every 1 s)
+            up = query_until_nonempty(prom, 'up{job="learnserve"}', time.monotonic() + 10)
+            assert [s["value"][1] for s in up["data"]["result"]] == ["1"]
+            deadline = time.monotonic() + 20
+            empty = []
+            for name, title, expr in all_targets():
+                body = query_until_nonempty(prom, grafana_to_promql(expr), deadline)
+                data = body["data"]
+                if data["resultType"] in ("vector", "matrix") and not data["result"]:
+                    empty.append(f"{name} / {title}: {expr}")
+            assert not empty, "queries with no series:\n" + "\n".join(empty)
+            # The outage is visible: the store was down for at least one scrape.
+            low = query_until_nonempty(
+                prom, f"min_over_time(min(learnserve_store_up)[{WINDOW}:1s])", deadline
+            )
+            assert low["data"]["result"][0]["value"][1] == "0"
