@@ -29,7 +29,7 @@ from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.models import adapter_class
 from service.models.base import ModelAdapter
 from service.settings import Settings
-from service.store.base import ConfigConflict, Store, StoreUnavailable
+from service.store.base import ConfigConflict, ModelNotFound, Store, StoreUnavailable
 
 log = logging.getLogger("learnserve.registry")
 
@@ -314,6 +314,9 @@ class Registry:
         except StoreUnavailable as e:
             self.health.failed("append", e)
             raise store_unavailable("the store is unreachable; the update was not accepted") from e
+        except ModelNotFound:
+            self._drop(h.name)  # deleted by another worker meanwhile
+            raise not_found(h.name) from None
         self.health.ok()
         async with h.lock:
             if h.version == position - 1:
@@ -464,6 +467,8 @@ class Registry:
         except StoreUnavailable as e:
             self.health.failed("put_checkpoint", e)
             return False
+        except ModelNotFound:
+            return False  # deleted meanwhile
         except Exception:
             log.exception("checkpoint of %r failed", h.name)
             return False
