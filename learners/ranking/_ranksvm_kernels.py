@@ -1,0 +1,211 @@
+"""numba kernels for the online pairwise RankSVM (Pegasos steps with a scaled weight vector).
+
+The weight vector is ``w = s * v``: the Pegasos shrink ``w <- (1 - eta*lam) w`` is
+``s <- (1 - eta*lam) s`` in O(1), and a sparse step ``w += c d`` is ``v += (c/s) d``.
+``state = [s, ||w||^2]`` (float64) and ``counters = [t, rng_counter]`` (int64) are the
+rest of the learner state, so the kernel is a pure function of (state, input).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from learners.ranking._ndcg_kernels import group_ndcg
+
+_RENORM = 1e-9  # fold s into v below this, before v's entries grow large
+
+# --------------------------------------------------------------------------- RNG
+
+
+@njit(cache=True)
+def splitmix64(seed: int, counter: int) -> np.uint64:
+    """Counter-based 64-bit draw: SplitMix64's finaliser of ``seed * phi + counter * gamma``.
+
+    The draw depends only on (seed, counter); the counter is learner state, so a
+    saved model continues the same stream after loading.
+    """
+    z = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(counter) * np.uint64(
+        0xBF58476D1CE4E5B9
+    ) + np.uint64(0x94D049BB133111EB)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True)
+def draw_below(seed: int, counters: np.ndarray, m: int) -> int:
+    """Uniform integer in [0, m) from the next counter value (multiply-shift on the top 32 bits)."""
+    u = splitmix64(seed, counters[1])
+    counters[1] += 1
+    return int(((u >> np.uint64(32)) * np.uint64(m)) >> np.uint64(32))
+
+
+# --------------------------------------------------------------------------- linear algebra
+
+
+@njit(cache=True)
+def row_dot(v: np.ndarray, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, r: int) -> float:
+    acc = 0.0
+    for t in range(indptr[r], indptr[r + 1]):
+        acc += v[indices[t]] * values[t]
+    return acc
+
+
+@njit(cache=True)
+def diff_sqnorm(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, a: int, b: int) -> float:
+    """||x_a - x_b||^2 by merging the two sorted rows."""
+    i, ie = indptr[a], indptr[a + 1]
+    j, je = indptr[b], indptr[b + 1]
+    acc = 0.0
+    while i < ie or j < je:
+        if j >= je or (i < ie and indices[i] < indices[j]):
+            acc += values[i] * values[i]
+            i += 1
+        elif i >= ie or indices[j] < indices[i]:
+            acc += values[j] * values[j]
+            j += 1
+        else:
+            d = values[i] - values[j]
+            acc += d * d
+            i += 1
+            j += 1
+    return acc
+
+
+@njit(cache=True)
+def scores(v: np.ndarray, s: float, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+    n = indptr.shape[0] - 1
+    out = np.empty(n)
+    for r in range(n):
+        out[r] = s * row_dot(v, indptr, indices, values, r)
+    return out
+
+
+# --------------------------------------------------------------------------- Pegasos
+
+
+@njit(cache=True)
+def pegasos_pair(
+    v: np.ndarray,
+    state: np.ndarray,
+    counters: np.ndarray,
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: np.ndarray,
+    a: int,
+    b: int,
+    y: float,
+    lam: float,
+    projection: bool,
+) -> int:
+    """One Pegasos step on d = x_a - x_b with sign y; returns 1 if the hinge was active."""
+    counters[0] += 1
+    t = counters[0]
+    eta = 1.0 / (lam * t)
+    s = state[0]
+    vd = row_dot(v, indptr, indices, values, a) - row_dot(v, indptr, indices, values, b)
+    margin = y * s * vd  # y <w_t, d>, before the shrink
+    shrink = 1.0 - eta * lam
+    if shrink <= 0.0:
+        # t = 1: the shrink zeroes w; reset explicitly (s = 0 cannot be divided by)
+        v[:] = 0.0
+        state[0] = 1.0
+        state[1] = 0.0
+        vd = 0.0
+    else:
+        state[0] = s * shrink
+        state[1] = state[1] * shrink * shrink
+    active = 0
+    if margin < 1.0:
+        active = 1
+        s = state[0]
+        c = eta * y
+        wd = s * vd  # <w, d> after the shrink
+        dd = diff_sqnorm(indptr, indices, values, a, b)
+        state[1] = max(state[1] + 2.0 * c * wd + c * c * dd, 0.0)
+        k = c / s
+        for p in range(indptr[a], indptr[a + 1]):
+            v[indices[p]] += k * values[p]
+        for p in range(indptr[b], indptr[b + 1]):
+            v[indices[p]] -= k * values[p]
+    if projection and state[1] > 1.0 / lam:
+        state[0] *= 1.0 / np.sqrt(lam * state[1])
+        state[1] = 1.0 / lam
+    if state[0] < _RENORM:
+        # fold the scale into v (O(d), rare) and recompute ||w||^2 exactly
+        v *= state[0]
+        state[0] = 1.0
+        state[1] = float(np.dot(v, v))
+    return active
+
+
+@njit(cache=True)
+def update_groups(
+    v: np.ndarray,
+    state: np.ndarray,
+    counters: np.ndarray,
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: np.ndarray,
+    rel: np.ndarray,
+    offsets: np.ndarray,
+    lam: float,
+    pairs_per_group: int,
+    projection: bool,
+    seed: int,
+    metric_k: int,
+    ndcg_out: np.ndarray,
+) -> int:
+    """Learn from each query group in order; ndcg_out[q] = NDCG@k of the pre-update scores.
+
+    Pairs: all pairs (i < j, lexicographic) with different relevance when
+    ``pairs_per_group < 0`` or the group has at most that many; otherwise
+    ``pairs_per_group`` draws of (a uniform item a, a uniform item b among those
+    whose relevance differs from a's). Returns the number of active (updating) pairs.
+    """
+    n_active = 0
+    for q in range(offsets.shape[0] - 1):
+        lo = offsets[q]
+        hi = offsets[q + 1]
+        n = hi - lo
+        sc = np.empty(n)
+        for i in range(n):
+            sc[i] = state[0] * row_dot(v, indptr, indices, values, lo + i)
+        ndcg_out[q] = group_ndcg(sc, rel[lo:hi], 0, n, metric_k)
+        n_pairs = 0
+        for i in range(n):
+            for j in range(i + 1, n):
+                if rel[lo + i] != rel[lo + j]:
+                    n_pairs += 1
+        if n_pairs == 0:
+            continue
+        if pairs_per_group < 0 or n_pairs <= pairs_per_group:
+            for i in range(n):
+                for j in range(i + 1, n):
+                    if rel[lo + i] != rel[lo + j]:
+                        y = 1.0 if rel[lo + i] > rel[lo + j] else -1.0
+                        n_active += pegasos_pair(
+                            v, state, counters, indptr, indices, values,
+                            lo + i, lo + j, y, lam, projection,
+                        )  # fmt: skip
+        else:
+            for _ in range(pairs_per_group):
+                a = draw_below(seed, counters, n)
+                m = 0
+                for j in range(n):
+                    if rel[lo + j] != rel[lo + a]:
+                        m += 1
+                k = draw_below(seed, counters, m)
+                b = -1
+                for j in range(n):
+                    if rel[lo + j] != rel[lo + a]:
+                        if k == 0:
+                            b = j
+                            break
+                        k -= 1
+                y = 1.0 if rel[lo + a] > rel[lo + b] else -1.0
+                n_active += pegasos_pair(
+                    v, state, counters, indptr, indices, values, lo + a, lo + b, y, lam, projection
+                )
+    return n_active

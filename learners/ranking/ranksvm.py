@@ -1,0 +1,231 @@
+"""Online pairwise RankSVM (Sculley 2009, "Large Scale Learning to Rank") with Pegasos steps.
+
+For each query group, pairs of items with different relevance give a difference
+vector ``d = x_a - x_b`` with sign ``y = +1`` if ``a`` is more relevant, else -1
+(ties are skipped). Each pair is one Pegasos step (Shalev-Shwartz et al. 2007)::
+
+    t += 1;  eta = 1 / (lam * t)
+    hinge active iff y <w, d> < 1        (w before the step)
+    w <- (1 - eta * lam) w  [+ eta * y * d if active]
+    optionally project w onto the ball of radius 1 / sqrt(lam)
+
+``w = s * v`` makes the shrink O(1), so ``dim`` can be 2**20 (kernels in
+:mod:`learners.ranking._ranksvm_kernels`). Pairs: every differing pair of a group
+(lexicographic order) when ``pairs_per_group`` is None or the group has at most
+that many; otherwise ``pairs_per_group`` sampled pairs drawn with a counter-based
+SplitMix64 generator whose counter is part of the state: save -> load -> continue
+is bit-exact, and an ``update`` on many groups equals a loop of single-group updates.
+
+>>> import numpy as np
+>>> from learners.features import Batch
+>>> m = RankSVM(dim=2, lam=0.01, seed=0)
+>>> X = Batch.from_dense(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1], [0.2, 1.0]]))
+>>> r = m.update(X, [2, 0, 1, 0], groups=[2, 2])
+>>> r.applied, r.n_groups
+(4, 2)
+>>> m.rank(X, [2, 2])[0].tolist()
+[0, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from learners import artifact
+from learners.base import UpdateResult, digest_arrays
+from learners.features import Batch, FeatureError
+from learners.ranking import _ranksvm_kernels as K
+from learners.ranking.ndcg import check_groups
+
+__all__ = ["RankSVM", "make_ranker"]
+
+_METRIC_K = 10
+_PARAMS = ("lam", "pairs_per_group", "projection", "seed")
+
+
+def _check_relevance(relevance: Any, n: int) -> np.ndarray:
+    if isinstance(relevance, np.ndarray):
+        items: Sequence[Any] = relevance.tolist()
+    else:
+        items = list(relevance)
+    if len(items) != n:
+        raise FeatureError("relevance", f"expected {n} relevance values (one per row), got {len(items)}")
+    out = np.empty(n, dtype=np.float64)
+    for i, r in enumerate(items):
+        ok = not isinstance(r, bool) and isinstance(r, int | float | np.integer | np.floating)
+        if not ok or not np.isfinite(r) or r < 0 or r != int(r):
+            raise FeatureError(f"relevance[{i}]", f"must be an integer >= 0, got {r!r}")
+        out[i] = float(r)
+    return out
+
+
+class RankSVM:
+    """Online pairwise ranking SVM. ``lam`` is the L2 regularisation of Pegasos."""
+
+    kind = "ranksvm"
+
+    def __init__(
+        self,
+        dim: int,
+        lam: float = 1e-2,
+        pairs_per_group: int | None = 100,
+        projection: bool = False,
+        seed: int = 0,
+    ) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
+            raise ValueError(f"dim: must be a positive integer, got {dim!r}")
+        if isinstance(lam, bool) or not isinstance(lam, int | float) or not lam > 0 or not np.isfinite(lam):
+            raise ValueError(f"lam: must be > 0, got {lam!r}")
+        if pairs_per_group is not None and (
+            isinstance(pairs_per_group, bool) or not isinstance(pairs_per_group, int) or pairs_per_group < 1
+        ):
+            raise ValueError(f"pairs_per_group: must be None or an integer >= 1, got {pairs_per_group!r}")
+        if not isinstance(projection, bool):
+            raise ValueError(f"projection: must be true or false, got {projection!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise ValueError(f"seed: must be an integer in [0, 2**63), got {seed!r}")
+        self.dim = int(dim)
+        self.lam = float(lam)
+        self.pairs_per_group = pairs_per_group
+        self.projection = projection
+        self.seed = seed
+        self.v_ = np.zeros(self.dim)
+        self.state_ = np.array([1.0, 0.0])  # [scale s, ||w||^2]
+        self.counters_ = np.zeros(2, dtype=np.int64)  # [Pegasos step t, RNG counter]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"lam": self.lam, "pairs_per_group": self.pairs_per_group,
+                "projection": self.projection, "seed": self.seed}  # fmt: skip
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The weight vector w (a copy)."""
+        return self.state_[0] * self.v_
+
+    # ------------------------------------------------------------------ online
+
+    def _check_batch(self, batch: Batch) -> None:
+        if not isinstance(batch, Batch):
+            raise FeatureError("batch", f"must be a Batch, got {type(batch).__name__}")
+        if batch.dim != self.dim:
+            raise FeatureError("batch", f"has dimension {batch.dim}, the model has {self.dim}")
+        if batch.nnz and (batch.indices.min() < 0 or batch.indices.max() >= self.dim):
+            raise FeatureError("batch", f"a feature index is outside [0, {self.dim})")
+        if not np.all(np.isfinite(batch.values)):
+            row = int(np.searchsorted(batch.indptr, np.argmax(~np.isfinite(batch.values)), "right") - 1)
+            raise FeatureError(f"examples[{row}].x", "value is not finite")
+
+    def update(self, batch: Batch, relevance: Any, groups: Any = None) -> UpdateResult:
+        """Learn from consecutive query groups (``groups`` = their sizes; default: one group).
+
+        Everything is validated first; on error nothing changes. ``metric_sum`` is
+        the sum of the per-group NDCG@10 of the scores *before* learning from the
+        group; ``updates`` counts the pairs whose hinge was active.
+        """
+        self._check_batch(batch)
+        n = batch.n_rows
+        rel = _check_relevance(relevance, n)
+        try:
+            g = check_groups([n] if groups is None else groups, n, "groups")
+        except ValueError as exc:
+            raise FeatureError("groups", str(exc).partition(": ")[2] or str(exc)) from None
+        offsets = np.zeros(g.shape[0] + 1, dtype=np.int64)
+        np.cumsum(g, out=offsets[1:])
+        ndcg = np.zeros(g.shape[0])
+        active = K.update_groups(
+            self.v_, self.state_, self.counters_, batch.indptr, batch.indices, batch.values,
+            rel, offsets, self.lam, -1 if self.pairs_per_group is None else self.pairs_per_group,
+            self.projection, self.seed, _METRIC_K, ndcg,
+        )  # fmt: skip
+        return UpdateResult(
+            applied=n, updates=int(active), metric_sum=float(ndcg.sum()), n_groups=int(g.shape[0])
+        )
+
+    def decision_function(self, batch: Batch) -> np.ndarray:
+        self._check_batch(batch)
+        return K.scores(self.v_, float(self.state_[0]), batch.indptr, batch.indices, batch.values)
+
+    def rank(self, batch: Batch, groups: Any) -> list[np.ndarray]:
+        """Per group, row indices within the group, best first (ties: input order)."""
+        s = self.decision_function(batch)
+        g = check_groups(groups, s.shape[0], "groups")
+        b = np.concatenate([[0], np.cumsum(g)])
+        return [np.argsort(-s[i:j], kind="stable") for i, j in zip(b[:-1], b[1:], strict=True)]
+
+    # ------------------------------------------------------------------ offline (sklearn style)
+
+    def fit(self, X: Any, y: Any, qid: Any, n_epochs: int = 5) -> RankSVM:
+        """Continue training for ``n_epochs`` passes over the query groups (``qid`` per row).
+
+        Each epoch visits the groups in a permutation drawn from ``(seed, t)``,
+        a function of the state, so fitting is deterministic and resumable.
+        """
+        Xb = X if isinstance(X, Batch) else Batch.from_dense(np.asarray(X, dtype=np.float64))
+        q = np.asarray(qid)
+        if q.shape != (Xb.n_rows,):
+            raise ValueError(f"qid: expected {Xb.n_rows} query ids, got shape {q.shape}")
+        if isinstance(n_epochs, bool) or not isinstance(n_epochs, int) or n_epochs < 1:
+            raise ValueError(f"n_epochs: must be an integer >= 1, got {n_epochs!r}")
+        rel = _check_relevance(np.asarray(y, dtype=np.float64), Xb.n_rows)
+        change = np.flatnonzero(q[1:] != q[:-1]) + 1
+        bounds = np.concatenate([[0], change, [q.shape[0]]])
+        for _ in range(n_epochs):
+            perm = np.random.default_rng([self.seed, int(self.counters_[0])]).permutation(
+                bounds.shape[0] - 1
+            )
+            rows = np.concatenate([np.arange(bounds[p], bounds[p + 1]) for p in perm])
+            self.update(Xb.take(rows), rel[rows], groups=np.diff(bounds)[perm])
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        Xb = X if isinstance(X, Batch) else Batch.from_dense(np.asarray(X, dtype=np.float64))
+        return self.decision_function(Xb)
+
+    # ------------------------------------------------------------------ state
+
+    def state_digest(self) -> str:
+        return digest_arrays(self.v_, self.state_, self.counters_, self.dim, self.params)
+
+    def to_bytes(self) -> bytes:
+        # v is stored sparsely (bit-pattern non-zeros, so -0.0 survives) to keep
+        # checkpoints of 2**20-dim models small.
+        nz = np.flatnonzero(self.v_.view(np.uint64) != 0)
+        arrays = {"v_index": nz.astype(np.int64), "v_value": self.v_[nz],
+                  "state": self.state_, "counters": self.counters_}  # fmt: skip
+        return artifact.dumps(self.kind, {"dim": self.dim, **self.params}, arrays)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> RankSVM:
+        art = artifact.loads(blob, expected_kind=cls.kind)
+        try:
+            m = cls(**art.params)
+        except (TypeError, ValueError) as exc:
+            raise artifact.ArtifactError(f"ranksvm artifact has bad params: {exc}") from None
+        idx, val = art.array("v_index"), art.array("v_value")
+        state, counters = art.array("state"), art.array("counters")
+        if (
+            idx.shape != val.shape or idx.ndim != 1 or state.shape != (2,) or counters.shape != (2,)
+            or (idx.size and (idx.min() < 0 or idx.max() >= m.dim))
+        ):  # fmt: skip
+            raise artifact.ArtifactError("ranksvm artifact arrays have inconsistent shapes")
+        m.v_[idx] = val
+        m.state_ = state.astype(np.float64)
+        m.counters_ = counters.astype(np.int64)
+        return m
+
+
+def make_ranker(dim: int, params: Mapping[str, Any] | None = None) -> RankSVM:
+    """Build a RankSVM from the service's JSON params; errors name ``params.<key>``."""
+    params = dict(params or {})
+    for key in params:
+        if key not in _PARAMS:
+            raise ValueError(f"params.{key}: unknown parameter (known: {', '.join(_PARAMS)})")
+    try:
+        return RankSVM(dim, **params)
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if msg.startswith("dim") else f"params.{msg}") from None
