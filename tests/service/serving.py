@@ -41,7 +41,7 @@ class ServerThread:
         self.thread.join(30)
 
     def client(self, **kw: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30.0, **kw)
+        return httpx.Client(base_url=self.url, **{"timeout": 30.0, **kw})
 
 
 def wait_ready(url: str, timeout: float = 60.0) -> None:
