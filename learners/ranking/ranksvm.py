@@ -141,9 +141,9 @@ class RankSVM:
             rel, offsets, self.lam, -1 if self.pairs_per_group is None else self.pairs_per_group,
             self.projection, self.seed, _METRIC_K, ndcg,
         )  # fmt: skip
-        return UpdateResult(
-            applied=n, updates=int(active), metric_sum=float(ndcg.sum()), n_groups=int(g.shape[0])
-        )
+        # left-to-right sum, so a batch reports what a loop of single groups adds up to
+        metric = float(sum(ndcg.tolist()))
+        return UpdateResult(applied=n, updates=int(active), metric_sum=metric, n_groups=int(g.shape[0]))
 
     def decision_function(self, batch: Batch) -> np.ndarray:
         self._check_batch(batch)
