@@ -1,0 +1,494 @@
+"""The shell shared by every online linear classifier (state, labels, validation, I/O).
+
+A model is binary while it has seen at most two labels: one mean vector μ (and
+covariance Σ), ``labels_[0]`` (the first seen) on the positive side, so
+``score(labels_[0]) = μ·x`` and ``score(labels_[1]) = −μ·x``. When a third label
+arrives the model becomes multiclass by an exact embedding: μ₀ = μ/2, μ₁ = −μ/2,
+Σ₀ = Σ₁ = Σ/2 (the pair's margin (μ₀ − μ₁)·x and variance xᵀ(Σ₀ + Σ₁)x are
+unchanged, and halving is exact in floating point), and every new label starts
+at μ = 0, Σ = I.
+
+Multiclass updates follow Jubatus: against the highest-scoring wrong label r,
+m = (μ_y − μ_r)·x and v = xᵀ(Σ_y + Σ_r)x give the algorithm's (α, β); then
+μ_y += αΣ_y x, μ_r −= αΣ_r x and both covariances shrink with β. PA uses
+2‖x‖² (the norm of the joint feature map) in place of ‖x‖².
+
+``update`` validates the whole batch before touching the state; labels that are
+new to the model are added at their first position in the batch, so a batch is
+exactly a loop of single updates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from learners import artifact
+from learners.base import Label, Prediction, UpdateResult, check_label, digest_arrays
+from learners.features import Batch, FeatureError
+from learners.linear import _kernels as K
+from learners.linear._normal import normal_cdf, normal_ppf
+
+ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
+MAX_FULL_DIM = 4096  # a full covariance holds a d×d float64 matrix per label
+KIND = "linear"
+
+
+class NotFittedError(ValueError):
+    """Prediction was asked of a model that has not learned any label yet."""
+
+
+@dataclass
+class LinearState:
+    """Everything a linear classifier has learned (plain arrays and scalars)."""
+
+    labels: list[Label]
+    mu: np.ndarray  # (R, d): R == 1 while binary, else one row per label
+    sigma: np.ndarray | None  # (R, d) diagonal, (R, d, d) full, None for PA
+    n_seen: int = 0
+    n_updates: int = 0
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"params.{name}: must be a number, got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0.0):
+        raise ValueError(f"params.{name}: must be > 0, got {value!r}")
+    return v
+
+
+def _eta(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"params.eta: must be a number, got {value!r}")
+    v = float(value)
+    if not 0.5 < v < 1.0:
+        raise ValueError(f"params.eta: must be in (0.5, 1), got {value!r}")
+    return v
+
+
+def _covariance(value: Any, dim: int) -> str:
+    if value not in ("diagonal", "full"):
+        raise ValueError(f"params.covariance: must be 'diagonal' or 'full', got {value!r}")
+    if value == "full" and dim > MAX_FULL_DIM:
+        raise ValueError(
+            f"params.covariance: 'full' keeps a d×d matrix per label and needs "
+            f"dim <= {MAX_FULL_DIM}, got dim={dim}"
+        )
+    return str(value)
+
+
+def _check_dim(dim: Any) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
+        raise ValueError(f"dim: must be a positive integer, got {dim!r}")
+    return int(dim)
+
+
+class LinearClassifier:
+    """Base of PA, PA1, PA2, CW, AROW, SCW1, SCW2; use a subclass or ``make_classifier``."""
+
+    kind: ClassVar[str] = KIND
+    algorithm: ClassVar[str] = ""
+    _code: ClassVar[int] = -1
+    _has_cov: ClassVar[bool] = True
+
+    # set by subclasses' __init__ through _setup
+    dim: int
+    covariance: str
+    _c: float
+    _phi: float
+
+    def _setup(self, dim: int, covariance: str, c: float, phi: float) -> None:
+        self.dim = _check_dim(dim)
+        self.covariance = _covariance(covariance, self.dim) if self._has_cov else "none"
+        self._c = c
+        self._phi = phi
+        self._reset()
+
+    def _reset(self) -> None:
+        self.labels_: list[Label] = []
+        self._index: dict[Label, int] = {}
+        if self.covariance == "full":
+            self._mu = np.zeros((1, self.dim))
+            self._S = self._identity_full(1)
+        else:
+            # (μ, σ) side by side: the sparse kernel touches one cache line per coordinate
+            self._w = self._identity_diag(1)
+        self.n_seen_ = 0
+        self.n_updates_ = 0
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The hyperparameters (JSON-able); ``make_classifier(algo, dim, params)`` rebuilds."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}(dim={self.dim}, {args})"
+
+    # ------------------------------------------------------------------ state
+
+    def _identity_diag(self, rows: int) -> np.ndarray:
+        w = np.zeros((rows, self.dim, 2 if self._has_cov else 1))
+        if self._has_cov:
+            w[:, :, 1] = 1.0
+        return w
+
+    def _identity_full(self, rows: int) -> np.ndarray:
+        out = np.zeros((rows, self.dim, self.dim))
+        idx = np.arange(self.dim)
+        out[:, idx, idx] = 1.0
+        return out
+
+    @property
+    def _mean(self) -> np.ndarray:
+        """μ as (R, d) (a view)."""
+        return self._mu if self.covariance == "full" else self._w[:, :, 0]
+
+    @property
+    def _cov(self) -> np.ndarray | None:
+        """Σ as (R, d) diagonal or (R, d, d) full (a view); None for PA."""
+        if self.covariance == "full":
+            return self._S
+        return self._w[:, :, 1] if self._has_cov else None
+
+    def state(self) -> LinearState:
+        """A copy of the learned state."""
+        cov = self._cov
+        return LinearState(
+            list(self.labels_),
+            np.ascontiguousarray(self._mean).copy(),
+            None if cov is None else np.ascontiguousarray(cov).copy(),
+            self.n_seen_,
+            self.n_updates_,
+        )
+
+    def _restore(self, st: LinearState) -> None:
+        self.labels_ = list(st.labels)
+        self._index = {lab: i for i, lab in enumerate(self.labels_)}
+        if self.covariance == "full":
+            self._mu = np.ascontiguousarray(st.mu, dtype=np.float64)
+            self._S = np.ascontiguousarray(st.sigma, dtype=np.float64)
+        elif self._has_cov:
+            self._w = np.ascontiguousarray(np.stack([st.mu, st.sigma], axis=-1), dtype=np.float64)  # type: ignore[list-item]
+        else:
+            self._w = np.ascontiguousarray(st.mu[:, :, None], dtype=np.float64)
+        self.n_seen_ = st.n_seen
+        self.n_updates_ = st.n_updates
+
+    def _add_label(self, label: Label) -> None:
+        self._index[label] = len(self.labels_)
+        self.labels_.append(label)
+        k = len(self.labels_)
+        if k <= 2:
+            return
+        full = self.covariance == "full"
+        if k == 3:  # binary -> multiclass, exact embedding (halving is exact)
+            if full:
+                self._mu = np.stack([self._mu[0] / 2.0, -self._mu[0] / 2.0, np.zeros(self.dim)])
+                half = self._S / 2.0
+                self._S = np.concatenate([half, half, self._identity_full(1)])
+            else:
+                w = np.concatenate([self._w / 2.0, self._w / 2.0, self._identity_diag(1)])
+                w[1, :, 0] *= -1.0  # μ₁ = −μ/2; both covariances are Σ/2
+                self._w = w
+            return
+        if full:
+            self._mu = np.concatenate([self._mu, np.zeros((1, self.dim))])
+            self._S = np.concatenate([self._S, self._identity_full(1)])
+        else:
+            self._w = np.concatenate([self._w, self._identity_diag(1)])
+
+    # ------------------------------------------------------------------ validation
+
+    def _check_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not isinstance(batch, Batch):
+            raise TypeError(
+                f"batch: expected a learners.features.Batch, got {type(batch).__name__}"
+            )
+        if batch.dim != self.dim:
+            raise ValueError(
+                f"batch.dim: {batch.dim} does not match the model dimension {self.dim}"
+            )
+        ip = np.ascontiguousarray(batch.indptr, dtype=np.int64)
+        ix = np.ascontiguousarray(batch.indices, dtype=np.int64)
+        vs = np.ascontiguousarray(batch.values, dtype=np.float64)
+        n = ip.shape[0] - 1
+        if ip.ndim != 1 or n < 0 or ix.shape != vs.shape or ix.ndim != 1:
+            raise ValueError("batch: malformed CSR arrays (indptr/indices/values shapes)")
+        if ip[0] != 0 or ip[-1] != ix.shape[0] or (n > 0 and np.any(ip[1:] < ip[:-1])):
+            raise ValueError("batch.indptr: not a valid CSR row pointer")
+        row, code = K.validate_batch(ip, ix, vs, self.dim)
+        if row >= 0:
+            problem = {
+                K.BAD_INDEX: f"a feature index is outside [0, {self.dim})",
+                K.UNSORTED: "feature indices are not sorted and unique",
+                K.NONFINITE: "a feature value is not finite (NaN or infinite)",
+            }[code]
+            raise FeatureError(f"batch[{row}]", problem)
+        return ip, ix, vs
+
+    def _label_codes(self, labels: Any, n: int) -> tuple[np.ndarray, list[tuple[int, Label]]]:
+        """Label indices (new labels numbered after the known ones) and [(first row, new label)]."""
+        arr: np.ndarray | None = None
+        if isinstance(labels, np.ndarray):
+            if labels.ndim != 1:
+                raise ValueError(f"labels: must be 1-dimensional, got shape {labels.shape}")
+            if labels.dtype.kind in "iu":
+                arr = labels
+            elif labels.dtype.kind in "bfc" and len(labels):
+                check_label(labels[0].item(), "labels[0]")  # names the first (float/bool) value
+            else:
+                labels = labels.tolist()
+        elif not isinstance(labels, Sequence) or isinstance(labels, str | bytes):
+            raise ValueError(f"labels: expected a sequence of labels, got {type(labels).__name__}")
+        if len(labels) != n:
+            raise ValueError(f"labels: got {len(labels)} labels for a batch of {n} examples")
+        if arr is None:
+            types = set(map(type, labels))
+            if types == {int}:
+                try:  # all-int lists take the vectorised path below
+                    arr = np.array(labels, dtype=np.int64)
+                except OverflowError:
+                    arr = None
+            if arr is None and (not types <= {str, int} or "" in set(labels)):
+                for i, lab in enumerate(labels):  # slow path, only to name the culprit
+                    check_label(lab, f"labels[{i}]")
+        if arr is not None:
+            return self._int_codes(arr)
+        index = self._index
+        new: list[tuple[int, Label]] = []
+        for lab in set(labels) - index.keys():
+            new.append((labels.index(lab), lab))
+        new.sort(key=lambda t: t[0])
+        codes = dict(index)
+        for j, (_, lab) in enumerate(new):
+            codes[lab] = len(index) + j
+        y = np.fromiter(map(codes.__getitem__, labels), dtype=np.int64, count=n)
+        return y, new
+
+    def _int_codes(self, arr: np.ndarray) -> tuple[np.ndarray, list[tuple[int, Label]]]:
+        """``_label_codes`` for an integer array, without a Python loop over examples."""
+        n = arr.shape[0]
+        index = self._index
+        known = [(lab, k) for lab, k in index.items() if isinstance(lab, int)]
+        new: list[tuple[int, Label]] = []
+        if len(known) <= 16:  # a few vectorised comparisons beat a sort
+            y = np.full(n, -1, dtype=np.int64)
+            for lab, k in known:
+                if np.iinfo(arr.dtype).min <= lab <= np.iinfo(arr.dtype).max:
+                    y[arr == lab] = k
+            rest = np.flatnonzero(y < 0)
+            if rest.size:
+                vals, first = np.unique(arr[rest], return_index=True)
+                new = sorted((int(rest[f]), int(v)) for v, f in zip(vals, first, strict=True))
+        else:
+            vals, first, inv = np.unique(arr, return_index=True, return_inverse=True)
+            lut = np.empty(vals.shape[0], dtype=np.int64)
+            for u, (v, f) in enumerate(zip(vals.tolist(), first.tolist(), strict=True)):
+                if v in index:
+                    lut[u] = index[v]
+                else:
+                    new.append((f, v))
+            new.sort(key=lambda t: t[0])
+            y = np.empty(0, dtype=np.int64)
+            if not new:
+                return lut[inv], new
+        for j, (_, new_lab) in enumerate(new):  # number new labels by first appearance
+            code = len(index) + j
+            if len(known) <= 16:
+                y[arr == new_lab] = code
+            else:
+                lut[np.searchsorted(vals, new_lab)] = code
+        return (y if len(known) <= 16 else lut[inv]), new
+
+    # ------------------------------------------------------------------ learning
+
+    def update(self, batch: Batch, labels: Sequence[Label] | np.ndarray) -> UpdateResult:
+        """Predict-then-learn each example in order; all-or-nothing on error."""
+        ip, ix, vs = self._check_batch(batch)
+        n = ip.shape[0] - 1
+        y, new = self._label_codes(labels, n)
+        if n == 0:
+            return UpdateResult(applied=0)
+        # Growth happens at each new label's first row; with new labels the call
+        # spans several kernel runs, so keep a full snapshot for rollback (rare).
+        snapshot = self.state() if new else None
+        bounds = [pos for pos, _ in new] + [n]
+        start = 0
+        correct = 0
+        loss_sum = 0.0
+        updates = 0
+        pending = list(new)
+        for stop in bounds:
+            if stop > start:
+                fail, c, ls, u = self._run(ip, ix, vs, y, start, stop)
+                if fail >= 0:
+                    if snapshot is not None:
+                        self._restore(snapshot)
+                    raise FloatingPointError(
+                        f"labels[{fail}]: weights became non-finite at labels[{fail}]; "
+                        "state left unchanged"
+                    )
+                correct += c
+                loss_sum += ls
+                updates += u
+            if pending and pending[0][0] == stop:
+                self._add_label(pending.pop(0)[1])
+            start = stop
+        self.n_seen_ += n
+        self.n_updates_ += updates
+        return UpdateResult(applied=n, correct=correct, loss_sum=loss_sum, updates=updates)
+
+    def _run(
+        self, ip: np.ndarray, ix: np.ndarray, vs: np.ndarray, y: np.ndarray, start: int, stop: int
+    ) -> tuple[int, int, float, int]:
+        n_labels = len(self.labels_)
+        if self.covariance == "full":
+            R = self._mu.shape[0]
+            saved = np.zeros(R, dtype=np.bool_)
+            # np.empty only reserves: pages are touched for the classes actually saved
+            undo_mu = np.empty_like(self._mu)
+            undo_S = np.empty_like(self._S)
+            return K.update_full(
+                ip, ix, vs, y, start, stop, n_labels, self._mu, self._S,
+                self._code, self._c, self._phi, saved, undo_mu, undo_S,
+            )  # fmt: skip
+        sides = 1 if n_labels <= 2 else 2
+        log_w, log_u = self._undo_log(int(ip[stop] - ip[start]) * sides, (stop - start) * sides)
+        return K.update_diag(
+            ip, ix, vs, y, start, stop, n_labels, self._w, self._code, self._c, self._phi,
+            log_w, log_u,
+        )  # fmt: skip
+
+    def _undo_log(self, n_coords: int, n_records: int) -> tuple[np.ndarray, np.ndarray]:
+        # Reused between calls: fresh buffers would cost a page fault per 4 KiB.
+        log = getattr(self, "_log", None)
+        if log is None or log[0].shape[0] < n_coords or log[1].shape[0] < n_records:
+            old_w = 0 if log is None else log[0].shape[0]
+            old_u = 0 if log is None else log[1].shape[0]
+            log = (
+                np.empty((max(n_coords, 1024, 2 * old_w), self._w.shape[2])),
+                np.empty((max(n_records, 64, 2 * old_u), 3), dtype=np.int64),
+            )
+            self._log = log
+        return log
+
+    # ------------------------------------------------------------------ prediction
+
+    def _fitted(self) -> None:
+        if not self.labels_:
+            raise NotFittedError("model has not learned any label yet")
+
+    def decision_function(self, batch: Batch) -> np.ndarray:
+        """(n, K) scores, columns in ``labels_`` order (binary: μ·x and −μ·x)."""
+        self._fitted()
+        ip, ix, vs = self._check_batch(batch)
+        s = K.scores(ip, ix, vs, self._mean)
+        if len(self.labels_) == 2:
+            return np.column_stack([s[:, 0], -s[:, 0]])
+        return s
+
+    def predict(self, batch: Batch) -> list[Label]:
+        s = self.decision_function(batch)
+        labels = self.labels_
+        return [labels[k] for k in np.argmax(s, axis=1).tolist()]
+
+    def predict_details(self, batch: Batch) -> list[Prediction]:
+        """Label, score, all scores and (CW family) Φ(m/√v) against the runner-up."""
+        s = self.decision_function(batch)
+        n, k = s.shape
+        best = np.argmax(s, axis=1)
+        conf: list[float | None] = [None] * n
+        cov = self._cov
+        if cov is not None and k >= 2:
+            ip, ix, vs = self._check_batch(batch)
+            if k == 2:  # binary: the margin |μ·x| against variance xᵀΣx
+                margin = np.abs(s[:, 0])
+                ka, kb = np.zeros(n, np.int64), np.full(n, -1, np.int64)
+            else:
+                masked = s.copy()
+                masked[np.arange(n), best] = -np.inf
+                second = np.argmax(masked, axis=1)
+                margin = s[np.arange(n), best] - s[np.arange(n), second]
+                ka, kb = best.astype(np.int64), second.astype(np.int64)
+            fn = K.pair_variance_full if self.covariance == "full" else K.pair_variance_diag
+            var = fn(ip, ix, vs, cov, ka, kb)
+            conf = [
+                normal_cdf(m / math.sqrt(v)) if v > 0.0 else 0.5
+                for m, v in zip(margin.tolist(), var.tolist(), strict=True)
+            ]
+        out = []
+        for i in range(n):
+            row = s[i].tolist()
+            b = int(best[i])
+            out.append(
+                Prediction(
+                    label=self.labels_[b],
+                    score=row[b],
+                    scores=dict(zip(self.labels_, row, strict=True)),
+                    confidence=conf[i],
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ persistence
+
+    def state_digest(self) -> str:
+        st = self.state()
+        arrays = [st.mu] + ([] if st.sigma is None else [st.sigma])
+        meta = [self.algorithm, self.dim, self.params, self.labels_, self.n_seen_, self.n_updates_]
+        return digest_arrays(*meta, *arrays)
+
+    def to_bytes(self) -> bytes:
+        params = {
+            "algorithm": self.algorithm,
+            "dim": self.dim,
+            "hyperparameters": self.params,
+            "labels": list(self.labels_),
+            "n_seen": self.n_seen_,
+            "n_updates": self.n_updates_,
+        }
+        st = self.state()
+        arrays = {"mu": st.mu}
+        if st.sigma is not None:
+            arrays["sigma"] = st.sigma
+        return artifact.dumps(KIND, params, arrays)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> LinearClassifier:
+        """Read a model written by :meth:`to_bytes` (any algorithm), validated."""
+        from learners.linear import make_classifier
+
+        art = artifact.loads(blob, expected_kind=KIND)
+        p = art.params
+        try:
+            clf = make_classifier(p["algorithm"], p["dim"], p["hyperparameters"])
+            labels = [check_label(lab, f"labels[{i}]") for i, lab in enumerate(p["labels"])]
+            n_seen, n_updates = int(p["n_seen"]), int(p["n_updates"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise artifact.ArtifactError(f"linear artifact has bad params: {exc}") from None
+        if len(set(labels)) != len(labels):
+            raise artifact.ArtifactError("linear artifact has duplicate labels")
+        rows = 1 if len(labels) <= 2 else len(labels)
+        mu = art.array("mu")
+        cov = clf._cov
+        want_sig = None if cov is None else (rows, *cov.shape[1:])
+        if mu.shape != (rows, clf.dim) or mu.dtype != np.float64:
+            raise artifact.ArtifactError(f"linear artifact: mu has shape {mu.shape}")
+        sig = art.array("sigma") if want_sig is not None else None
+        if sig is not None and (sig.shape != want_sig or sig.dtype != np.float64):
+            raise artifact.ArtifactError(f"linear artifact: sigma has shape {sig.shape}")
+        if type(clf) is not cls and cls is not LinearClassifier:
+            raise artifact.ArtifactError(f"artifact holds {p['algorithm']!r}, not {cls.__name__}")
+        clf._restore(LinearState(labels, np.ascontiguousarray(mu), sig, n_seen, n_updates))
+        return clf
+
+
+def phi_of(eta: float) -> float:
+    """φ = Φ⁻¹(η), the confidence threshold of CW and SCW."""
+    return normal_ppf(eta)

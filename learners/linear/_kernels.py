@@ -1,0 +1,435 @@
+"""numba kernels of the online linear classifiers (the shell is :mod:`learners.linear._base`).
+
+Every kernel processes a whole range of CSR rows in one call (no Python per
+example). State is a mean matrix ``mu`` (R × d) and, for the confidence-weighted
+family, a covariance: ``sig`` (R × d, the diagonal) or ``S`` (R × d × d, full).
+``R == 1`` while the model is binary (≤ 2 labels: row 0 is ``labels_[0]``'s side,
+``y = +1``; ``labels_[1]`` is ``y = -1``), otherwise ``R`` is the number of labels.
+
+Atomicity: an update that would make the state non-finite is undone *inside*
+the kernel, which returns the failing row. The diagonal kernel keeps an undo log
+of (row, coordinate, old mean, old variance) — O(nnz), sequential writes, so the
+fast path never copies the (possibly 2**20-wide) state. The full kernel saves a
+class's mean and matrix the first time the call touches it (≤ R copies per call,
+each no larger than one rank-1 update).
+
+Step sizes follow the papers:
+
+- PA / PA-I / PA-II (Crammer et al. 2006): τ = ℓ/‖x‖², min(C, ℓ/‖x‖²), ℓ/(‖x‖² + 1/(2C)).
+- CW, exact convex form (Crammer, Dredze, Pereira 2008) and SCW-I / SCW-II
+  (Wang, Zhao, Hoi 2012): α from (m, v, φ, C); u = ¼(−αvφ + √(α²v²φ² + 4v))²,
+  computed as √u = 2v / (αvφ + √(α²v²φ² + 4v)) to avoid cancellation;
+  β = αφ / (√u + vαφ).
+- AROW (Crammer, Kulesza, Dredze 2009): β = 1/(v + r), α = (1 − m)β.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# algorithm codes (the order of learners.linear.ALGORITHMS)
+PA, PA1, PA2, CW, AROW, SCW1, SCW2 = 0, 1, 2, 3, 4, 5, 6
+
+# validate_batch problem codes
+BAD_INDEX, UNSORTED, NONFINITE = 1, 2, 3
+
+
+@njit(cache=True)
+def validate_batch(indptr, indices, values, dim):  # pragma: no cover - numba
+    """First (row, problem) of a CSR batch, or (-1, 0): index range, order, finiteness."""
+    n = indptr.shape[0] - 1
+    for i in range(n):
+        prev = -1
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            if j < 0 or j >= dim:
+                return i, BAD_INDEX
+            if j <= prev:
+                return i, UNSORTED
+            prev = j
+            if not math.isfinite(values[p]):
+                return i, NONFINITE
+    return -1, 0
+
+
+@njit(cache=True)
+def _cw_alpha(m, v, phi):  # pragma: no cover - numba
+    """α of exact CW / SCW-I before clipping: (−mψ + √(m²φ⁴/4 + vφ²ξ)) / (vξ).
+
+    For m > 0 the numerator cancels; multiplying by its conjugate gives the
+    equivalent (vφ² − m²) / (v(√(...) + mψ)), which has no cancellation.
+    """
+    phi2 = phi * phi
+    psi = 1.0 + phi2 / 2.0
+    xi = 1.0 + phi2
+    root = math.sqrt(m * m * phi2 * phi2 / 4.0 + v * phi2 * xi)
+    if m > 0.0:
+        return (v * phi2 - m * m) / (v * (root + m * psi))
+    return (-m * psi + root) / (v * xi)
+
+
+@njit(cache=True)
+def step(algo, m, v, c, phi):  # pragma: no cover - numba
+    """(α, β, κ) for margin ``m`` and variance ``v`` (PA: ``v`` is the scaled ‖x‖²).
+
+    ``α <= 0`` means "no update". β is the rank-1 shrink of the covariance,
+    Σ ← Σ − β Σxxᵀ Σ; κ = 2αφ is the precision increment of the diagonal CW
+    update Σ⁻¹ ← Σ⁻¹ + κ diag(x²) (see :mod:`learners.linear.cw` for why).
+    """
+    if algo <= PA2:
+        loss = 1.0 - m
+        if loss <= 0.0 or v <= 0.0:
+            return 0.0, 0.0, 0.0
+        if algo == PA:
+            return loss / v, 0.0, 0.0
+        if algo == PA1:
+            return min(c, loss / v), 0.0, 0.0
+        return loss / (v + 1.0 / (2.0 * c)), 0.0, 0.0
+    if v <= 0.0:  # x == 0: nothing can change
+        return 0.0, 0.0, 0.0
+    if algo == AROW:
+        if m >= 1.0:
+            return 0.0, 0.0, 0.0
+        beta = 1.0 / (v + c)
+        return (1.0 - m) * beta, beta, 0.0
+    if phi * math.sqrt(v) - m <= 0.0:  # loss max(0, φ√v − m) is zero
+        return 0.0, 0.0, 0.0
+    if algo == SCW2:
+        phi2 = phi * phi
+        n = v + 1.0 / (2.0 * c)
+        gamma = phi * math.sqrt(phi2 * m * m * v * v + 4.0 * n * v * (n + v * phi2))
+        alpha = (-(2.0 * m * n + phi2 * m * v) + gamma) / (2.0 * (n * n + n * v * phi2))
+    else:
+        alpha = _cw_alpha(m, v, phi)
+        if algo == SCW1:
+            alpha = min(c, alpha)
+    if not alpha > 0.0:
+        return 0.0, 0.0, 0.0
+    t = alpha * v * phi
+    sqrt_u = 2.0 * v / (t + math.sqrt(t * t + 4.0 * v))
+    return alpha, alpha * phi / (sqrt_u + t), 2.0 * alpha * phi
+
+
+@njit(cache=True)
+def _argmax2(scores, y):  # pragma: no cover - numba
+    """(argmax over all labels, argmax over labels != y); ties go to the lower index."""
+    best = 0
+    for k in range(1, scores.shape[0]):
+        if scores[k] > scores[best]:
+            best = k
+    r = 1 if y == 0 else 0
+    for k in range(scores.shape[0]):
+        if k != y and scores[k] > scores[r]:
+            r = k
+    return best, r
+
+
+@njit(cache=True)
+def _dot(w, k, indices, values, a, b):  # pragma: no cover - numba
+    s = 0.0
+    for p in range(a, b):
+        s += w[k, indices[p], 0] * values[p]
+    return s
+
+
+@njit(cache=True)
+def _quad(w, k, has_cov, indices, values, a, b):  # pragma: no cover - numba
+    """xᵀ diag(σ_k) x, or ‖x‖² when there is no covariance (PA)."""
+    v = 0.0
+    if has_cov:
+        for p in range(a, b):
+            x = values[p]
+            v += w[k, indices[p], 1] * x * x
+    else:
+        for p in range(a, b):
+            v += values[p] * values[p]
+    return v
+
+
+@njit(cache=True)
+def _apply(w, k, a_sgn, beta, kappa, algo, indices, values, a, b, log_w, n):  # pragma: no cover
+    """μ_k += a_sgn σ_k x and shrink σ_k (PA: σ ≡ 1), saving the old (μ, σ) pairs
+    at ``log_w[n:]``. Returns a probe that is NaN iff a value became inf or NaN."""
+    bad = 0.0
+    has_cov = algo >= CW
+    for p in range(a, b):
+        j = indices[p]
+        x = values[p]
+        m_old = w[k, j, 0]
+        log_w[n, 0] = m_old
+        if has_cov:
+            s_old = w[k, j, 1]
+            log_w[n, 1] = s_old
+            m_new = m_old + a_sgn * s_old * x
+            if algo == CW:
+                s_new = s_old / (1.0 + kappa * s_old * x * x)
+            else:
+                s_new = s_old - beta * s_old * s_old * x * x
+            w[k, j, 1] = s_new
+            bad += s_new * 0.0
+        else:
+            m_new = m_old + a_sgn * x
+        w[k, j, 0] = m_new
+        bad += m_new * 0.0
+        n += 1
+    return bad
+
+
+@njit(cache=True)
+def update_diag(
+    indptr, indices, values, y, start, stop, n_labels, w, algo, c, phi, log_w, log_u
+):  # pragma: no cover - numba
+    """Predict-then-learn rows [start, stop) with diagonal covariance (or none: PA).
+
+    ``w`` is (R, d, 2) holding (μ, σ) side by side — one cache line per touched
+    coordinate — or (R, d, 1) for PA. ``log_w`` (≥ 2·nnz × 2) receives the old
+    values of every updated coordinate, ``log_u`` (≥ 2·rows × 3) one
+    (row, class, offset) record per class update. Returns (failed_row or -1,
+    correct, loss_sum, updates); on failure every change of this call is undone.
+    """
+    has_cov = algo >= CW
+    binary = n_labels <= 2
+    R = w.shape[0]
+    scores = np.zeros(R)
+    n_log = 0
+    n_rec = 0
+    correct = 0
+    loss_sum = 0.0
+    n_upd = 0
+    for i in range(start, stop):
+        a = indptr[i]
+        b = indptr[i + 1]
+        yi = y[i]
+        if binary:
+            s = _dot(w, 0, indices, values, a, b)
+            sgn = 1.0 if yi == 0 else -1.0
+            pred = 0 if (s >= 0.0 or n_labels == 1) else 1
+            m = sgn * s
+            ky = 0
+            kr = -1
+            v = _quad(w, 0, has_cov, indices, values, a, b)
+        else:
+            for k in range(R):
+                scores[k] = _dot(w, k, indices, values, a, b)
+            pred, kr = _argmax2(scores, yi)
+            m = scores[yi] - scores[kr]
+            ky = yi
+            sgn = 1.0
+            v = _quad(w, ky, has_cov, indices, values, a, b)
+            # PA: the joint feature map has squared norm 2‖x‖²
+            v += _quad(w, kr, has_cov, indices, values, a, b)
+        if not (math.isfinite(m) and math.isfinite(v)):
+            _undo_diag(w, indices, indptr, n_rec, log_w, log_u)
+            return i, correct, loss_sum, n_upd
+        if pred == yi:
+            correct += 1
+        loss_sum += max(0.0, 1.0 - m)
+        alpha, beta, kappa = step(algo, m, v, c, phi)
+        if alpha <= 0.0:
+            continue
+        n_upd += 1
+        bad = 0.0
+        for side in range(2):
+            k = ky if side == 0 else kr
+            if k < 0:
+                break
+            log_u[n_rec, 0] = i
+            log_u[n_rec, 1] = k
+            log_u[n_rec, 2] = n_log
+            n_rec += 1
+            bad += _apply(
+                w, k, sgn * alpha if side == 0 else -alpha, beta, kappa, algo,
+                indices, values, a, b, log_w, n_log,
+            )  # fmt: skip
+            n_log += b - a
+        if bad != 0.0:  # also true for NaN
+            _undo_diag(w, indices, indptr, n_rec, log_w, log_u)
+            return i, correct, loss_sum, n_upd
+    return -1, correct, loss_sum, n_upd
+
+
+@njit(cache=True)
+def _undo_diag(w, indices, indptr, n_rec, log_w, log_u):  # pragma: no cover - numba
+    # Newest first, so each coordinate ends at its value from before the call.
+    C = w.shape[2]
+    for t in range(n_rec - 1, -1, -1):
+        i = log_u[t, 0]
+        k = log_u[t, 1]
+        o = log_u[t, 2]
+        for p in range(indptr[i], indptr[i + 1]):
+            for c in range(C):
+                w[k, indices[p], c] = log_w[o + p - indptr[i], c]
+
+
+@njit(cache=True)
+def _sigma_x(S, k, indices, values, a, b, out):  # pragma: no cover - numba
+    """out = Σ_k x, reading rows of Σ_k (it is kept exactly symmetric)."""
+    d = out.shape[0]
+    for t in range(d):
+        out[t] = 0.0
+    for p in range(a, b):
+        j = indices[p]
+        x = values[p]
+        for t in range(d):
+            out[t] += S[k, j, t] * x
+
+
+@njit(cache=True)
+def _save(k, mu, S, saved, undo_mu, undo_S):  # pragma: no cover - numba
+    if not saved[k]:
+        undo_mu[k, :] = mu[k, :]
+        undo_S[k, :, :] = S[k, :, :]
+        saved[k] = True
+
+
+@njit(cache=True)
+def _shrink_full(S, k, u, beta, mu, alpha_sgn):  # pragma: no cover - numba
+    """μ_k += α·sgn·u; Σ_k −= β u uᵀ (β(u_a u_b) keeps Σ exactly symmetric). Returns NaN-probe."""
+    d = u.shape[0]
+    bad = 0.0
+    for t in range(d):
+        mu[k, t] += alpha_sgn * u[t]
+        bad += mu[k, t] * 0.0
+    for s in range(d):
+        us = u[s]
+        for t in range(d):
+            S[k, s, t] -= beta * (us * u[t])
+            bad += S[k, s, t] * 0.0
+    return bad
+
+
+@njit(cache=True)
+def update_full(
+    indptr,
+    indices,
+    values,
+    y,
+    start,
+    stop,
+    n_labels,
+    mu,
+    S,
+    algo,
+    c,
+    phi,
+    saved,
+    undo_mu,
+    undo_S,
+):  # pragma: no cover - numba
+    """Predict-then-learn rows [start, stop) with full covariance (CW family only)."""
+    binary = n_labels <= 2
+    R = mu.shape[0]
+    d = mu.shape[1]
+    scores = np.zeros(R)
+    uy = np.zeros(d)
+    ur = np.zeros(d)
+    correct = 0
+    loss_sum = 0.0
+    n_upd = 0
+    for i in range(start, stop):
+        a = indptr[i]
+        b = indptr[i + 1]
+        yi = y[i]
+        for k in range(R):
+            s = 0.0
+            for p in range(a, b):
+                s += mu[k, indices[p]] * values[p]
+            scores[k] = s
+        if binary:
+            sgn = 1.0 if yi == 0 else -1.0
+            pred = 0 if (scores[0] >= 0.0 or n_labels == 1) else 1
+            m = sgn * scores[0]
+            ky = 0
+            kr = -1
+        else:
+            pred, kr = _argmax2(scores, yi)
+            m = scores[yi] - scores[kr]
+            ky = yi
+            sgn = 1.0
+        _sigma_x(S, ky, indices, values, a, b, uy)
+        v = 0.0
+        for p in range(a, b):
+            v += values[p] * uy[indices[p]]
+        if kr >= 0:
+            _sigma_x(S, kr, indices, values, a, b, ur)
+            for p in range(a, b):
+                v += values[p] * ur[indices[p]]
+        if not (math.isfinite(m) and math.isfinite(v)):
+            _undo_full(mu, S, saved, undo_mu, undo_S)
+            return i, correct, loss_sum, n_upd
+        if pred == yi:
+            correct += 1
+        loss_sum += max(0.0, 1.0 - m)
+        alpha, beta, _kappa = step(algo, m, v, c, phi)
+        if alpha <= 0.0:
+            continue
+        n_upd += 1
+        _save(ky, mu, S, saved, undo_mu, undo_S)
+        bad = _shrink_full(S, ky, uy, beta, mu, sgn * alpha)
+        if kr >= 0:
+            _save(kr, mu, S, saved, undo_mu, undo_S)
+            bad += _shrink_full(S, kr, ur, beta, mu, -alpha)
+        if bad != 0.0 or not math.isfinite(bad):
+            _undo_full(mu, S, saved, undo_mu, undo_S)
+            return i, correct, loss_sum, n_upd
+    return -1, correct, loss_sum, n_upd
+
+
+@njit(cache=True)
+def _undo_full(mu, S, saved, undo_mu, undo_S):  # pragma: no cover - numba
+    for k in range(saved.shape[0]):
+        if saved[k]:
+            mu[k, :] = undo_mu[k, :]
+            S[k, :, :] = undo_S[k, :, :]
+
+
+@njit(cache=True)
+def scores(indptr, indices, values, mu):  # pragma: no cover - numba
+    """(n, R) matrix of μ_k · x."""
+    n = indptr.shape[0] - 1
+    R = mu.shape[0]
+    out = np.zeros((n, R))
+    for i in range(n):
+        for k in range(R):
+            s = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                s += mu[k, indices[p]] * values[p]
+            out[i, k] = s
+    return out
+
+
+@njit(cache=True)
+def pair_variance_diag(indptr, indices, values, sig, ka, kb):  # pragma: no cover - numba
+    """xᵀ(Σ_a + Σ_b)x per row (``kb[i] < 0``: Σ_a only)."""
+    n = indptr.shape[0] - 1
+    out = np.zeros(n)
+    for i in range(n):
+        v = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            x2 = values[p] * values[p]
+            v += sig[ka[i], j] * x2
+            if kb[i] >= 0:
+                v += sig[kb[i], j] * x2
+        out[i] = v
+    return out
+
+
+@njit(cache=True)
+def pair_variance_full(indptr, indices, values, S, ka, kb):  # pragma: no cover - numba
+    """xᵀ(Σ_a + Σ_b)x per row for full covariances."""
+    n = indptr.shape[0] - 1
+    out = np.zeros(n)
+    for i in range(n):
+        v = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            for q in range(indptr[i], indptr[i + 1]):
+                xx = values[p] * values[q]
+                v += S[ka[i], indices[p], indices[q]] * xx
+                if kb[i] >= 0:
+                    v += S[kb[i], indices[p], indices[q]] * xx
+        out[i] = v
+    return out
