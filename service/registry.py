@@ -26,7 +26,7 @@ import orjson
 
 from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
-from service.models import adapter_class
+from service.models import adapter_class, warmup_all
 from service.models.base import ModelAdapter
 from service.settings import Settings
 from service.store.base import ConfigConflict, ModelNotFound, Store, StoreUnavailable
@@ -201,6 +201,7 @@ class Registry:
         self.settings = settings
         self.models: dict[str, ModelHandle] = {}
         self.ready = False
+        self._warm = False
         self.epoch: int | None = None
         self.health = StoreHealth(store.name)
         self._catalog_lock = asyncio.Lock()
@@ -227,6 +228,10 @@ class Registry:
 
     # ------------------------------------------------------------ restore
     async def restore_all(self) -> None:
+        if not self._warm:
+            # JIT-compile (or load cached) kernels off the loop before taking traffic.
+            await asyncio.to_thread(warmup_all)
+            self._warm = True
         async with self._catalog_lock:
             epoch = await self.store.catalog_epoch()
             configs = await self.store.list_models()
@@ -396,14 +401,20 @@ class Registry:
         h = self.models.pop(name, None)
         if h is None:
             return False
+        # prometheus-client cannot remove labels in multi-process mode (it warns).
+        multiproc = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         for metric in (
-            M.MODEL_VERSION,
-            M.EXAMPLES_LEARNED,
-            M.ONLINE_ACCURACY,
-            M.ONLINE_LOSS,
-            M.ONLINE_NDCG,
-            M.CHECKPOINT_AGE,
-            M.LOG_LAG,
+            ()
+            if multiproc
+            else (
+                M.MODEL_VERSION,
+                M.EXAMPLES_LEARNED,
+                M.ONLINE_ACCURACY,
+                M.ONLINE_LOSS,
+                M.ONLINE_NDCG,
+                M.CHECKPOINT_AGE,
+                M.LOG_LAG,
+            )
         ):
             with contextlib.suppress(KeyError):
                 metric.remove(name)

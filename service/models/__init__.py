@@ -38,6 +38,12 @@ def adapter_class(kind: str) -> type[ModelAdapter]:
     return cls
 
 
+def warmup_all() -> None:
+    """Compile every kind's kernels (numba caches them on disk; later runs just load)."""
+    for kind in ADAPTERS:
+        adapter_class(kind).warmup()
+
+
 def adapter_for_body(body: dict[str, Any]) -> type[ModelAdapter]:
     """The adapter class for a ``PUT /models/{name}`` body, from its ``algorithm``."""
     algorithm = body.get("algorithm")

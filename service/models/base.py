@@ -72,6 +72,11 @@ class ModelAdapter(ABC):
     @abstractmethod
     def predict(self, body: dict[str, Any], settings: Settings) -> list[dict[str, Any]]: ...
 
+    @classmethod
+    def warmup(cls) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Compile/load this kind's kernels (runs in a thread before the service is
+        ready, so the first request does not stall the event loop on a JIT compile)."""
+
     # ------------------------------------------------------------ state
     def snapshot(self) -> Callable[[], bytes]:
         # Copying the arrays is a memcpy; serialising + hashing is the slow part

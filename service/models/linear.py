@@ -112,6 +112,17 @@ class LinearAdapter(ModelAdapter):
 
         return cls(config, LinearClassifier.from_bytes(blob))
 
+    @classmethod
+    def warmup(cls) -> None:
+        from learners.linear import ALGORITHMS, make_classifier
+
+        spec = FeatureSpec.sparse(4)
+        batch = spec.encode([{"0": 1.0}, {"1": 1.0, "3": -1.0}, {"2": 0.5}])
+        for algorithm in ALGORITHMS:
+            clf = make_classifier(algorithm, dim=4, params={})
+            clf.update(batch, ["a", "b", 1])
+            clf.predict_details(batch)
+
     # ------------------------------------------------------------ write path
     def parse_update(self, body: dict[str, Any], settings: Settings) -> tuple[bytes, int]:
         examples = require_list(body, "examples", settings.max_batch_examples)
