@@ -73,9 +73,10 @@ class ModelAdapter(ABC):
     def predict(self, body: dict[str, Any], settings: Settings) -> list[dict[str, Any]]: ...
 
     @classmethod
-    def warmup(cls) -> None:  # noqa: B027 - optional hook, no-op by default
+    def warmup(cls) -> None:
         """Compile/load this kind's kernels (runs in a thread before the service is
         ready, so the first request does not stall the event loop on a JIT compile)."""
+        return None  # optional hook: nothing to warm up by default
 
     # ------------------------------------------------------------ state
     def snapshot(self) -> Callable[[], bytes]:
