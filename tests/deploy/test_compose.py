@@ -317,3 +317,44 @@ def test_dockerignore_keeps_context_small() -> None:
     ignored = set((REPO / ".dockerignore").read_text().split())
     assert {".git", ".venv", "tests", "data", ".env"} <= ignored
     assert not ignored & {"learners", "service", "pyproject.toml", "README.md"}
+
+
+def test_image_build_context_installs_every_module(tmp_path: Path) -> None:
+    """What the build stage does, natively: `pip install .` from only the files it COPYs
+    must package every module of learners/ and service/ and the `learnserve` command."""
+    import sys
+    import zipfile
+
+    build = dockerfile_instructions((REPO / "docker/Dockerfile").read_text())
+    froms = [n for n, (i, _) in enumerate(build) if i == "FROM"]
+    build = build[froms[0] : froms[1]]  # the build stage only
+    context = tmp_path / "context"
+    context.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for instr, arg in build:
+        if instr != "COPY":
+            continue
+        *sources, _dest = arg.split()
+        for src in sources:
+            path = REPO / src
+            if path.is_dir():
+                shutil.copytree(path, context / src, ignore=ignore)
+            else:
+                shutil.copy(path, context / src)
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "out"), "."],
+        cwd=context,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (wheel,) = (tmp_path / "out").glob("learnserve-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for package in ("learners", "service"):
+        for module in (REPO / package).rglob("*.py"):
+            rel = module.relative_to(REPO).as_posix()
+            assert rel in names, f"{rel} is not in the image's install"
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry).decode()
+    assert "learnserve = service.cli:main" in text
