@@ -289,16 +289,19 @@ def _save(k, mu, S, saved, undo_mu, undo_S):  # pragma: no cover - numba
 def _shrink_full(S, k, u, beta, mu, alpha_sgn):  # pragma: no cover - numba
     """μ_k += α·sgn·u; Σ_k −= β u uᵀ (β(u_a u_b) keeps Σ exactly symmetric). Returns NaN-probe."""
     d = u.shape[0]
-    bad = 0.0
+    bad = 0  # an integer OR-reduction keeps the inner loop vectorisable
     for t in range(d):
-        mu[k, t] += alpha_sgn * u[t]
-        bad += mu[k, t] * 0.0
+        m_new = mu[k, t] + alpha_sgn * u[t]
+        mu[k, t] = m_new
+        bad |= (m_new - m_new) != 0.0  # true iff inf or NaN
     for s in range(d):
         us = u[s]
+        row = S[k, s]
         for t in range(d):
-            S[k, s, t] -= beta * (us * u[t])
-            bad += S[k, s, t] * 0.0
-    return bad
+            v = row[t] - beta * (us * u[t])
+            row[t] = v
+            bad |= (v - v) != 0.0
+    return 1.0 if bad else 0.0
 
 
 @njit(cache=True)
