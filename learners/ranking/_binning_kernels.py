@@ -94,7 +94,7 @@ def binned_csr(
     """
     n = indptr.shape[0] - 1
     nf = default_bin.shape[0]
-    # zero-valued cells whose bin is not the default: one per (row, such feature) absent from the row
+    # zero cells whose bin is not the default: one per (row, such feature) absent from the row
     nz_feats = np.empty(nf, dtype=np.int64)
     n_nzf = 0
     for f in range(nf):

@@ -382,9 +382,6 @@ def predict_dense(
             node = 0
             while node >= 0:
                 k = no + node
-                if X[i, feature[k]] <= threshold[k]:
-                    node = left[k]
-                else:
-                    node = right[k]
+                node = left[k] if X[i, feature[k]] <= threshold[k] else right[k]
             s += leaf_value[lo + ~node]
         out[i] = s

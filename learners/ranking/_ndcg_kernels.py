@@ -28,7 +28,9 @@ def group_ndcg(scores: np.ndarray, labels: np.ndarray, start: int, end: int, k: 
 
 
 @njit(cache=True)
-def per_query_ndcg(scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
+def per_query_ndcg(
+    scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray, k: int
+) -> np.ndarray:
     nq = offsets.shape[0] - 1
     out = np.empty(nq, dtype=np.float64)
     for q in range(nq):

@@ -25,9 +25,11 @@ def splitmix64(seed: int, counter: int) -> np.uint64:
     The draw depends only on (seed, counter); the counter is learner state, so a
     saved model continues the same stream after loading.
     """
-    z = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(counter) * np.uint64(
-        0xBF58476D1CE4E5B9
-    ) + np.uint64(0x94D049BB133111EB)
+    z = (
+        np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        + np.uint64(counter) * np.uint64(0xBF58476D1CE4E5B9)
+        + np.uint64(0x94D049BB133111EB)
+    )
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
@@ -45,7 +47,9 @@ def draw_below(seed: int, counters: np.ndarray, m: int) -> int:
 
 
 @njit(cache=True)
-def row_dot(v: np.ndarray, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, r: int) -> float:
+def row_dot(
+    v: np.ndarray, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, r: int
+) -> float:
     acc = 0.0
     for t in range(indptr[r], indptr[r + 1]):
         acc += v[indices[t]] * values[t]
@@ -53,7 +57,9 @@ def row_dot(v: np.ndarray, indptr: np.ndarray, indices: np.ndarray, values: np.n
 
 
 @njit(cache=True)
-def diff_sqnorm(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, a: int, b: int) -> float:
+def diff_sqnorm(
+    indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, a: int, b: int
+) -> float:
     """||x_a - x_b||^2 by merging the two sorted rows."""
     i, ie = indptr[a], indptr[a + 1]
     j, je = indptr[b], indptr[b + 1]
@@ -74,7 +80,9 @@ def diff_sqnorm(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, a: 
 
 
 @njit(cache=True)
-def scores(v: np.ndarray, s: float, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+def scores(
+    v: np.ndarray, s: float, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray
+) -> np.ndarray:
     n = indptr.shape[0] - 1
     out = np.empty(n)
     for r in range(n):

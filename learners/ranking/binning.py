@@ -11,12 +11,13 @@ sparse input leaves out) are split into at most ``max_bin`` bins:
 - bin upper bounds are midpoints between adjacent distinct values, so a split
   "bin <= t" is the raw test ``value <= bounds[t]`` at prediction time.
 
-Features with a single bin cannot split and are dropped (``used_features_``).
+Features whose values all fall in one bin cannot split and are dropped (``used_features_``).
 As in LightGBM, at most ``sample_cnt`` rows (200,000) are used to find the bins.
 
 >>> import numpy as np
 >>> from learners.features import Batch
->>> bm = BinMapper(max_bin=255, min_data_in_bin=1).fit(Batch.from_dense(np.array([[0.0], [1.0], [2.0]])))
+>>> X = Batch.from_dense(np.array([[0.0], [1.0], [2.0]]))
+>>> bm = BinMapper(max_bin=255, min_data_in_bin=1).fit(X)
 >>> bm.bounds_[0].tolist()
 [1e-35, 1.5, inf]
 """
@@ -30,7 +31,7 @@ import numpy as np
 from learners.features import Batch
 from learners.ranking._binning_kernels import binned_csr, greedy_find_bin
 
-__all__ = ["BinMapper", "BinnedRows", "ZERO_THRESHOLD"]
+__all__ = ["ZERO_THRESHOLD", "BinMapper", "BinnedRows"]
 
 ZERO_THRESHOLD = 1e-35  # LightGBM's kZeroThreshold
 
@@ -45,9 +46,7 @@ class BinnedRows:
     n_rows: int
 
 
-def _find_bins(
-    nonzero: np.ndarray, n_zero: int, max_bin: int, min_data_in_bin: int
-) -> np.ndarray:
+def _find_bins(nonzero: np.ndarray, n_zero: int, max_bin: int, min_data_in_bin: int) -> np.ndarray:
     """LightGBM's FindBinWithZeroAsOneBin over one feature's sampled values."""
     distinct, counts = np.unique(nonzero, return_counts=True)
     counts = counts.astype(np.int64)
@@ -92,7 +91,9 @@ class BinMapper:
         n = X.n_rows
         if n > self.sample_cnt:
             # Bins come from a sample, as LightGBM's bin_construct_sample_cnt.
-            rows = np.sort(np.random.default_rng(self.seed).choice(n, self.sample_cnt, replace=False))
+            rows = np.sort(
+                np.random.default_rng(self.seed).choice(n, self.sample_cnt, replace=False)
+            )
             X = X.take(rows)
             n = X.n_rows
         order = np.argsort(X.indices, kind="stable")
@@ -109,8 +110,25 @@ class BinMapper:
                 self.bounds_[j] = b
                 used.append(j)
         self.dim_ = X.dim
-        self.used_features_ = np.asarray(used, dtype=np.int64)
+        self._index(used)
+        # default bin = the most frequent one; it is left implicit in BinnedRows
+        # (LightGBM's most_freq_bin), so histograms touch only the other cells.
+        probe = self._transform(X, self.zero_bin_)
+        defaults, keep = [], []
+        for f, j in enumerate(used):
+            cnt = np.bincount(probe.bin[probe.feature == f], minlength=int(self.n_bins_[f]))
+            cnt[self.zero_bin_[f]] += n - int((probe.feature == f).sum())
+            if int(cnt.max()) < n:  # a feature with one non-empty bin can never split
+                keep.append(j)
+                defaults.append(int(np.argmax(cnt)))
+        if len(keep) < len(used):
+            self._index(keep)
+        self.default_bin_ = np.asarray(defaults, dtype=np.int64)
+        return self
+
+    def _index(self, used: list[int]) -> None:
         nf = len(used)
+        self.used_features_ = np.asarray(used, dtype=np.int64)
         self.n_bins_ = np.array([self.bounds_[j].shape[0] for j in used], dtype=np.int64)
         self.bound_off_ = np.zeros(nf + 1, dtype=np.int64)
         np.cumsum(self.n_bins_, out=self.bound_off_[1:])
@@ -120,17 +138,8 @@ class BinMapper:
         self.zero_bin_ = np.array(
             [int(np.searchsorted(self.bounds_[j], 0.0, side="left")) for j in used], dtype=np.int64
         )
-        self.feat_map_ = np.full(X.dim, -1, dtype=np.int64)
+        self.feat_map_ = np.full(self.dim_, -1, dtype=np.int64)
         self.feat_map_[self.used_features_] = np.arange(nf)
-        # default bin = the most frequent one; it is left implicit in BinnedRows
-        # (LightGBM's most_freq_bin), so histograms touch only the other cells.
-        self.default_bin_ = self.zero_bin_.copy()
-        probe = self._transform(X, self.zero_bin_)
-        for f in range(nf):
-            cnt = np.bincount(probe.bin[probe.feature == f], minlength=int(self.n_bins_[f]))
-            cnt[self.zero_bin_[f]] += n - int((probe.feature == f).sum())
-            self.default_bin_[f] = int(np.argmax(cnt))
-        return self
 
     def transform(self, X: Batch) -> BinnedRows:
         if X.dim > self.dim_:

@@ -28,6 +28,7 @@ float64 (LightGBM stores float32); scores agree with LightGBM 4.7 to ~1e-4.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,10 +115,12 @@ class LambdaMART:
                 raise ValueError(f"{name}: must be {what}, got {v!r}")
 
         need(n_estimators >= 1, "n_estimators", ">= 1", n_estimators)
-        need(0.0 < learning_rate, "learning_rate", "> 0", learning_rate)
+        need(learning_rate > 0.0, "learning_rate", "> 0", learning_rate)
         need(num_leaves >= 2, "num_leaves", ">= 2", num_leaves)
         need(min_data_in_leaf >= 1, "min_data_in_leaf", ">= 1", min_data_in_leaf)
-        need(min_sum_hessian_in_leaf >= 0, "min_sum_hessian_in_leaf", ">= 0", min_sum_hessian_in_leaf)
+        need(
+            min_sum_hessian_in_leaf >= 0, "min_sum_hessian_in_leaf", ">= 0", min_sum_hessian_in_leaf
+        )
         need(lambda_l2 >= 0, "lambda_l2", ">= 0", lambda_l2)
         need(0.0 < bagging_fraction <= 1.0, "bagging_fraction", "in (0, 1]", bagging_fraction)
         need(bagging_freq >= 0, "bagging_freq", ">= 0", bagging_freq)
@@ -129,7 +132,9 @@ class LambdaMART:
             early_stopping_rounds is None or early_stopping_rounds >= 1,
             "early_stopping_rounds", "None or >= 1", early_stopping_rounds,
         )  # fmt: skip
-        need(len(eval_at) >= 1 and all(k >= 1 for k in eval_at), "eval_at", "positive ints", eval_at)
+        need(
+            len(eval_at) >= 1 and all(k >= 1 for k in eval_at), "eval_at", "positive ints", eval_at
+        )
         self.n_estimators = int(n_estimators)
         self.learning_rate = float(learning_rate)
         self.num_leaves = int(num_leaves)
@@ -183,7 +188,9 @@ class LambdaMART:
         if valid is not None:
             Xv = _as_batch(valid[0], "valid X")
             v_y = _check_labels(valid[1], Xv.n_rows, "valid y")
-            v_off = np.concatenate([[0], np.cumsum(check_groups(valid[2], Xv.n_rows, "valid groups"))])
+            v_off = np.concatenate(
+                [[0], np.cumsum(check_groups(valid[2], Xv.n_rows, "valid groups"))]
+            )
             v_data = mapper.transform(Xv)
             v_scores = np.zeros(Xv.n_rows)
         imd = K.inverse_max_dcg(yv, offsets, self.truncation_level)
@@ -205,7 +212,11 @@ class LambdaMART:
                 scores, yv, offsets, imd, self.sigma, self.truncation_level,
                 self.lambdarank_norm, grad, hess,
             )  # fmt: skip
-            if self.bagging_freq > 0 and self.bagging_fraction < 1.0 and it % self.bagging_freq == 0:
+            if (
+                self.bagging_freq > 0
+                and self.bagging_fraction < 1.0
+                and it % self.bagging_freq == 0
+            ):
                 bag = K.bernoulli_bag(bag_states, n, self.bagging_fraction, _BAG_BLOCK)
             t = grow_tree(bag, data, mapper, grad, hess, params)
             if t.n_leaves <= 1:
@@ -239,7 +250,9 @@ class LambdaMART:
         return self
 
     @staticmethod
-    def _add_binned(t: Any, data: Any, mapper: BinMapper, rows: np.ndarray, scores: np.ndarray) -> None:
+    def _add_binned(
+        t: Any, data: Any, mapper: BinMapper, rows: np.ndarray, scores: np.ndarray
+    ) -> None:
         K.add_tree_binned(
             data.indptr, data.feature, data.bin, mapper.default_bin_, t.feature, t.bin,
             t.left, t.right, t.leaf_value, np.ascontiguousarray(rows, dtype=np.int64), scores,
@@ -251,7 +264,7 @@ class LambdaMART:
         leaf_off = np.zeros(len(trees) + 1, dtype=np.int64)
         np.cumsum([t[0].shape[0] for t in trees], out=node_off[1:])
         np.cumsum([t[4].shape[0] for t in trees], out=leaf_off[1:])
-        self.trees_ = {
+        self.trees_: dict[str, np.ndarray] = {
             "feature": cat[0].astype(np.int32), "threshold": cat[1].astype(np.float64),
             "left": cat[2].astype(np.int32), "right": cat[3].astype(np.int32),
             "leaf_value": cat[4].astype(np.float64), "node_off": node_off, "leaf_off": leaf_off,
@@ -306,12 +319,16 @@ class LambdaMART:
         s = self.predict(X)
         g = check_groups(group_sizes, s.shape[0])
         bounds = np.concatenate([[0], np.cumsum(g)])
-        return [np.argsort(-s[a:b], kind="stable") for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [np.argsort(-s[a:b], kind="stable") for a, b in itertools.pairwise(bounds)]
 
     # ------------------------------------------------------------------ artifacts
 
     def to_bytes(self) -> bytes:
-        meta = {"n_features": self.n_features_, "best_iteration": self.best_iteration_, **self.meta_}
+        meta = {
+            "n_features": self.n_features_,
+            "best_iteration": self.best_iteration_,
+            **self.meta_,
+        }
         return artifact.dumps(self.kind, self.get_params(), self.trees_, meta)
 
     @classmethod
@@ -322,7 +339,9 @@ class LambdaMART:
             m.n_features_ = int(art.meta["n_features"])
             m.best_iteration_ = int(art.meta.get("best_iteration", 0))
         except (TypeError, ValueError, KeyError) as exc:
-            raise artifact.ArtifactError(f"lambdamart artifact has bad params/meta: {exc}") from None
+            raise artifact.ArtifactError(
+                f"lambdamart artifact has bad params/meta: {exc}"
+            ) from None
         m.meta_ = {k: v for k, v in art.meta.items() if k not in ("n_features", "best_iteration")}
         m.trees_ = {k: art.array(k) for k in _ARRAYS}
         _check_trees(m.trees_, m.n_features_)

@@ -41,7 +41,9 @@ def check_groups(group_sizes: object, n_rows: int, name: str = "group_sizes") ->
     if np.any(g <= 0):
         raise ValueError(f"{name}[{int(np.argmax(g <= 0))}]: group size must be positive")
     if int(g.sum()) != n_rows:
-        raise ValueError(f"{name}: group sizes add up to {int(g.sum())}, but there are {n_rows} rows")
+        raise ValueError(
+            f"{name}: group sizes add up to {int(g.sum())}, but there are {n_rows} rows"
+        )
     return g
 
 

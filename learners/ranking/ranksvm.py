@@ -29,6 +29,7 @@ is bit-exact, and an ``update`` on many groups equals a loop of single-group upd
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,7 +53,9 @@ def _check_relevance(relevance: Any, n: int) -> np.ndarray:
     else:
         items = list(relevance)
     if len(items) != n:
-        raise FeatureError("relevance", f"expected {n} relevance values (one per row), got {len(items)}")
+        raise FeatureError(
+            "relevance", f"expected {n} relevance values (one per row), got {len(items)}"
+        )
     out = np.empty(n, dtype=np.float64)
     for i, r in enumerate(items):
         ok = not isinstance(r, bool) and isinstance(r, int | float | np.integer | np.floating)
@@ -77,12 +80,21 @@ class RankSVM:
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
             raise ValueError(f"dim: must be a positive integer, got {dim!r}")
-        if isinstance(lam, bool) or not isinstance(lam, int | float) or not lam > 0 or not np.isfinite(lam):
+        if (
+            isinstance(lam, bool)
+            or not isinstance(lam, int | float)
+            or not lam > 0
+            or not np.isfinite(lam)
+        ):
             raise ValueError(f"lam: must be > 0, got {lam!r}")
         if pairs_per_group is not None and (
-            isinstance(pairs_per_group, bool) or not isinstance(pairs_per_group, int) or pairs_per_group < 1
+            isinstance(pairs_per_group, bool)
+            or not isinstance(pairs_per_group, int)
+            or pairs_per_group < 1
         ):
-            raise ValueError(f"pairs_per_group: must be None or an integer >= 1, got {pairs_per_group!r}")
+            raise ValueError(
+                f"pairs_per_group: must be None or an integer >= 1, got {pairs_per_group!r}"
+            )
         if not isinstance(projection, bool):
             raise ValueError(f"projection: must be true or false, got {projection!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
@@ -116,7 +128,9 @@ class RankSVM:
         if batch.nnz and (batch.indices.min() < 0 or batch.indices.max() >= self.dim):
             raise FeatureError("batch", f"a feature index is outside [0, {self.dim})")
         if not np.all(np.isfinite(batch.values)):
-            row = int(np.searchsorted(batch.indptr, np.argmax(~np.isfinite(batch.values)), "right") - 1)
+            row = int(
+                np.searchsorted(batch.indptr, np.argmax(~np.isfinite(batch.values)), "right") - 1
+            )
             raise FeatureError(f"examples[{row}].x", "value is not finite")
 
     def update(self, batch: Batch, relevance: Any, groups: Any = None) -> UpdateResult:
@@ -143,7 +157,9 @@ class RankSVM:
         )  # fmt: skip
         # left-to-right sum, so a batch reports what a loop of single groups adds up to
         metric = float(sum(ndcg.tolist()))
-        return UpdateResult(applied=n, updates=int(active), metric_sum=metric, n_groups=int(g.shape[0]))
+        return UpdateResult(
+            applied=n, updates=int(active), metric_sum=metric, n_groups=int(g.shape[0])
+        )
 
     def decision_function(self, batch: Batch) -> np.ndarray:
         self._check_batch(batch)
@@ -154,7 +170,7 @@ class RankSVM:
         s = self.decision_function(batch)
         g = check_groups(groups, s.shape[0], "groups")
         b = np.concatenate([[0], np.cumsum(g)])
-        return [np.argsort(-s[i:j], kind="stable") for i, j in zip(b[:-1], b[1:], strict=True)]
+        return [np.argsort(-s[i:j], kind="stable") for i, j in itertools.pairwise(b)]
 
     # ------------------------------------------------------------------ offline (sklearn style)
 

@@ -81,7 +81,17 @@ def grow_tree(
 
     def hist(slot: int, r: np.ndarray) -> None:
         sum_g[slot], sum_h[slot] = K.build_histogram(
-            r, data.indptr, data.feature, data.bin, grad, hess, off, dflt, hg[slot], hh[slot], hc[slot]
+            r,
+            data.indptr,
+            data.feature,
+            data.bin,
+            grad,
+            hess,
+            off,
+            dflt,
+            hg[slot],
+            hh[slot],
+            hc[slot],
         )
 
     def search(leaf: int) -> None:
@@ -102,7 +112,9 @@ def grow_tree(
             break
         f, b = int(best_f[leaf]), int(best_b[leaf])
         a, c = int(begin[leaf]), int(count[leaf])
-        nl = K.partition(rows[a : a + c], data.indptr, data.feature, data.bin, f, b, int(dflt[f]), buf)
+        nl = K.partition(
+            rows[a : a + c], data.indptr, data.feature, data.bin, f, b, int(dflt[f]), buf
+        )
         new = n_leaves
         node = n_leaves - 1
         par = leaf_parent[leaf]

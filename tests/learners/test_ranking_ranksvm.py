@@ -80,7 +80,8 @@ def _data(seed=0, n_groups=6, dim=8):
 
 
 @pytest.mark.parametrize(
-    ("lam", "ppg", "proj"), [(0.1, None, False), (0.05, 3, True), (0.5, 5, False), (1e-3, None, True)]
+    ("lam", "ppg", "proj"),
+    [(0.1, None, False), (0.05, 3, True), (0.5, 5, False), (1e-3, None, True)],
 )
 def test_update_matches_pure_python_oracle(lam, ppg, proj):
     X, rel, sizes = _data()
@@ -133,7 +134,7 @@ def test_batch_equals_loop_of_single_groups_bit_exact():
 def test_progressive_metric_is_pre_update_ndcg():
     from learners.ranking.ndcg import ndcg_at_k
 
-    X, rel, sizes = _data(seed=4, n_groups=1)
+    X, rel, _sizes = _data(seed=4, n_groups=1)
     m = RankSVM(X.shape[1], lam=0.1, seed=0)
     m.update(Batch.from_dense(X), rel)
     before = m.decision_function(Batch.from_dense(X))

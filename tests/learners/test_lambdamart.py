@@ -1,0 +1,282 @@
+"""LambdaMART pieces: lambdas vs a pure-Python oracle, binning, a toy split, artifacts,
+bad input, early stopping, and agreement with LightGBM itself."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from learners import artifact
+from learners.artifact import ArtifactError
+from learners.features import Batch
+from learners.ranking import _lambdamart_kernels as K
+from learners.ranking._binning_kernels import greedy_find_bin
+from learners.ranking.binning import ZERO_THRESHOLD, BinMapper
+from learners.ranking.lambdamart import LambdaMART
+from learners.ranking.tree import TreeParams, grow_tree
+from tests.conftest import require_data
+
+# ----------------------------------------------------------------------------- lambdas
+
+
+def oracle_lambdas(s, y, sigma=1.0, trunc=30, norm=True):
+    """LightGBM's LambdarankNDCG::GetGradientsForOneQuery, transcribed literally."""
+    n = len(s)
+    gain = lambda r: 2.0**r - 1.0  # noqa: E731
+    disc = lambda i: 1.0 / math.log2(i + 2.0)  # noqa: E731
+    ideal = sorted(y, reverse=True)
+    maxdcg = sum(gain(ideal[i]) * disc(i) for i in range(min(trunc, n)))
+    inv = 1.0 / maxdcg if maxdcg > 0 else 0.0
+    order = sorted(range(n), key=lambda i: -s[i])  # Python's sort is stable
+    best, worst = s[order[0]], s[order[-1]]
+    lam, hes = [0.0] * n, [0.0] * n
+    total = 0.0
+    for i in range(min(n - 1, trunc)):
+        for j in range(i + 1, n):
+            a, b = order[i], order[j]
+            if y[a] == y[b]:
+                continue
+            (hr, hi), (lr, lo) = ((i, a), (j, b)) if y[a] > y[b] else ((j, b), (i, a))
+            delta = s[hi] - s[lo]
+            dn = (gain(y[hi]) - gain(y[lo])) * abs(disc(hr) - disc(lr)) * inv
+            if norm and best != worst:
+                dn /= 0.01 + abs(delta)
+            p = 1.0 / (1.0 + math.exp(sigma * delta))
+            pl = -sigma * dn * p
+            ph = sigma * sigma * dn * p * (1 - p)
+            lam[lo] -= pl
+            hes[lo] += ph
+            lam[hi] += pl
+            hes[hi] += ph
+            total -= 2 * pl
+    if norm and total > 0:
+        f = math.log2(1 + total) / total
+        lam = [v * f for v in lam]
+        hes = [v * f for v in hes]
+    return lam, hes
+
+
+@pytest.mark.parametrize(
+    ("scores", "trunc", "norm", "sigma"),
+    [
+        ([0.3, -1.2, 0.3, 2.0, 0.0, 0.7, -0.1], 30, True, 1.0),  # ties in scores
+        ([0.0] * 7, 30, True, 1.0),  # first iteration: all equal
+        ([0.3, -1.2, 0.5, 2.0, 0.1, 0.7, -0.1], 2, True, 1.0),  # truncation
+        ([0.3, -1.2, 0.5, 2.0, 0.1, 0.7, -0.1], 30, False, 2.0),
+    ],
+)
+def test_lambda_gradients_match_oracle(scores, trunc, norm, sigma):
+    y = [2.0, 0.0, 1.0, 0.0, 3.0, 1.0, 0.0]
+    s = np.array(scores)
+    yy = np.array(y)
+    off = np.array([0, 7], dtype=np.int64)
+    grad, hess = np.zeros(7), np.zeros(7)
+    imd = K.inverse_max_dcg(yy, off, trunc)
+    K.lambda_gradients(s, yy, off, imd, sigma, trunc, norm, grad, hess)
+    lam, hes = oracle_lambdas(scores, y, sigma, trunc, norm)
+    np.testing.assert_allclose(grad, lam, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(hess, hes, rtol=1e-12, atol=1e-15)
+    assert grad.sum() == pytest.approx(0.0, abs=1e-12)  # pairwise: lambdas cancel
+
+
+def test_all_equal_labels_give_zero_gradients():
+    off = np.array([0, 3, 5], dtype=np.int64)
+    y = np.array([1.0, 1.0, 1.0, 0.0, 2.0])
+    g, h = np.ones(5), np.ones(5)
+    K.lambda_gradients(np.zeros(5), y, off, K.inverse_max_dcg(y, off, 30), 1.0, 30, True, g, h)
+    assert g[:3].tolist() == [0.0, 0.0, 0.0] and h[:3].tolist() == [0.0, 0.0, 0.0]
+    assert g[4] < 0 < g[3]  # the relevant doc is pushed up (gradient of the loss < 0)
+
+
+# ----------------------------------------------------------------------------- binning
+
+
+def test_greedy_find_bin_few_values_merges_small_bins():
+    d = np.array([1.0, 2.0, 3.0, 4.0])
+    c = np.array([5, 1, 1, 5], dtype=np.int64)
+    # bins close once they hold 3 samples: {1}, {2,3,4}
+    assert greedy_find_bin(d, c, 255, 12, 3).tolist() == [1.5, np.inf]
+    assert greedy_find_bin(d, c, 255, 12, 1).tolist() == [1.5, 2.5, 3.5, np.inf]
+
+
+def test_greedy_find_bin_many_values_respects_max_bin():
+    d = np.arange(1000, dtype=np.float64)
+    c = np.ones(1000, dtype=np.int64)
+    b = greedy_find_bin(d, c, 16, 1000, 3)
+    assert len(b) <= 16 and b[-1] == np.inf
+    assert np.all(np.diff(b[:-1]) > 0)
+    # roughly equal-frequency bins
+    counts = np.diff(np.concatenate([[0], np.searchsorted(d, b[:-1], "right"), [1000]]))
+    assert counts.max() <= 2 * counts.min() + 3
+
+
+def test_bin_mapper_zero_has_its_own_bin_and_negatives_work():
+    X = np.array([[-2.0], [-1.0], [0.0], [0.0], [1.0], [3.0]])
+    bm = BinMapper(max_bin=255, min_data_in_bin=1).fit(Batch.from_dense(X))
+    assert bm.bounds_[0].tolist() == [-1.5, -ZERO_THRESHOLD, ZERO_THRESHOLD, 2.0, np.inf]
+    rows = bm.transform(Batch.from_dense(X))
+    dense = np.full(6, int(bm.default_bin_[0]))
+    for r in range(6):
+        for t in range(rows.indptr[r], rows.indptr[r + 1]):
+            dense[r] = rows.bin[t]
+    assert dense.tolist() == [0, 1, 2, 2, 3, 4]
+    assert bm.default_bin_[0] == 2  # zero is the most frequent bin: left implicit
+
+
+def test_bin_mapper_drops_constant_features_and_handles_dense_nonzero_default():
+    X = np.column_stack([np.zeros(10), np.full(10, 5.0), np.r_[np.ones(8) * 2, 0, 0]])
+    bm = BinMapper(min_data_in_bin=1).fit(Batch.from_dense(X))
+    assert bm.used_features_.tolist() == [2]  # column 0 all zero, column 1 constant
+    rows = bm.transform(Batch.from_dense(X))
+    # the default bin is the value 2.0's bin; the two zeros are stored explicitly
+    assert rows.indptr[-1] == 2 and rows.bin.tolist() == [int(bm.zero_bin_[0])] * 2
+
+
+# ----------------------------------------------------------------------------- tree
+
+
+def test_tree_finds_the_obvious_split():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.random(200), rng.random(200)])
+    grad = np.where(X[:, 1] > 0.6, -1.0, 1.0)  # feature 1 separates the gradients
+    hess = np.ones(200)
+    bm = BinMapper(min_data_in_bin=1).fit(Batch.from_dense(X))
+    data = bm.transform(Batch.from_dense(X))
+    p = TreeParams(2, 5, 1e-3, 0.0, 1.0, False)
+    t = grow_tree(np.arange(200), data, bm, grad, hess, p)
+    assert t.n_leaves == 2
+    assert bm.used_features_[t.feature[0]] == 1
+    thr = bm.threshold(int(t.feature[0]), int(t.bin[0]))
+    assert np.max(X[X[:, 1] <= 0.6, 1]) <= thr < np.min(X[X[:, 1] > 0.6, 1])
+    # Newton leaf values: -sum g / sum h = +1 left, -1 right
+    assert t.leaf_value.tolist() == [-1.0, 1.0]
+
+
+def test_min_data_in_leaf_blocks_splits():
+    X = np.arange(20, dtype=np.float64)[:, None] + 1
+    grad = np.where(X[:, 0] > 18, -1.0, 1.0)
+    bm = BinMapper(min_data_in_bin=1).fit(Batch.from_dense(X))
+    data = bm.transform(Batch.from_dense(X))
+    for md, leaves in ((1, 2), (5, 2), (11, 1)):
+        t = grow_tree(
+            np.arange(20), data, bm, grad, np.ones(20), TreeParams(4, md, 0.0, 0.0, 1.0, False)
+        )
+        assert t.n_leaves >= leaves if md < 11 else t.n_leaves == 1
+        if md == 5:  # the best allowed split keeps 5 rows on the right
+            assert np.count_nonzero(t.leaf_value < 0) >= 1
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def _toy(seed=0, n_q=30):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(5, 15, n_q)
+    n = int(sizes.sum())
+    X = rng.random((n, 6)) * (rng.random((n, 6)) < 0.7)
+    y = np.clip((X[:, 0] * 2 + X[:, 3] + rng.normal(0, 0.3, n)).round(), 0, 4)
+    return X, y, sizes
+
+
+def test_round_trip_identical_scores_and_batch_equals_dense(tmp_path):
+    X, y, g = _toy()
+    m = LambdaMART(n_estimators=15, min_data_in_leaf=5, bagging_fraction=0.8, bagging_freq=1)
+    m.fit(Batch.from_dense(X), y, g)
+    m.meta_["index_base"] = 1
+    m.save(tmp_path / "m.lsart")
+    m2 = LambdaMART.load(tmp_path / "m.lsart")
+    np.testing.assert_array_equal(m.predict(X), m2.predict(X))
+    np.testing.assert_array_equal(m.predict(Batch.from_dense(X)), m.predict(X))
+    assert m2.meta_["index_base"] == 1 and m2.n_features_ == 6
+    from learners.registry import load_model
+
+    assert isinstance(load_model(m.to_bytes()), LambdaMART)
+
+
+def test_corrupted_truncated_and_malformed_artifacts_are_refused():
+    X, y, g = _toy()
+    m = LambdaMART(n_estimators=3, min_data_in_leaf=5).fit(X, y, g)
+    blob = m.to_bytes()
+    with pytest.raises(ArtifactError, match="truncated"):
+        LambdaMART.from_bytes(blob[:-10])
+    bad = bytearray(blob)
+    bad[len(bad) // 2] ^= 0x01
+    with pytest.raises(ArtifactError, match="checksum"):
+        LambdaMART.from_bytes(bytes(bad))
+    art = artifact.loads(blob)
+    arrays = dict(art.arrays)
+    left = arrays["left"].copy()
+    left[1] = 0  # a cycle back to the root
+    arrays["left"] = left
+    with pytest.raises(ArtifactError, match="malformed trees"):
+        LambdaMART.from_bytes(artifact.dumps("lambdamart", art.params, arrays, art.meta))
+    with pytest.raises(ArtifactError, match="expected 'lambdamart'"):
+        LambdaMART.from_bytes(artifact.dumps("ranksvm", {}, {}))
+
+
+def test_early_stopping_and_progress_callback():
+    X, y, g = _toy(1, 40)
+    Xv, yv, gv = _toy(2, 20)
+    seen = []
+    m = LambdaMART(n_estimators=200, learning_rate=0.5, min_data_in_leaf=5, early_stopping_rounds=5)
+    m.fit(X, y, g, valid=(Xv, yv, gv), progress=lambda it, met: seen.append((it, met["ndcg@10"])))
+    assert len(seen) < 200  # it stopped
+    best = int(np.argmax([v for _, v in seen])) + 1
+    assert m.n_trees_ == best == m.best_iteration_
+    assert len(seen) == best + 5
+    assert set(m.evals_result_[0]) == {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10"}
+
+
+@pytest.mark.parametrize(
+    ("kw", "msg"),
+    [
+        ({"y": "frac"}, r"y\[0\]: relevance must be an integer"),
+        ({"g": [5]}, "group sizes add up to 5"),
+        ({"X": np.zeros(3)}, "X: must be a Batch or a 2-d array"),
+    ],
+)
+def test_bad_training_input(kw, msg):
+    X, y, g = _toy()
+    args = {"X": X, "y": y, "g": g}
+    if kw.get("y") == "frac":
+        y = y.copy()
+        y[0] = 0.5
+        kw = {"y": y}
+    args.update(kw)
+    with pytest.raises(ValueError, match=msg):
+        LambdaMART(n_estimators=2).fit(args["X"], args["y"], args["g"])
+
+
+def test_bad_hyperparameters_named():
+    with pytest.raises(ValueError, match="num_leaves"):
+        LambdaMART(num_leaves=1)
+    with pytest.raises(ValueError, match="bagging_fraction"):
+        LambdaMART(bagging_fraction=0.0)
+
+
+def test_predict_wrong_width_is_an_error():
+    X, y, g = _toy()
+    m = LambdaMART(n_estimators=2, min_data_in_leaf=5).fit(X, y, g)
+    with pytest.raises(ValueError, match="6 columns"):
+        m.predict(np.zeros((2, 5)))
+
+
+@pytest.mark.parametrize("bagging", [False, True])
+def test_agrees_with_lightgbm(bagging):
+    lgb = pytest.importorskip("lightgbm")
+    from learners.io.svmlight import read_svmlight
+
+    d = require_data("lightgbm-lambdarank")
+    tr = read_svmlight(d / "rank.train", n_features=300, query_file=d / "rank.train.query")
+    te = read_svmlight(d / "rank.test", n_features=300, query_file=d / "rank.test.query")
+    kw = {"bagging_fraction": 0.9, "bagging_freq": 1} if bagging else {}
+    p = {"objective": "lambdarank", "num_leaves": 31, "learning_rate": 0.1, "min_data_in_leaf": 50}
+    p.update(min_sum_hessian_in_leaf=5.0, num_threads=1, verbose=-1, seed=0, **kw)
+    ds = lgb.Dataset(tr.X.to_dense(), tr.y, group=tr.group_sizes)
+    ref = lgb.train(p, ds, num_boost_round=10).predict(te.X.to_dense())
+    m = LambdaMART(n_estimators=10, min_data_in_leaf=50, min_sum_hessian_in_leaf=5, seed=0, **kw)
+    ours = m.fit(tr.X, tr.y, tr.group_sizes).predict(te.X)
+    # same splits, same bags: only float32 gradients / the sigmoid table differ in LightGBM
+    np.testing.assert_allclose(ours, ref, atol=1e-5)
