@@ -59,6 +59,9 @@ class Timing:
     times: list[float]
     n_items: int
     warmup: int = 0
+    # CPU seconds of this process in each run (time.process_time): on a shared,
+    # oversubscribed machine wall time includes waiting for a core; CPU time does not.
+    cpu_times: list[float] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -86,6 +89,14 @@ class Timing:
     def median_rate(self) -> float:
         return self.n_items / self.median if self.median > 0 else float("inf")
 
+    @property
+    def cpu_rate(self) -> float | None:
+        """Items per CPU-second of the run with the least CPU time (single-threaded code)."""
+        if not self.cpu_times:
+            return None
+        best = min(self.cpu_times)
+        return self.n_items / best if best > 0 else None
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(
@@ -93,6 +104,7 @@ class Timing:
             median_s=self.median,
             rate_best=self.rate,
             rate_median=self.median_rate,
+            rate_cpu=self.cpu_rate,
         )
         return d
 
@@ -117,13 +129,15 @@ def measure(
     make = setup if setup is not None else (lambda: None)
     for _ in range(warmup):
         fn(make())
-    times = []
+    times, cpu_times = [], []
     for _ in range(repeats):
         state = make()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         fn(state)
         times.append(time.perf_counter() - t0)
-    return Timing(times=times, n_items=n_items, warmup=warmup)
+        cpu_times.append(time.process_time() - c0)
+    return Timing(times=times, n_items=n_items, warmup=warmup, cpu_times=cpu_times)
 
 
 @contextmanager
