@@ -44,18 +44,23 @@ class ServerThread:
         return httpx.Client(base_url=self.url, **{"timeout": 30.0, **kw})
 
 
-def wait_ready(url: str, timeout: float = 60.0) -> None:
+def wait_ready(url: str, timeout: float = 60.0, workers: int = 1) -> None:
+    """Until ``workers`` distinct worker processes have answered ``/readyz`` with 200."""
     deadline = time.monotonic() + timeout
     last: object = None
+    ready: set[str] = set()
     while time.monotonic() < deadline:
         try:
-            r = httpx.get(f"{url}/readyz", timeout=2.0)
+            # A new connection each time, so that every worker gets asked.
+            r = httpx.get(f"{url}/readyz", timeout=2.0, headers={"Connection": "close"})
             if r.status_code == 200:
-                return
+                ready.add(r.headers.get("x-worker", ""))
+                if len(ready) >= workers:
+                    return
             last = r.text
         except httpx.HTTPError as e:
             last = e
-        time.sleep(0.05)
+        time.sleep(0.02)
     raise RuntimeError(f"{url} not ready within {timeout}s: {last!r}")
 
 
@@ -72,7 +77,7 @@ def start_learnserve(
     """``learnserve serve`` in a subprocess; returns once it is ready (``/readyz``)."""
     args = [*learnserve_cmd(), "serve", "--port", str(port), "--workers", str(workers)]
     proc = start_service(args + (extra or []), {"LEARNSERVE_LOG_LEVEL": "warning", **env}, port)
-    wait_ready(f"http://127.0.0.1:{port}")
+    wait_ready(f"http://127.0.0.1:{port}", workers=workers)
     return proc
 
 
