@@ -1,0 +1,268 @@
+"""One contract, every online learner.
+
+Each learner is one :class:`ConformanceCase` in ``ONLINE_LEARNER_CASES`` below
+(add new online learners there). The suite checks, for every case:
+
+- a batch is a transport: ``update(batch)`` equals a loop of single-unit updates
+  (a unit is one example, or one query group for rankers), bit for bit;
+- to_bytes/from_bytes round trip: identical predictions and identical further updates;
+- a bad example (NaN value, wrong dimension, bad target) rejects the whole batch and
+  leaves the state unchanged;
+- same seed and stream -> same state;
+- unseen features (and, for classifiers, new labels) are learned;
+- the order of features within an example does not matter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from learners.base import UpdateResult
+from learners.features import Batch, FeatureSpec
+from learners.linear import ALGORITHMS, LinearClassifier, make_classifier
+
+DIM = 16
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Wire-form examples (sparse ``{index: value}`` maps) and their targets.
+
+    ``groups`` (rankers) are the sizes of consecutive query groups; a classifier
+    stream has none and its units are single examples.
+    """
+
+    rows: list[dict[int, float]]
+    targets: list[Any]
+    groups: list[int] | None = None
+
+    def units(self) -> list[Stream]:
+        """The smallest pieces an update can be split into (examples or query groups)."""
+        if self.groups is None:
+            return [Stream([r], [t]) for r, t in zip(self.rows, self.targets, strict=True)]
+        out, start = [], 0
+        for g in self.groups:
+            out.append(Stream(self.rows[start : start + g], self.targets[start : start + g], [g]))
+            start += g
+        return out
+
+
+@dataclass(frozen=True)
+class ConformanceCase:
+    """How to build, feed and query one online learner for the shared suite.
+
+    - ``make(dim)``: a fresh learner;
+    - ``stream(rng, phase)``: a random stream; phase 1 uses features [0, DIM/2) and
+      the first targets, phase 2 features [DIM/2, DIM) and (classifiers) new labels;
+    - ``bad_targets``: target values the learner must reject (with their position);
+    - ``update(model, batch, stream)`` and ``predict(model, batch)``.
+    """
+
+    name: str
+    make: Callable[[int], Any]
+    stream: Callable[[np.random.Generator, int], Stream]
+    bad_targets: list[Any]
+    update: Callable[[Any, Batch, Stream], UpdateResult] = field(
+        default=lambda m, b, s: m.update(b, s.targets)
+    )
+    predict: Callable[[Any, Batch], np.ndarray] = field(
+        default=lambda m, b: np.asarray(m.decision_function(b))
+    )
+    load: Callable[[bytes], Any] = field(default=LinearClassifier.from_bytes)
+
+
+def _rows(rng: np.random.Generator, n: int, phase: int) -> list[dict[int, float]]:
+    lo = 0 if phase == 1 else DIM // 2
+    out = []
+    for _ in range(n):
+        k = int(rng.integers(1, 5))
+        idx = rng.choice(np.arange(lo, lo + DIM // 2), size=k, replace=False)
+        out.append({int(j): float(np.round(rng.normal(), 3)) for j in idx})
+    return out
+
+
+def _classifier_stream(rng: np.random.Generator, phase: int) -> Stream:
+    rows = _rows(rng, 40, phase)
+    pool: list[Any] = ["+1", 1, "-1"] if phase == 1 else ["x", 2, "+1"]
+    # labels start binary ("+1" then 1, distinct) and become multiclass mid-stream
+    targets = [pool[0] if i < 5 else pool[int(rng.integers(2 if i < 15 else 3))] for i in range(40)]
+    targets[5] = pool[1]
+    return Stream(rows, targets)
+
+
+def _linear_case(algo: str, cov: str | None) -> ConformanceCase:
+    params = {} if cov is None else {"covariance": cov}
+    return ConformanceCase(
+        name=f"{algo}-{cov or 'nocov'}",
+        make=lambda dim: make_classifier(algo, dim, params),
+        stream=_classifier_stream,
+        bad_targets=[True, 1.5, "", None],
+    )
+
+
+def _ranksvm_case() -> ConformanceCase | None:
+    try:
+        from learners.ranking.ranksvm import RankSVM
+    except ImportError:  # pragma: no cover - the ranker is optional for this suite
+        return None
+
+    def stream(rng: np.random.Generator, phase: int) -> Stream:
+        groups = [int(g) for g in rng.integers(2, 7, size=6)]
+        rows = _rows(rng, sum(groups), phase)
+        return Stream(rows, [int(r) for r in rng.integers(0, 4, size=len(rows))], groups)
+
+    return ConformanceCase(
+        name="ranksvm",
+        make=lambda dim: RankSVM(dim, seed=3),
+        stream=stream,
+        bad_targets=[-1, 1.5, float("nan")],
+        update=lambda m, b, s: m.update(b, s.targets, groups=s.groups),
+        load=RankSVM.from_bytes,
+    )
+
+
+# ---------------------------------------------------------------- the case list
+# Every online learner of learnserve, one entry each. Add new online learners here.
+ONLINE_LEARNER_CASES: list[ConformanceCase] = [
+    *(_linear_case(a, None) for a in ALGORITHMS if a.startswith("pa")),
+    *(
+        _linear_case(a, c)
+        for a in ALGORITHMS
+        if not a.startswith("pa")
+        for c in ("diagonal", "full")
+    ),
+    *(c for c in [_ranksvm_case()] if c is not None),
+]
+
+SPEC = FeatureSpec.sparse(DIM)
+
+
+def _encode(s: Stream) -> Batch:
+    return SPEC.encode(s.rows)
+
+
+def _concat(a: Stream, b: Stream) -> Stream:
+    groups = None if a.groups is None else [*a.groups, *(b.groups or [])]
+    return Stream(a.rows + b.rows, a.targets + b.targets, groups)
+
+
+@pytest.fixture(params=ONLINE_LEARNER_CASES, ids=lambda c: c.name)
+def case(request: pytest.FixtureRequest) -> ConformanceCase:
+    return request.param  # type: ignore[no-any-return]
+
+
+def _trained(case: ConformanceCase, seed: int = 0) -> tuple[Any, Stream]:
+    rng = np.random.default_rng(seed)
+    s = case.stream(rng, 1)
+    m = case.make(DIM)
+    case.update(m, _encode(s), s)
+    return m, s
+
+
+def test_batch_equals_loop(case: ConformanceCase) -> None:
+    rng = np.random.default_rng(1)
+    s = _concat(case.stream(rng, 1), case.stream(rng, 2))
+    whole = case.make(DIM)
+    res = case.update(whole, _encode(s), s)
+    looped = case.make(DIM)
+    parts = [case.update(looped, _encode(u), u) for u in s.units()]
+    assert whole.state_digest() == looped.state_digest()
+    assert res.applied == sum(p.applied for p in parts) == len(s.rows)
+    assert res.correct == sum(p.correct for p in parts)
+    assert res.updates == sum(p.updates for p in parts)
+    assert res.loss_sum == pytest.approx(sum(p.loss_sum for p in parts), rel=1e-12, abs=1e-12)
+    assert res.metric_sum == pytest.approx(sum(p.metric_sum for p in parts), rel=1e-12)
+    # and the split is not trivially "nothing happened"
+    assert whole.state_digest() != case.make(DIM).state_digest()
+
+
+def test_round_trip_is_bit_exact(case: ConformanceCase) -> None:
+    m, _ = _trained(case)
+    clone = case.load(m.to_bytes())
+    assert type(clone) is type(m)
+    assert clone.state_digest() == m.state_digest()
+    probe = _encode(case.stream(np.random.default_rng(7), 1))
+    assert np.array_equal(case.predict(clone, probe), case.predict(m, probe))
+    more = case.stream(np.random.default_rng(8), 2)
+    case.update(m, _encode(more), more)
+    case.update(clone, _encode(more), more)
+    assert clone.state_digest() == m.state_digest()
+    assert np.array_equal(case.predict(clone, probe), case.predict(m, probe))
+
+
+def _rejects(case: ConformanceCase, m: Any, batch: Any, s: Stream, exc: type = ValueError) -> None:
+    before = m.state_digest()
+    with pytest.raises(exc):
+        case.update(m, batch, s)
+    assert m.state_digest() == before
+
+
+def test_bad_example_rejects_batch_and_leaves_state(case: ConformanceCase) -> None:
+    m, _ = _trained(case)
+    s = case.stream(np.random.default_rng(2), 2)
+    good = _encode(s)
+    # a NaN value, built by hand (the encoders refuse it earlier)
+    vals = good.values.copy()
+    vals[-1] = np.nan
+    _rejects(case, m, Batch(good.indptr, good.indices, vals, DIM), s)
+    vals[-1] = np.inf
+    _rejects(case, m, Batch(good.indptr, good.indices, vals, DIM), s)
+    # wrong dimension
+    _rejects(case, m, FeatureSpec.sparse(DIM + 1).encode(s.rows), s)
+    # bad target in the last position (all earlier examples are fine)
+    for bad in case.bad_targets:
+        t = list(s.targets)
+        t[-1] = bad
+        _rejects(case, m, good, Stream(s.rows, t, s.groups))
+    # wrong number of targets
+    _rejects(case, m, good, Stream(s.rows, s.targets[:-1], s.groups))
+    # the model still learns afterwards
+    before = m.state_digest()
+    case.update(m, good, s)
+    assert m.state_digest() != before
+
+
+def test_same_seed_and_stream_same_state(case: ConformanceCase) -> None:
+    a, _ = _trained(case, seed=4)
+    b, _ = _trained(case, seed=4)
+    c, _ = _trained(case, seed=5)
+    assert a.state_digest() == b.state_digest()
+    assert a.state_digest() != c.state_digest()
+
+
+def test_unseen_features_and_new_targets(case: ConformanceCase) -> None:
+    m, _ = _trained(case)
+    probe = _encode(case.stream(np.random.default_rng(9), 2))
+    before = case.predict(m, probe)
+    s2 = case.stream(np.random.default_rng(3), 2)  # other features; classifiers: new labels
+    res = case.update(m, _encode(s2), s2)
+    assert res.applied == len(s2.rows)
+    after = case.predict(m, probe)
+    assert after.shape[0] == before.shape[0]
+    assert not np.array_equal(_first_column(after), _first_column(before))
+    assert np.all(np.isfinite(after))
+
+
+def _first_column(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=float)
+    return a.reshape(a.shape[0], -1)[:, 0]
+
+
+def test_feature_order_does_not_matter(case: ConformanceCase) -> None:
+    s = case.stream(np.random.default_rng(6), 1)
+    rng = np.random.default_rng(0)
+    shuffled = []
+    for row in s.rows:
+        items = list(row.items())
+        rng.shuffle(items)  # type: ignore[arg-type]
+        shuffled.append({k: v for k, v in items})
+    s2 = Stream(shuffled, s.targets, s.groups)
+    a, b = case.make(DIM), case.make(DIM)
+    case.update(a, _encode(s), s)
+    case.update(b, _encode(s2), s2)
+    assert a.state_digest() == b.state_digest()

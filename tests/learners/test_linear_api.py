@@ -1,0 +1,227 @@
+"""The public API of learners.linear: construction, labels, prediction, errors, artifacts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from learners.artifact import ArtifactError, dumps
+from learners.features import Batch, FeatureError, FeatureSpec
+from learners.linear import (
+    ALGORITHMS,
+    AROW,
+    CW,
+    PA,
+    PA1,
+    PA2,
+    SCW1,
+    SCW2,
+    LinearClassifier,
+    NotFittedError,
+    make_classifier,
+)
+from learners.registry import load_model
+
+SPEC = FeatureSpec.sparse(6)
+
+
+def test_algorithm_names_and_classes() -> None:
+    assert ALGORITHMS == ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
+    for name, cls in zip(ALGORITHMS, [PA, PA1, PA2, CW, AROW, SCW1, SCW2], strict=True):
+        clf = make_classifier(name, dim=5)
+        assert type(clf) is cls and clf.algorithm == name and clf.dim == 5
+        # params are JSON-able and rebuild the same model
+        assert make_classifier(name, 5, clf.params).params == clf.params
+
+
+@pytest.mark.parametrize(
+    ("algo", "params", "message"),
+    [
+        ("arow", {"r": 0}, "params.r: must be > 0"),
+        ("arow", {"r": -1.0}, "params.r: must be > 0"),
+        ("arow", {"r": True}, "params.r: must be a number"),
+        ("arow", {"r": "1"}, "params.r: must be a number"),
+        ("arow", {"r": float("nan")}, "params.r: must be > 0"),
+        ("arow", {"C": 1.0}, "params.C: unknown hyperparameter for arow"),
+        ("pa", {"C": 1.0}, "params.C: unknown hyperparameter for pa"),
+        ("pa1", {"covariance": "diagonal"}, "params.covariance: unknown"),
+        ("pa2", {"C": 0.0}, "params.C: must be > 0"),
+        ("cw", {"eta": 0.5}, r"params.eta: must be in \(0.5, 1\)"),
+        ("scw1", {"eta": 1.0}, r"params.eta: must be in \(0.5, 1\)"),
+        ("scw2", {"C": -2}, "params.C: must be > 0"),
+        ("scw1", {"covariance": "dense"}, "params.covariance: must be 'diagonal' or 'full'"),
+    ],
+)
+def test_invalid_hyperparameters_are_named(algo: str, params: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_classifier(algo, 10, params)
+
+
+def test_other_construction_errors() -> None:
+    with pytest.raises(ValueError, match="algorithm: must be one of"):
+        make_classifier("svm", 10)
+    with pytest.raises(ValueError, match="dim: must be a positive integer"):
+        AROW(dim=0)
+    with pytest.raises(ValueError, match="params.covariance: 'full' .* dim <= 4096"):
+        AROW(dim=2**20, covariance="full")
+    with pytest.raises(ValueError, match="params.r: must be > 0"):
+        AROW(dim=3, r=-1)
+
+
+def test_predicting_before_learning_raises_not_fitted() -> None:
+    clf = AROW(dim=6)
+    b = SPEC.encode([{"1": 1.0}])
+    for fn in (clf.predict, clf.decision_function, clf.predict_details):
+        with pytest.raises(NotFittedError, match="has not learned any label yet"):
+            fn(b)
+    assert issubclass(NotFittedError, ValueError)
+
+
+def test_one_label_then_binary_symmetric_scores() -> None:
+    clf = SCW1(dim=6)
+    clf.update(SPEC.encode([{"0": 1.0}]), ["+1"])
+    probe = SPEC.encode([{"0": 1.0}, {"3": -2.0}])
+    assert clf.predict(probe) == ["+1", "+1"]  # the only label, whatever the score
+    assert clf.decision_function(probe).shape == (2, 1)
+    clf.update(SPEC.encode([{"1": 1.0}, {"2": 0.5}]), ["-1", "+1"])
+    s = clf.decision_function(probe)
+    assert s.shape == (2, 2) and np.array_equal(s[:, 0], -s[:, 1])
+    d = clf.predict_details(probe)[0]
+    assert d.scores["+1"] == -d.scores["-1"] == d.score > 0
+    assert 0.5 < d.confidence <= 1.0
+
+
+def test_string_and_int_labels_stay_distinct_through_artifacts() -> None:
+    clf = AROW(dim=6)
+    clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}, {"2": 1.0}]), ["1", 1, "+1"])
+    assert clf.labels_ == ["1", 1, "+1"]
+    clone = LinearClassifier.from_bytes(clf.to_bytes())
+    assert clone.labels_ == ["1", 1, "+1"]
+    assert [type(x) for x in clone.labels_] == [str, int, str]
+    assert clone.predict(SPEC.encode([{"1": 1.0}])) == [1]
+    assert load_model(clf.to_bytes()).state_digest() == clf.state_digest()
+
+
+def test_third_label_embedding_keeps_the_pair_exact() -> None:
+    clf = AROW(dim=6)
+    rows = [{"0": 1.0, "1": 0.5}, {"1": -1.0}, {"0": 0.3, "1": 2.0}, {"0": -1.0}]
+    clf.update(SPEC.encode(rows), ["p", "n", "p", "n"])
+    probe = SPEC.encode([{"0": 0.7, "1": -0.2}])
+    s = clf.decision_function(probe)[0, 0]
+    before = clf.state()
+    # the third label's example touches only features 4, 5: the pair's rows stay exact
+    clf.update(SPEC.encode([{"4": 1.0, "5": 1.0}]), ["third"])
+    after = clf.decision_function(probe)[0]
+    assert after[0] == s / 2 and after[1] == -s / 2 and after[2] == 0.0
+    st = clf.state()
+    assert np.array_equal(st.mu[0, :4] - st.mu[1, :4], before.mu[0, :4])
+    assert np.array_equal(st.sigma[0, :4] + st.sigma[1, :4], before.sigma[0, :4])
+
+
+@pytest.mark.parametrize("cov", ["diagonal", "full"])
+def test_multiclass_predict_details(cov: str) -> None:
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(4, 6)) * 3
+    y = rng.integers(0, 4, 300)
+    X = centers[y] + rng.normal(size=(300, 6))
+    clf = SCW1(dim=6, covariance=cov)
+    res = clf.update(Batch.from_dense(X), [f"c{k}" for k in y])
+    assert res.applied == 300 and res.correct > 200 and 0 < res.updates < 300
+    details = clf.predict_details(Batch.from_dense(X[:20]))
+    labels = clf.predict(Batch.from_dense(X[:20]))
+    for d, lab in zip(details, labels, strict=True):
+        assert d.label == lab
+        assert d.score == max(d.scores.values())
+        assert set(d.scores) == set(clf.labels_)
+        assert 0.5 <= d.confidence <= 1.0
+    pa = PA1(dim=6)
+    pa.update(Batch.from_dense(X), [f"c{k}" for k in y])
+    assert all(d.confidence is None for d in pa.predict_details(Batch.from_dense(X[:5])))
+
+
+def test_label_validation_names_the_position() -> None:
+    clf = PA(dim=6)
+    b = SPEC.encode([{"0": 1.0}, {"1": 1.0}, {"2": 1.0}])
+    for bad, msg in [(True, "labels\\[1\\]"), (2.0, "labels\\[1\\]"), ("", "labels\\[1\\]")]:
+        with pytest.raises(FeatureError, match=msg):
+            clf.update(b, ["a", bad, "b"])
+    with pytest.raises(ValueError, match="labels: got 2 labels for a batch of 3 examples"):
+        clf.update(b, ["a", "b"])
+    with pytest.raises(FeatureError, match="labels\\[0\\]"):
+        clf.update(b, np.array([1.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="batch.dim: 7 does not match the model dimension 6"):
+        clf.update(FeatureSpec.sparse(7).encode([{"0": 1.0}]), ["a"])
+    assert clf.labels_ == [] and clf.n_seen_ == 0
+
+
+def test_numpy_and_list_labels_give_the_same_state() -> None:
+    rng = np.random.default_rng(1)
+    X = Batch.from_dense(rng.normal(size=(200, 6)))
+    y = rng.integers(-3, 30, 200)  # > 16 labels: exercises the sorted path too
+    a, b, c = AROW(dim=6), AROW(dim=6), AROW(dim=6)
+    a.update(X, y)
+    b.update(X, y.tolist())
+    c.update(X, y.astype(np.int32))
+    assert a.state_digest() == b.state_digest() == c.state_digest()
+    assert a.labels_ == list(dict.fromkeys(y.tolist()))  # order of first appearance
+
+
+def test_non_finite_weights_reject_the_batch_and_restore_state() -> None:
+    clf = PA(dim=6)
+    clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}]), ["a", "b"])
+    before = clf.state_digest()
+    huge = SPEC.encode([{"2": 0.5}, {"0": 1e300, "3": 1e300}])
+    with pytest.raises(
+        FloatingPointError, match=r"non-finite at labels\[1\]; state left unchanged"
+    ):
+        clf.update(huge, ["a", "b"])
+    assert clf.state_digest() == before
+    # same when the batch also introduced a new label (multi-segment rollback)
+    with pytest.raises(FloatingPointError, match=r"labels\[1\]"):
+        clf.update(huge, ["new", "b"])
+    assert clf.state_digest() == before and clf.labels_ == ["a", "b"]
+    assert clf.n_seen_ == 2
+
+
+def test_non_finite_full_covariance_restores_state() -> None:
+    clf = AROW(dim=6, covariance="full")
+    clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}, {"2": 1.0}]), ["a", "b", "c"])
+    before = clf.state_digest()
+    with pytest.raises(FloatingPointError):
+        clf.update(SPEC.encode([{"4": 1.0}, {"0": 1e200, "1": -1e200}]), ["b", "a"])
+    assert clf.state_digest() == before
+
+
+def test_empty_batch_and_zero_rows() -> None:
+    clf = CW(dim=6)
+    empty = Batch(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0), 6)
+    assert clf.update(empty, []).applied == 0
+    zero = Batch.from_dense(np.zeros((2, 6)))  # rows without features: no update
+    res = clf.update(zero, ["a", "b"])
+    assert (res.applied, res.updates) == (2, 0) and clf.labels_ == ["a", "b"]
+
+
+def test_artifact_errors() -> None:
+    with pytest.raises(ArtifactError, match="expected 'linear'"):
+        LinearClassifier.from_bytes(dumps("ranksvm", {}, {}))
+    clf = AROW(dim=6)
+    clf.update(SPEC.encode([{"0": 1.0}]), ["a"])
+    with pytest.raises(ArtifactError, match="not PA"):
+        PA.from_bytes(clf.to_bytes())
+    bad = dumps("linear", {"algorithm": "arow", "dim": 6, "hyperparameters": {"r": 1.0},
+                           "labels": ["a"], "n_seen": 1, "n_updates": 1},
+                {"mu": np.zeros((1, 5)), "sigma": np.ones((1, 6))})  # fmt: skip
+    with pytest.raises(ArtifactError, match="mu has shape"):
+        LinearClassifier.from_bytes(bad)
+
+
+def test_progressive_figures() -> None:
+    clf = PA(dim=6)
+    res = clf.update(SPEC.encode([{"0": 1.0}, {"0": 1.0}, {"0": 1.0}]), ["a", "a", "b"])
+    # row 0: only label -> correct, loss 1 (margin 0); row 1: margin 1 -> no loss, no update;
+    # row 2: predicts "a" (score 1), margin -1 -> loss 2
+    assert (res.applied, res.correct, res.updates) == (3, 2, 2)
+    assert math.isclose(res.loss_sum, 1.0 + 0.0 + 2.0)
+    assert clf.n_seen_ == 3 and clf.n_updates_ == 2
