@@ -64,9 +64,9 @@ def test_other_construction_errors() -> None:
         make_classifier("svm", 10)
     with pytest.raises(ValueError, match="dim: must be a positive integer"):
         AROW(dim=0)
-    with pytest.raises(ValueError, match="params.covariance: 'full' .* dim <= 4096"):
+    with pytest.raises(ValueError, match=r"params.covariance: 'full' .* dim <= 4096"):
         AROW(dim=2**20, covariance="full")
-    with pytest.raises(ValueError, match="params.r: must be > 0"):
+    with pytest.raises(ValueError, match=r"params.r: must be > 0"):
         AROW(dim=3, r=-1)
 
 
@@ -151,7 +151,7 @@ def test_label_validation_names_the_position() -> None:
         clf.update(b, ["a", "b"])
     with pytest.raises(FeatureError, match="labels\\[0\\]"):
         clf.update(b, np.array([1.0, 2.0, 1.0]))
-    with pytest.raises(ValueError, match="batch.dim: 7 does not match the model dimension 6"):
+    with pytest.raises(ValueError, match=r"batch.dim: 7 does not match the model dimension 6"):
         clf.update(FeatureSpec.sparse(7).encode([{"0": 1.0}]), ["a"])
     assert clf.labels_ == [] and clf.n_seen_ == 0
 
