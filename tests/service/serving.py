@@ -20,7 +20,8 @@ from tests.service.procs import free_port, start_service
 class ServerThread:
     """The app served by uvicorn on a free port in a background thread (real HTTP)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, wait: bool = True) -> None:
+        self.wait = wait
         self.port = free_port()
         self.settings = settings.model_copy(update={"port": self.port})
         self.app = create_app(self.settings)
@@ -33,7 +34,8 @@ class ServerThread:
 
     def __enter__(self) -> ServerThread:
         self.thread.start()
-        wait_ready(self.url)
+        if self.wait:
+            wait_ready(self.url)
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -109,3 +109,37 @@ def test_redis_outage_under_traffic(redis_server, redis_url: str, tmp_path) -> N
         while 'learnserve_store_up{store="redis"} 1.0' not in c.get("/metrics").text:
             assert time.monotonic() < deadline
             time.sleep(0.1)
+
+
+def test_starts_while_redis_is_down_and_becomes_ready(
+    redis_server, redis_url: str, tmp_path
+) -> None:
+    redis_server.stop()
+    try:
+        settings = Settings(redis_url=redis_url, data_dir=str(tmp_path))
+        with ServerThread(settings, wait=False) as srv, srv.client(timeout=15) as c:
+            deadline = time.monotonic() + 20
+            while True:  # alive (healthz) but not ready: nothing restored yet
+                try:
+                    if c.get("/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            r = c.get("/readyz")
+            assert r.status_code == 503 and r.json()["ready"] is False
+            r = c.post("/predict", json={"model": "m", "instances": [{"x": [1.0]}]})
+            assert r.status_code == 503 and r.json()["detail"]["error"] == "not_ready"
+            redis_server.start()
+            deadline = time.monotonic() + 20
+            while c.get("/readyz").status_code != 200:
+                assert time.monotonic() < deadline, "did not become ready after Redis came back"
+                time.sleep(0.1)
+            r = c.put(
+                "/models/m", json={"algorithm": "pa", "features": {"kind": "dense", "dim": 1}}
+            )
+            assert r.status_code == 201
+    finally:
+        if not redis_server.running:
+            redis_server.start()
