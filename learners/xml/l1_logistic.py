@@ -66,7 +66,12 @@ def _check(X: Batch, y: np.ndarray, C: float | np.ndarray) -> tuple[np.ndarray, 
 
 
 def l1_logistic_objective(
-    X: Batch, y: np.ndarray, coef: np.ndarray, intercept: float, *, C: float | np.ndarray = 1.0,
+    X: Batch,
+    y: np.ndarray,
+    coef: np.ndarray,
+    intercept: float,
+    *,
+    C: float | np.ndarray = 1.0,
     bias: float = 1.0,
 ) -> float:
     """The objective value of ``(coef, intercept)`` (intercept = bias weight * bias)."""
