@@ -49,6 +49,8 @@ class MetricsMiddleware:
         # routers, so the app's own route list is not flat).
         self._static = {r.path: r.path for r in routes if "{" not in r.path}
         self._dynamic = [(r.path_regex, r.path) for r in routes if "{" in r.path]
+        self._in_flight: dict[str, Any] = {}
+        self._children: dict[tuple[str, str, int], Any] = {}
 
     def _route(self, scope: Scope) -> str:
         path = scope["path"]
@@ -75,7 +77,9 @@ class MetricsMiddleware:
                 message["headers"] = [*message.get("headers", ()), (b"x-worker", pid)]
             await send(message)
 
-        in_flight = M.IN_FLIGHT.labels(route)
+        in_flight = self._in_flight.get(route)
+        if in_flight is None:
+            in_flight = self._in_flight[route] = M.IN_FLIGHT.labels(route)
         in_flight.inc()
         t0 = time.perf_counter()
         try:
@@ -83,8 +87,16 @@ class MetricsMiddleware:
         finally:
             in_flight.dec()
             model = scope.get("state", {}).get("model", "")
-            M.REQUEST_LATENCY.labels(route, model).observe(time.perf_counter() - t0)
-            M.REQUESTS.labels(route, model, str(status)).inc()
+            # Label lookups cost more than the updates: cache the children.
+            key = (route, model, status)
+            children = self._children.get(key)
+            if children is None:
+                children = self._children[key] = (
+                    M.REQUEST_LATENCY.labels(route, model),
+                    M.REQUESTS.labels(route, model, str(status)),
+                )
+            children[0].observe(time.perf_counter() - t0)
+            children[1].inc()
 
 
 def _open_store(settings: Settings) -> Any:

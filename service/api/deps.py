@@ -1,4 +1,8 @@
-"""Dependencies shared by the routes, as ``Annotated`` aliases."""
+"""Dependencies shared by the routes, as ``Annotated`` aliases.
+
+All are ``async def``: FastAPI runs plain ``def`` dependencies in a thread pool,
+which costs more than the whole /predict handler.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +15,20 @@ from service.registry import Registry
 from service.settings import Settings
 
 
-def get_registry(request: Request) -> Registry:
+async def get_registry(request: Request) -> Registry:
     reg: Registry = request.app.state.registry
     if not reg.ready:
-        raise ApiError(
-            503,
-            "not_ready",
-            "models are being restored; retry shortly",
-            headers={"Retry-After": "1"},
-        )
+        raise not_ready()
     return reg
 
 
-def get_settings(request: Request) -> Settings:
+def not_ready() -> ApiError:
+    return ApiError(
+        503, "not_ready", "models are being restored; retry shortly", headers={"Retry-After": "1"}
+    )
+
+
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 

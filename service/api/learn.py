@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from service import metrics as M
-from service.api.deps import RegistryDep, SettingsDep
+from service.api.deps import not_ready
 from service.api.errors import ApiError, json_response
 from service.api.schemas import (
     PredictRequest,
@@ -20,10 +20,23 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.auth import PredictScope, UpdateScope
 from service.limits import optional_int, read_json_object, require_str
+from service.registry import Registry
+from service.settings import Settings
 
 router = APIRouter(tags=["learning"])
+
+
+def hot_path(request: Request, scope: str) -> tuple[Registry, Settings]:
+    """Auth + readiness as plain calls: on these two routes FastAPI's dependency
+    resolution costs as much as the work itself (measured with bench/http.py).
+    Same checks as the ``AdminScope``/``RegistryDep`` dependencies elsewhere."""
+    state = request.app.state
+    state.keyring.check(request, scope)
+    registry: Registry = state.registry
+    if not registry.ready:
+        raise not_ready()
+    return registry, state.settings
 
 
 @router.post(
@@ -32,9 +45,8 @@ router = APIRouter(tags=["learning"])
     responses={200: {"model": UpdateResponse}, **error_responses(401, 403, 404, 413, 422, 503)},
     openapi_extra=body_doc(UpdateRequest),
 )
-async def update(
-    request: Request, registry: RegistryDep, settings: SettingsDep, _: UpdateScope
-) -> Response:
+async def update(request: Request) -> Response:
+    registry, settings = hot_path(request, "update")
     body = await read_json_object(request, settings.max_body_bytes)
     name = require_str(body, "model")
     h = await registry.find(name)
@@ -60,9 +72,8 @@ async def update(
     },
     openapi_extra=body_doc(PredictRequest),
 )
-async def predict(
-    request: Request, registry: RegistryDep, settings: SettingsDep, _: PredictScope
-) -> Response:
+async def predict(request: Request) -> Response:
+    registry, settings = hot_path(request, "predict")
     body = await read_json_object(request, settings.max_body_bytes)
     name = require_str(body, "model")
     h = await registry.find(name)

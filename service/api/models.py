@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import time
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from service.api.deps import RegistryDep, SettingsDep
-from service.api.errors import invalid, json_response
+from service.api.errors import invalid, json_response, store_unavailable
 from service.api.schemas import ModelCreate, ModelInfo, ModelList, body_doc, error_responses
 from service.auth import AdminScope, PredictScope
 from service.limits import read_json_object
@@ -38,11 +40,11 @@ async def put_model(
     name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     check_name(name)
-    request.state.model = name
     body = await read_json_object(request, settings.max_body_bytes)
     cls = adapter_for_body(body)
     config = cls.normalize_config(body, settings)
     h, created = await registry.create(name, cls, config)
+    request.state.model = name  # only names that exist become metric labels
     return json_response(h.describe(), 201 if created else 200)
 
 
@@ -68,6 +70,32 @@ async def get_model(
     h = await registry.find(name)
     request.state.model = name
     return json_response(h.describe())
+
+
+@router.post(
+    "/models/{name}/checkpoint",
+    summary="Write a checkpoint of the model now (e.g. before maintenance)",
+    responses=error_responses(401, 403, 404, 503),
+)
+async def checkpoint_model(
+    name: str, request: Request, registry: RegistryDep, _: AdminScope
+) -> Response:
+    h = await registry.find(name)
+    request.state.model = name
+    t0 = time.perf_counter()
+    while h.checkpointing:  # one at a time per model: wait for the running one
+        await asyncio.sleep(0.01)
+    written = await registry.checkpoint(h)
+    if not written and h.version > h.checkpoint_position:
+        raise store_unavailable("the checkpoint could not be written; retry later")
+    return json_response(
+        {
+            "model": name,
+            "written": written,
+            "position": h.checkpoint_position,
+            "duration_seconds": time.perf_counter() - t0,
+        }
+    )
 
 
 @router.delete(
