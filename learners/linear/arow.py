@@ -8,8 +8,8 @@ With margin m = y μ·x and variance v = xᵀΣx, an example is learned when m <
     σᵢ ← σᵢ − β σᵢ² xᵢ²               (covariance="diagonal", the default)
 
 Hyperparameter: ``r`` > 0 (regularisation; larger r = smaller, slower steps),
-default 1.0 — on a9a (one pass, diagonal) r=1 is within 0.3 points of the best
-r we tried (0.1–10), so the paper's usual value is kept.
+default 1.0. On a9a (one pass, diagonal) r from 0.1 to 10 all give 0.849 ± 0.0005,
+so the usual value is kept; on MNIST r=10 is better (0.913 against 0.901).
 
 >>> from learners.features import Batch
 >>> import numpy as np

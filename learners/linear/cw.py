@@ -8,11 +8,16 @@ The weights are a Gaussian N(μ, Σ). With margin m = y μ·x, variance v = xᵀ
     μ ← μ + αyΣx
     Σ ← Σ − βΣxxᵀΣ,  β = αφ / (√u + vαφ)      (covariance="full")
 
-With ``covariance="diagonal"`` (default) the exact update of the precision,
-Σ⁻¹ ← Σ⁻¹ + (αφ/√u) xxᵀ, is projected on its diagonal: σᵢ ← σᵢ / (1 + (αφ/√u) σᵢ xᵢ²),
-as in the paper's diagonal experiments. (The ``2αφ diag(x²)`` increment belongs to
-the linearised "variance" update of the ICML 2008 CW paper; αφ/√u is the one that
-matches the exact update used here, by Sherman–Morrison.)
+With ``covariance="diagonal"`` (default) the precision gets the diagonal update of
+CW's diagonal experiments, Σ⁻¹ ← Σ⁻¹ + 2αφ diag(x²), i.e. σᵢ ← σᵢ / (1 + 2αφ σᵢ xᵢ²)
+(as Jubatus and Hivemall do). We tried the increment that Sherman–Morrison gives for
+the exact full update, αφ/√u: on a9a it drives variances to underflow within ~1,000
+examples (v → 1e-172, α → 1e172) and the update is refused as non-finite, so it is
+not used.
+
+CW enforces its constraint exactly (there is no slack), so on noisy data it is much
+less accurate than AROW/SCW: one pass over a9a gives 0.803 (diagonal) and the full
+covariance becomes ill-conditioned (0.49). SCW-I/II are its soft-margin repair.
 
 Hyperparameter: ``eta`` in (0.5, 1), default 0.9 (φ ≈ 1.2816).
 

@@ -15,7 +15,7 @@ only when the loss max(0, φ√v − m) is positive:
 Hyperparameters: ``C`` > 0 and ``eta`` in (0.5, 1). Defaults C=0.01, eta=0.75 were
 chosen on a9a and MNIST (one pass, diagonal): SCW-I test accuracy 0.849 / 0.916
 there, against 0.835 / 0.898 with C=1, eta=0.9; SCW-II 0.847 / 0.902 against
-0.825 / — (see tests/learners/test_quality_linear.py).
+0.825 / 0.893 (see tests/learners/test_quality_linear.py).
 
 >>> from learners.features import Batch
 >>> import numpy as np
