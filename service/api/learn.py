@@ -20,7 +20,7 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.limits import optional_int, read_json_object, require_str
+from service.limits import optional_int, parse_json_object, read_body, require_str
 from service.registry import Registry
 from service.settings import Settings
 
@@ -47,7 +47,8 @@ def hot_path(request: Request, scope: str) -> tuple[Registry, Settings]:
 )
 async def update(request: Request) -> Response:
     registry, settings = hot_path(request, "update")
-    body = await read_json_object(request, settings.max_body_bytes)
+    raw = await read_body(request, settings.max_body_bytes)
+    body = parse_json_object(raw)
     name = require_str(body, "model")
     h = await registry.find(name)
     request.state.model = name
@@ -57,7 +58,7 @@ async def update(request: Request) -> Response:
         )
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
-    payload, n = h.adapter.parse_update(body, settings)
+    payload, n = h.adapter.parse_update(body, settings, raw)
     version = await registry.submit_update(h, payload)
     M.EXAMPLES_ACCEPTED.labels(name).inc(n)
     return json_response({"model": name, "applied": n, "version": version})
@@ -74,7 +75,8 @@ async def update(request: Request) -> Response:
 )
 async def predict(request: Request) -> Response:
     registry, settings = hot_path(request, "predict")
-    body = await read_json_object(request, settings.max_body_bytes)
+    raw = await read_body(request, settings.max_body_bytes)
+    body = parse_json_object(raw)
     name = require_str(body, "model")
     h = await registry.find(name)
     request.state.model = name
@@ -90,5 +92,5 @@ async def predict(request: Request) -> Response:
                 "min_version",
                 headers={"Retry-After": "1"},
             )
-    predictions = h.adapter.predict(body, settings)
+    predictions = h.adapter.predict(body, settings, raw)
     return json_response({"model": name, "version": h.version, "predictions": predictions})

@@ -8,7 +8,7 @@ An adapter wraps one learner instance and knows the wire format of its kind:
   equal configs (that is what makes PUT idempotent).
 - ``create(config)`` / ``from_checkpoint(config, blob)``: a fresh model, or one
   restored from learner bytes (``to_bytes()``).
-- ``parse_update(body, settings) -> (payload, n_examples)``: validate an
+- ``parse_update(body, settings, raw) -> (payload, n_examples)``: validate an
   ``/update`` body completely and encode it as a compact log entry (see
   :mod:`service.models.payload`). Must not read or change mutable model state,
   so it runs outside the model lock. Raise :class:`ApiError` (422/413) naming
@@ -16,8 +16,9 @@ An adapter wraps one learner instance and knows the wire format of its kind:
 - ``apply(payload) -> UpdateResult``: apply one log entry. Deterministic; on
   error raises and leaves the state unchanged (the entry is then skipped by every
   replica alike).
-- ``predict(body, settings) -> list[dict]``: answer a ``/predict`` body's
-  ``instances``.
+- ``predict(body, settings, raw) -> list[dict]``: answer a ``/predict`` body's
+  ``instances``. (``raw`` is the request's bytes, for fast paths that can prove
+  something from them, e.g. "no JSON booleans anywhere".)
 - ``snapshot() -> Callable[[], bytes]``: a consistent copy taken quickly (called
   under the model lock), whose call serialises it (run in a thread, off-lock).
 - ``state_digest()``, ``describe()`` (extra fields for ``GET /models/{name}``).
@@ -63,14 +64,18 @@ class ModelAdapter(ABC):
 
     # ------------------------------------------------------------ write path
     @abstractmethod
-    def parse_update(self, body: dict[str, Any], settings: Settings) -> tuple[bytes, int]: ...
+    def parse_update(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> tuple[bytes, int]: ...
 
     @abstractmethod
     def apply(self, payload: bytes) -> UpdateResult: ...
 
     # ------------------------------------------------------------ read path
     @abstractmethod
-    def predict(self, body: dict[str, Any], settings: Settings) -> list[dict[str, Any]]: ...
+    def predict(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> list[dict[str, Any]]: ...
 
     @classmethod
     def warmup(cls) -> None:

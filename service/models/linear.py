@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from learners.base import UpdateResult, check_label
-from learners.features import FeatureError, FeatureSpec
+from learners.features import Batch, FeatureError, FeatureSpec
 from service.api.errors import ApiError, invalid
 from service.limits import items_field, require_list, too_large, type_name
 from service.models.base import ModelAdapter
@@ -124,12 +126,12 @@ class LinearAdapter(ModelAdapter):
             clf.predict_details(batch)
 
     # ------------------------------------------------------------ write path
-    def parse_update(self, body: dict[str, Any], settings: Settings) -> tuple[bytes, int]:
+    def parse_update(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> tuple[bytes, int]:
         examples = require_list(body, "examples", settings.max_batch_examples)
-        xs = items_field(examples, "examples", "x")
-        ys = items_field(examples, "examples", "y")
-        labels = [check_label_api(y, i) for i, y in enumerate(ys)]
-        batch = encode_features(self.spec, xs, "examples", settings)
+        xs, labels = split_examples(examples)
+        batch = encode_fast(self.spec, xs, "examples", settings, raw)
         return encode_payload(batch, labels), len(labels)
 
     def apply(self, payload: bytes) -> UpdateResult:
@@ -137,12 +139,14 @@ class LinearAdapter(ModelAdapter):
         return self.model.update(batch, meta["y"])
 
     # ------------------------------------------------------------ read path
-    def predict(self, body: dict[str, Any], settings: Settings) -> list[dict[str, Any]]:
+    def predict(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> list[dict[str, Any]]:
         from learners.linear import NotFittedError
 
         instances = require_list(body, "instances", settings.max_batch_examples)
         xs = items_field(instances, "instances", "x")
-        batch = encode_features(self.spec, xs, "instances", settings)
+        batch = encode_fast(self.spec, xs, "instances", settings, raw)
         try:
             preds = self.model.predict_details(batch)
         except NotFittedError:
@@ -157,6 +161,62 @@ class LinearAdapter(ModelAdapter):
     def describe(self) -> dict[str, Any]:
         labels = getattr(self.model, "labels_", None)
         return {"labels": list(labels) if labels is not None else [], "dim": self.spec.dim}
+
+
+def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any]]:
+    """``x``s and checked ``y``s of ``[{"x": ..., "y": ...}, ...]`` in one pass."""
+    xs: list[Any] = []
+    ys: list[Any] = []
+    for i, ex in enumerate(examples):
+        if type(ex) is not dict:
+            raise invalid(
+                f"examples[{i}]: must be an object, got {type_name(ex)}", f"examples[{i}]"
+            )
+        try:
+            x, y = ex["x"], ex["y"]
+        except KeyError:
+            missing = "x" if "x" not in ex else "y"
+            raise invalid(
+                f"examples[{i}].{missing}: field required", f"examples[{i}].{missing}"
+            ) from None
+        t = type(y)
+        if not ((t is str and y) or t is int):
+            check_label_api(y, i)  # raises with the example named
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
+
+
+def encode_fast(
+    spec: FeatureSpec, xs: list[Any], where: str, settings: Settings, raw: bytes
+) -> Any:
+    """Dense rows straight through numpy when that is provably what ``spec.encode``
+    would build; anything unusual goes to ``spec.encode`` for a precise error."""
+    if spec.kind == "dense" and raw and b"true" not in raw and b"false" not in raw:
+        # No JSON true/false anywhere, so no bools among the values (numpy would
+        # silently turn them into 1.0/0.0). Strings, None or ragged rows change the
+        # inferred dtype/shape and fall through to the checked path.
+        try:
+            X = np.array(xs)
+        except (ValueError, TypeError):
+            X = None
+        if X is not None and X.shape == (len(xs), spec.dim) and X.dtype.kind in "fi":
+            X = X.astype(np.float64, copy=False)
+            if np.isfinite(X).all():
+                return Batch.from_dense(X)
+    if spec.kind == "dense":
+        reject_strings(xs, where)
+    return encode_features(spec, xs, where, settings)
+
+
+def reject_strings(xs: list[Any], where: str) -> None:
+    # numpy turns "3" into 3.0 when asked for floats; a feature value must be a number.
+    for i, row in enumerate(xs):
+        if isinstance(row, list):
+            for j, v in enumerate(row):
+                if isinstance(v, str):
+                    loc = f"{where}[{i}].x[{j}]"
+                    raise invalid(f"{loc}: value must be a number, got str", loc)
 
 
 def check_label_api(y: Any, i: int) -> Any:

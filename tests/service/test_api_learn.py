@@ -277,3 +277,26 @@ def test_metrics_use_route_templates_and_model_names(client: httpx.Client) -> No
     assert 'learnserve_store_up{store="sqlite"} 1.0' in text
     assert 'learnserve_models{kind="linear"}' in text
     assert "/models/met" not in text  # raw paths never become labels
+
+
+def test_dense_fast_path_builds_exactly_the_checked_batch() -> None:
+    """The numpy fast path for dense rows gives the same log payload as FeatureSpec.encode."""
+    import orjson
+
+    from service.models.linear import LinearAdapter
+
+    s = Settings()
+    a = LinearAdapter.create(LinearAdapter.normalize_config(dense_model(4), s))
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(50, 4)).round(3).tolist()
+    rows[0] = [1, 0, 2, -3]  # ints and zeros
+    rows[1] = [0.0, 0, 0, 1e-300]
+    body = {"model": "m", "examples": [{"x": r, "y": i % 3} for i, r in enumerate(rows)]}
+    raw = orjson.dumps(body)
+    assert a.parse_update(body, s, raw) == a.parse_update(body, s)
+    # Values numpy would coerce silently still go through the checked path.
+    for bad in ([1, 2, "3", 4], [1, 2, True, 4], [1, 2, None, 4], [[1], 2, 3, 4]):
+        body = {"model": "m", "examples": [{"x": bad, "y": 1}]}
+        with pytest.raises(Exception) as e:
+            a.parse_update(body, s, orjson.dumps(body))
+        assert getattr(e.value, "status", None) == 422, bad
