@@ -150,31 +150,56 @@ def _quad(w, k, has_cov, indices, values, a, b):  # pragma: no cover - numba
 
 
 @njit(cache=True)
+def _dot_quad(w, k, has_cov, indices, values, a, b):  # pragma: no cover - numba
+    """(μ_k·x, xᵀ diag(σ_k) x) in one pass: μ and σ share a cache line."""
+    s = 0.0
+    v = 0.0
+    if has_cov:
+        for p in range(a, b):
+            j = indices[p]
+            x = values[p]
+            s += w[k, j, 0] * x
+            v += w[k, j, 1] * x * x
+    else:
+        for p in range(a, b):
+            x = values[p]
+            s += w[k, indices[p], 0] * x
+            v += x * x
+    return s, v
+
+
+@njit(cache=True)
 def _apply(w, k, a_sgn, beta, kappa, algo, indices, values, a, b, log_w, n):  # pragma: no cover
     """μ_k += a_sgn σ_k x and shrink σ_k (PA: σ ≡ 1), saving the old (μ, σ) pairs
-    at ``log_w[n:]``. Returns a probe that is NaN iff a value became inf or NaN."""
-    bad = 0.0
-    has_cov = algo >= CW
-    for p in range(a, b):
-        j = indices[p]
-        x = values[p]
-        m_old = w[k, j, 0]
-        log_w[n, 0] = m_old
-        if has_cov:
+    at ``log_w[n:]``. Returns True iff a value became inf or NaN."""
+    bad = False  # a boolean OR keeps the loop free of a floating-point dependency chain
+    if algo >= CW:
+        is_cw = algo == CW
+        for p in range(a, b):
+            j = indices[p]
+            x = values[p]
+            m_old = w[k, j, 0]
             s_old = w[k, j, 1]
+            log_w[n, 0] = m_old
             log_w[n, 1] = s_old
+            n += 1
             m_new = m_old + a_sgn * s_old * x
-            if algo == CW:
+            if is_cw:
                 s_new = s_old / (1.0 + kappa * s_old * x * x)
             else:
                 s_new = s_old - beta * s_old * s_old * x * x
+            w[k, j, 0] = m_new
             w[k, j, 1] = s_new
-            bad += s_new * 0.0
-        else:
-            m_new = m_old + a_sgn * x
-        w[k, j, 0] = m_new
-        bad += m_new * 0.0
-        n += 1
+            bad |= (m_new - m_new) != 0.0 or (s_new - s_new) != 0.0
+    else:
+        for p in range(a, b):
+            j = indices[p]
+            m_old = w[k, j, 0]
+            log_w[n, 0] = m_old
+            n += 1
+            m_new = m_old + a_sgn * values[p]
+            w[k, j, 0] = m_new
+            bad |= (m_new - m_new) != 0.0
     return bad
 
 
@@ -204,13 +229,12 @@ def update_diag(
         b = indptr[i + 1]
         yi = y[i]
         if binary:
-            s = _dot(w, 0, indices, values, a, b)
+            s, v = _dot_quad(w, 0, has_cov, indices, values, a, b)
             sgn = 1.0 if yi == 0 else -1.0
             pred = 0 if (s >= 0.0 or n_labels == 1) else 1
             m = sgn * s
             ky = 0
             kr = -1
-            v = _quad(w, 0, has_cov, indices, values, a, b)
         else:
             for k in range(R):
                 scores[k] = _dot(w, k, indices, values, a, b)
@@ -231,7 +255,7 @@ def update_diag(
         if alpha <= 0.0:
             continue
         n_upd += 1
-        bad = 0.0
+        bad = False
         for side in range(2):
             k = ky if side == 0 else kr
             if k < 0:
@@ -240,12 +264,12 @@ def update_diag(
             log_u[n_rec, 1] = k
             log_u[n_rec, 2] = n_log
             n_rec += 1
-            bad += _apply(
+            bad |= _apply(
                 w, k, sgn * alpha if side == 0 else -alpha, beta, kappa, algo,
                 indices, values, a, b, log_w, n_log,
             )  # fmt: skip
             n_log += b - a
-        if bad != 0.0:  # also true for NaN
+        if bad:
             _undo_diag(w, indices, indptr, n_rec, log_w, log_u)
             return i, correct, loss_sum, n_upd
     return -1, correct, loss_sum, n_upd
