@@ -167,6 +167,39 @@ class LinearClassifier:
             self.n_updates_,
         )
 
+    @classmethod
+    def from_state(
+        cls, algorithm: str, dim: int, params: dict[str, Any], state: LinearState
+    ) -> LinearClassifier:
+        """A model with the given hyperparameters and learned state (arrays are copied)."""
+        from learners.linear import make_classifier
+
+        clf = make_classifier(algorithm, dim, params)
+        clf._check_state(state)
+        clf._restore(
+            LinearState(
+                list(state.labels),
+                np.array(state.mu, dtype=np.float64),
+                None if state.sigma is None else np.array(state.sigma, dtype=np.float64),
+                int(state.n_seen),
+                int(state.n_updates),
+            )
+        )
+        return clf
+
+    def _check_state(self, st: LinearState) -> None:
+        labels = [check_label(lab, f"labels[{i}]") for i, lab in enumerate(st.labels)]
+        if len(set(labels)) != len(labels):
+            raise ValueError("state.labels: duplicate labels")
+        rows = 1 if len(labels) <= 2 else len(labels)
+        if np.shape(st.mu) != (rows, self.dim):
+            raise ValueError(f"state.mu: shape {np.shape(st.mu)}, expected {(rows, self.dim)}")
+        cov = self._cov
+        want = None if cov is None else (rows, *cov.shape[1:])
+        got = None if st.sigma is None else np.shape(st.sigma)
+        if got != want:
+            raise ValueError(f"state.sigma: shape {got}, expected {want}")
+
     def _restore(self, st: LinearState) -> None:
         self.labels_ = list(st.labels)
         self._index = {lab: i for i, lab in enumerate(self.labels_)}
@@ -472,20 +505,16 @@ class LinearClassifier:
             n_seen, n_updates = int(p["n_seen"]), int(p["n_updates"])
         except (KeyError, TypeError, ValueError) as exc:
             raise artifact.ArtifactError(f"linear artifact has bad params: {exc}") from None
-        if len(set(labels)) != len(labels):
-            raise artifact.ArtifactError("linear artifact has duplicate labels")
-        rows = 1 if len(labels) <= 2 else len(labels)
         mu = art.array("mu")
-        cov = clf._cov
-        want_sig = None if cov is None else (rows, *cov.shape[1:])
-        if mu.shape != (rows, clf.dim) or mu.dtype != np.float64:
-            raise artifact.ArtifactError(f"linear artifact: mu has shape {mu.shape}")
-        sig = art.array("sigma") if want_sig is not None else None
-        if sig is not None and (sig.shape != want_sig or sig.dtype != np.float64):
-            raise artifact.ArtifactError(f"linear artifact: sigma has shape {sig.shape}")
+        sig = art.arrays.get("sigma")
+        st = LinearState(labels, mu, sig, n_seen, n_updates)
+        try:
+            clf._check_state(st)
+        except ValueError as exc:
+            raise artifact.ArtifactError(f"linear artifact: {exc}") from None
         if type(clf) is not cls and cls is not LinearClassifier:
             raise artifact.ArtifactError(f"artifact holds {p['algorithm']!r}, not {cls.__name__}")
-        clf._restore(LinearState(labels, np.ascontiguousarray(mu), sig, n_seen, n_updates))
+        clf._restore(st)
         return clf
 
 

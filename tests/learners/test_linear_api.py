@@ -213,7 +213,7 @@ def test_artifact_errors() -> None:
     bad = dumps("linear", {"algorithm": "arow", "dim": 6, "hyperparameters": {"r": 1.0},
                            "labels": ["a"], "n_seen": 1, "n_updates": 1},
                 {"mu": np.zeros((1, 5)), "sigma": np.ones((1, 6))})  # fmt: skip
-    with pytest.raises(ArtifactError, match="mu has shape"):
+    with pytest.raises(ArtifactError, match=r"state.mu: shape \(1, 5\)"):
         LinearClassifier.from_bytes(bad)
 
 
@@ -225,3 +225,17 @@ def test_progressive_figures() -> None:
     assert (res.applied, res.correct, res.updates) == (3, 2, 2)
     assert math.isclose(res.loss_sum, 1.0 + 0.0 + 2.0)
     assert clf.n_seen_ == 3 and clf.n_updates_ == 2
+
+
+@pytest.mark.parametrize(("algo", "cov"), [("pa2", None), ("cw", "diagonal"), ("scw2", "full")])
+def test_state_and_from_state(algo: str, cov: str | None) -> None:
+    params = {} if cov is None else {"covariance": cov}
+    clf = make_classifier(algo, 6, params)
+    clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}, {"2": 1.0}]), ["a", "b", "c"])
+    st = clf.state()
+    clone = LinearClassifier.from_state(algo, 6, clf.params, st)
+    assert clone.state_digest() == clf.state_digest()
+    st.mu[0, 0] = 123.0  # a copy: the model is not affected
+    assert clone.state_digest() == clf.state_digest()
+    with pytest.raises(ValueError, match=r"state.mu: shape"):
+        LinearClassifier.from_state(algo, 7, clf.params, clf.state())
