@@ -132,7 +132,8 @@ class LinearAdapter(ModelAdapter):
         examples = require_list(body, "examples", settings.max_batch_examples)
         xs, labels = split_examples(examples)
         batch = encode_fast(self.spec, xs, "examples", settings, raw)
-        return encode_payload(batch, labels), len(labels)
+        dense = self.spec.kind == "dense"
+        return encode_payload(batch, labels, dense=dense), len(labels)
 
     def apply(self, payload: bytes) -> UpdateResult:
         batch, meta = decode_payload(payload, self.spec.dim)

@@ -13,6 +13,12 @@ never re-parses JSON or re-hashes feature names::
     values  f64[nnz] little-endian — the exact doubles, so every replica applies
                      bit-identical input.
 
+Batches of a dense model (``dense=True``) are stored as the ``n × dim`` matrix
+instead when that is smaller (up to a third smaller than CSR when most values are
+non-zero) (magic ``b"LSD1"``,
+header ``n, dim, meta``, then ``f64[n*dim]``); replay rebuilds the batch with
+``Batch.from_dense``, exactly as the request's encoder did.
+
 >>> import numpy as np
 >>> from learners.features import Batch
 >>> b = Batch.from_dense(np.array([[1.0, 0.0], [0.0, 2.5]]))
@@ -33,6 +39,7 @@ import orjson
 from learners.features import Batch
 
 MAGIC = b"LSU1"
+DENSE_MAGIC = b"LSD1"
 _HEAD = struct.Struct("<4sIII")
 
 
@@ -40,9 +47,15 @@ class PayloadError(ValueError):
     """A log entry that cannot be decoded (corrupt or from an unknown format)."""
 
 
-def encode_payload(batch: Batch, labels: list[Any], **extra: Any) -> bytes:
+def encode_payload(batch: Batch, labels: list[Any], dense: bool = False, **extra: Any) -> bytes:
     meta = orjson.dumps({"y": labels, **extra})
     n, nnz = batch.n_rows, batch.nnz
+    # The matrix form only where it is the smaller one (mostly non-zero rows).
+    if dense and 8 * n * batch.dim <= 12 * nnz + 4 * (n + 1):
+        X = batch.to_dense()
+        return b"".join(
+            (_HEAD.pack(DENSE_MAGIC, n, batch.dim, len(meta)), meta, X.astype("<f8").tobytes())
+        )
     return b"".join(
         (
             _HEAD.pack(MAGIC, n, nnz, len(meta)),
@@ -58,6 +71,8 @@ def decode_payload(blob: bytes, dim: int) -> tuple[Batch, dict[str, Any]]:
     if len(blob) < _HEAD.size:
         raise PayloadError("log entry is truncated")
     magic, n, nnz, meta_len = _HEAD.unpack_from(blob, 0)
+    if magic == DENSE_MAGIC:
+        return _decode_dense(blob, n, nnz, meta_len, dim)
     if magic != MAGIC:
         raise PayloadError(f"log entry has unknown format {magic!r}")
     off = _HEAD.size
@@ -72,3 +87,17 @@ def decode_payload(blob: bytes, dim: int) -> tuple[Batch, dict[str, Any]]:
     off += 4 * nnz
     values = np.frombuffer(blob, "<f8", nnz, off).astype(np.float64)
     return Batch(indptr, indices, values, dim), meta
+
+
+def _decode_dense(
+    blob: bytes, n: int, width: int, meta_len: int, dim: int
+) -> tuple[Batch, dict[str, Any]]:
+    if width != dim:
+        raise PayloadError(f"log entry has {width} columns, the model {dim}")
+    off = _HEAD.size
+    expected = off + meta_len + 8 * n * width
+    if len(blob) != expected:
+        raise PayloadError(f"log entry has {len(blob)} bytes, expected {expected}")
+    meta = orjson.loads(blob[off : off + meta_len])
+    X = np.frombuffer(blob, "<f8", n * width, off + meta_len).reshape(n, width)
+    return Batch.from_dense(X), meta

@@ -300,3 +300,28 @@ def test_dense_fast_path_builds_exactly_the_checked_batch() -> None:
         with pytest.raises(Exception) as e:
             a.parse_update(body, s, orjson.dumps(body))
         assert getattr(e.value, "status", None) == 422, bad
+
+
+@pytest.mark.parametrize("density", [0.05, 0.5, 1.0])
+def test_log_payload_round_trips_exactly(density: float) -> None:
+    from learners.features import Batch
+    from service.models.payload import PayloadError, decode_payload, encode_payload
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(40, 9))
+    X[rng.random(X.shape) > density] = 0.0
+    X[5] = 0.0  # an all-zero row
+    b = Batch.from_dense(X)
+    labels = ["+1", 2, "x"] * 13 + [1]
+    sizes = []
+    for dense in (False, True):
+        blob = encode_payload(b, labels, dense=dense)
+        sizes.append(len(blob))
+        got, meta = decode_payload(blob, 9)
+        assert meta["y"] == labels
+        for k in ("indptr", "indices", "values"):
+            a, e = getattr(got, k), getattr(b, k)
+            assert a.dtype == e.dtype and np.array_equal(a, e), k
+        with pytest.raises(PayloadError):
+            decode_payload(blob[:-1], 9)
+    assert sizes[1] <= sizes[0]  # the matrix form is used only when smaller

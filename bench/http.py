@@ -1,0 +1,279 @@
+"""HTTP service benchmark (issue 3): learnserve next to the ceilings uvicorn allows.
+
+Servers (each one uvicorn process, 1 worker, access log off, started by this script):
+
+- ``bare``: a raw ASGI callable answering a fixed JSON — the ceiling.
+- ``noop``: FastAPI with one ``POST /predict`` route that reads the body and answers
+  a fixed JSON — what any FastAPI service pays before doing work.
+- ``learnserve`` on a private redis-server (``appendonly yes``, ``appendfsync everysec``):
+  ``/predict`` 1 instance, ``/update`` 1 example, ``/update`` 100 and 1000 examples
+  (an AROW model over 28 dense features, HIGGS-shaped synthetic data).
+
+Load: a closed-loop asyncio HTTP/1.1 generator (``bench/_loadgen.py``), ``--connections``
+keep-alive connections, ``--duration`` seconds per scenario, after a 1 s warm-up. It runs
+on the same machine as the server, so absolute req/s depend on the free cores; the
+ratios (measured in the same run) are the comparable figures. Latency percentiles are
+per request as seen by the client.
+
+Checkpoint stall: a 2**20-dimensional AROW model (hashed features, ~16 MB of state) is
+checkpointed with ``POST /models/big/checkpoint`` while a probe sends ``GET /healthz``
+back to back on another connection. The probe's worst latency during the checkpoint,
+next to its worst latency without one, is the event-loop stall a checkpoint causes.
+
+    .venv/bin/python bench/http.py                 # ~1 min; JSON to bench/results/http.json
+    .venv/bin/python bench/http.py --duration 2    # quicker
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's directory comes first on sys.path, and this file
+# (http.py) would shadow the standard library's ``http`` package: put the repo
+# root there instead, before anything imports ``http``.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench._common import fmt_rate, fmt_ratio, print_table, write_results  # noqa: E402
+from bench._loadgen import LoadResult, build_request, run_load  # noqa: E402
+from tests.service.procs import (  # noqa: E402
+    RedisServer,
+    find_redis_server,
+    free_port,
+    start_service,
+    stop_process,
+)
+
+DIM = 28
+HOST = "127.0.0.1"
+
+
+def uvicorn_args(target: str, port: int, factory: bool = False) -> list[str]:
+    args = [sys.executable, "-m", "uvicorn", target, "--host", HOST, "--port", str(port)]
+    args += ["--log-level", "warning", "--no-access-log"]
+    return args + (["--factory"] if factory else [])
+
+
+def rows(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
+    X = rng.normal(size=(n, DIM)).round(5)
+    w = np.linspace(-1, 1, DIM)
+    y = np.where(X @ w + rng.normal(scale=0.5, size=n) > 0, "s", "b")
+    return [{"x": x, "y": str(t)} for x, t in zip(X.tolist(), y.tolist(), strict=True)]
+
+
+def load(port: int, requests: list[bytes], connections: int, duration: float) -> LoadResult:
+    asyncio.run(run_load(HOST, port, requests, connections, min(1.0, duration)))  # warm-up
+    return asyncio.run(run_load(HOST, port, requests, connections, duration))
+
+
+def summarise(name: str, res: LoadResult, examples_per_request: int) -> dict[str, Any]:
+    return {
+        "scenario": name,
+        "requests": res.requests,
+        "seconds": res.seconds,
+        "req_per_s": res.rps,
+        "examples_per_request": examples_per_request,
+        "examples_per_s": res.rps * examples_per_request,
+        "p50_ms": res.percentile(0.50) * 1e3,
+        "p99_ms": res.percentile(0.99) * 1e3,
+        "statuses": {str(k): v for k, v in res.statuses.items()},
+        "errors": res.errors,
+    }
+
+
+async def probe_during(port: int, action: Any, seconds: float | None = None) -> dict[str, Any]:
+    """Back-to-back GET /healthz on one connection while ``action()`` runs (or for ``seconds``)."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    req = build_request("GET", "/healthz")
+    lat: list[float] = []
+    done = asyncio.Event()
+
+    async def run_action() -> Any:
+        try:
+            if action is None:
+                await asyncio.sleep(seconds or 1.0)
+                return None
+            return await action()
+        finally:
+            done.set()
+
+    task = asyncio.create_task(run_action())
+    from bench._loadgen import _read_response
+
+    while not done.is_set():
+        t0 = time.perf_counter()
+        writer.write(req)
+        await _read_response(reader)
+        lat.append(time.perf_counter() - t0)
+    writer.close()
+    result = await task
+    lat.sort()
+    return {
+        "probes": len(lat),
+        "p50_ms": lat[len(lat) // 2] * 1e3 if lat else None,
+        "p99_ms": lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1e3 if lat else None,
+        "max_ms": lat[-1] * 1e3 if lat else None,
+        "action": result,
+    }
+
+
+def checkpoint_stall(port: int, repeats: int) -> dict[str, Any]:
+    base = f"http://{HOST}:{port}"
+    with httpx.Client(base_url=base, timeout=120) as c:
+        r = c.put(
+            "/models/big",
+            json={"algorithm": "arow", "features": {"kind": "hashed", "bits": 20}},
+        )
+        assert r.status_code in (200, 201), r.text
+        rng = np.random.default_rng(7)
+        for _ in range(5):  # touch many dimensions so the state is not trivial
+            ex = [
+                {"x": {f"f{int(k)}": 1.0 for k in rng.integers(0, 10**7, 50)}, "y": int(t)}
+                for t in rng.integers(0, 2, 500)
+            ]
+            assert c.post("/update", json={"model": "big", "examples": ex}).status_code == 200
+
+    async def checkpoint() -> dict[str, Any]:
+        async with httpx.AsyncClient(base_url=base, timeout=120) as ac:
+            # A checkpoint only writes when the version moved: learn one example first.
+            await ac.post("/update", json={"model": "big", "examples": [{"x": {"a": 1.0}, "y": 1}]})
+            t0 = time.perf_counter()
+            r = await ac.post("/models/big/checkpoint")
+            body = r.json()
+            body["client_seconds"] = time.perf_counter() - t0
+            return body
+
+    baseline = asyncio.run(probe_during(port, None, seconds=2.0))
+    runs = [asyncio.run(probe_during(port, checkpoint)) for _ in range(repeats)]
+    return {"dim": 1 << 20, "baseline": baseline, "during_checkpoint": runs}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds per scenario")
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--checkpoints", type=int, default=3, help="checkpoint-stall repeats")
+    args = ap.parse_args()
+
+    rng = np.random.default_rng(0)
+    predict_bodies = [
+        json.dumps({"model": "bench", "instances": [{"x": r["x"]}]}).encode() for r in rows(rng, 64)
+    ]
+    predict_reqs = [build_request("POST", "/predict", b) for b in predict_bodies]
+    results: list[dict[str, Any]] = []
+
+    for name, target in (
+        ("bare ASGI", "bench._http_apps:bare"),
+        ("no-op FastAPI", "bench._http_apps:noop"),
+    ):
+        port = free_port()
+        health = "/healthz" if "noop" in target else "/"
+        proc = start_service(uvicorn_args(target, port), None, port, health_path=health)
+        try:
+            res = load(port, predict_reqs, args.connections, args.duration)
+            results.append(summarise(name, res, 1))
+        finally:
+            stop_process(proc)
+
+    redis_bin = find_redis_server()
+    if redis_bin is None:
+        sys.exit("redis-server not found: install it or set LEARNSERVE_REDIS_SERVER")
+    redis = RedisServer(redis_bin, Path(tempfile.mkdtemp(prefix="bench-redis-")))
+    redis.start()
+    port = free_port()
+    env = {
+        "LEARNSERVE_REDIS_URL": redis.url,
+        "LEARNSERVE_LOG_LEVEL": "warning",
+        "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "1000000",  # timed checkpoints only below
+        "LEARNSERVE_CHECKPOINT_EVERY_SECONDS": "3600",
+    }
+    proc = start_service(
+        uvicorn_args("service.app:factory", port, factory=True), env, port, health_path="/readyz"
+    )
+    stall: dict[str, Any] = {}
+    try:
+        with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=60) as c:
+            r = c.put(
+                "/models/bench",
+                json={"algorithm": "arow", "features": {"kind": "dense", "dim": DIM}},
+            )
+            assert r.status_code in (200, 201), r.text
+            assert c.post(
+                "/update", json={"model": "bench", "examples": rows(rng, 1000)}
+            ).is_success
+        res = load(port, predict_reqs, args.connections, args.duration)
+        results.append(summarise("learnserve /predict (1 instance)", res, 1))
+        for n, count in ((1, 256), (100, 64), (1000, 8)):
+            bodies = [
+                json.dumps({"model": "bench", "examples": rows(rng, n)}).encode()
+                for _ in range(count)
+            ]
+            reqs = [build_request("POST", "/update", b) for b in bodies]
+            res = load(port, reqs, args.connections, args.duration)
+            results.append(summarise(f"learnserve /update ({n} per request)", res, n))
+        stall = checkpoint_stall(port, args.checkpoints)
+    finally:
+        stop_process(proc)
+        redis.stop()
+
+    by = {r["scenario"]: r for r in results}
+    bare, noop = by["bare ASGI"]["req_per_s"], by["no-op FastAPI"]["req_per_s"]
+    pred = by["learnserve /predict (1 instance)"]["req_per_s"]
+    ratios = {
+        "predict_vs_bare_asgi": pred / bare if bare else None,
+        "predict_vs_noop_fastapi": pred / noop if noop else None,
+        "noop_fastapi_vs_bare_asgi": noop / bare if bare else None,
+    }
+    print_table(
+        f"HTTP: {args.connections} connections, {args.duration:.0f} s per scenario",
+        ["scenario", "req/s", "examples/s", "p50 ms", "p99 ms", "non-200"],
+        [
+            [r["scenario"], fmt_rate(r["req_per_s"]), fmt_rate(r["examples_per_s"]),
+             f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", r["errors"]]
+            for r in results
+        ],
+        caption="predict / bare ASGI = {}, predict / no-op FastAPI = {} "
+        "(target >= 0.25x bare)".format(
+            fmt_ratio(ratios["predict_vs_bare_asgi"]), fmt_ratio(ratios["predict_vs_noop_fastapi"])
+        ),
+    )  # fmt: skip
+    if stall:
+        b = stall["baseline"]
+        print_table(
+            "Event-loop stall while a 2**20-dim AROW model checkpoints (GET /healthz probe)",
+            ["run", "checkpoint s", "probe p50 ms", "probe p99 ms", "probe max ms"],
+            [["no checkpoint", "-", f"{b['p50_ms']:.2f}", f"{b['p99_ms']:.2f}",
+              f"{b['max_ms']:.2f}"]]
+            + [
+                [f"checkpoint {i + 1}", f"{r['action'].get('duration_seconds', 0):.3f}",
+                 f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}"]
+                for i, r in enumerate(stall["during_checkpoint"])
+            ],
+        )  # fmt: skip
+    path = write_results(
+        "http",
+        {
+            "settings": {"duration_s": args.duration, "connections": args.connections},
+            "scenarios": results,
+            "ratios": ratios,
+            "checkpoint_stall": stall,
+        },
+        extra_packages=("fastapi", "starlette", "uvicorn", "orjson", "redis"),
+    )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
