@@ -1,5 +1,6 @@
-"""An entry that cannot be applied is skipped by every replica alike, and the request
-that wrote it gets a 422; replicas (and restores) stay bit-identical."""
+"""Registry-level durability: an entry that cannot be applied is skipped by every
+replica alike (its request gets a 422); a replica behind a trimmed log reloads the
+checkpoint. Replicas (and restores) stay bit-identical."""
 
 from __future__ import annotations
 
@@ -55,5 +56,41 @@ def test_unappliable_entry_is_skipped_deterministically(tmp_path) -> None:
         finally:
             await store.close()
             await replica_store.close()
+
+    asyncio.run(main())
+
+
+def test_lagging_replica_reloads_the_checkpoint_when_the_log_was_trimmed(tmp_path) -> None:
+    """A replica behind a trimmed log reloads the newest checkpoint and catches up."""
+
+    async def main() -> None:
+        settings = Settings(
+            data_dir=str(tmp_path), checkpoint_every_updates=10**6, log_retain_entries=2
+        )
+        s1, s2 = open_store(None, tmp_path), open_store(None, tmp_path)
+        await s1.open()
+        await s2.open()
+        try:
+            a, b = Registry(s1, settings), Registry(s2, settings)
+            await a.restore_all()
+            cls = adapter_class("linear")
+            h, _ = await a.create("m", cls, cls.normalize_config(BODY, settings))
+            await b.restore_all()
+            hb = b.get("m")
+            assert hb.version == 0
+            spec = FeatureSpec.dense(3)
+            for i in range(12):
+                x = [[float(i % 3), 1.0, -float(i % 2)], [1.0, float(i), 0.5]]
+                await a.submit_update(h, encode_payload(spec.encode(x), ["p", "n"]))
+            assert await a.checkpoint(h)  # at 12, log trimmed up to 10
+            entries = await s1.read_log("m", 0, 100)
+            assert [e.position for e in entries] == [11, 12]
+            await b.catch_up(hb)
+            assert hb.version == 12
+            assert hb.adapter.state_digest() == h.adapter.state_digest()
+            assert hb.examples_learned == h.examples_learned == 24
+        finally:
+            await s1.close()
+            await s2.close()
 
     asyncio.run(main())
