@@ -153,7 +153,7 @@ def _concat(a: Stream, b: Stream) -> Stream:
 
 @pytest.fixture(params=ONLINE_LEARNER_CASES, ids=lambda c: c.name)
 def case(request: pytest.FixtureRequest) -> ConformanceCase:
-    return request.param  # type: ignore[no-any-return]
+    return request.param
 
 
 def _trained(case: ConformanceCase, seed: int = 0) -> tuple[Any, Stream]:
@@ -259,7 +259,7 @@ def test_feature_order_does_not_matter(case: ConformanceCase) -> None:
     shuffled = []
     for row in s.rows:
         items = list(row.items())
-        rng.shuffle(items)  # type: ignore[arg-type]
+        rng.shuffle(items)
         shuffled.append({k: v for k, v in items})
     s2 = Stream(shuffled, s.targets, s.groups)
     a, b = case.make(DIM), case.make(DIM)

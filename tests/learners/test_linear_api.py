@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,7 +91,7 @@ def test_one_label_then_binary_symmetric_scores() -> None:
     assert s.shape == (2, 2) and np.array_equal(s[:, 0], -s[:, 1])
     d = clf.predict_details(probe)[0]
     assert d.scores["+1"] == -d.scores["-1"] == d.score > 0
-    assert 0.5 < d.confidence <= 1.0
+    assert d.confidence is not None and 0.5 < d.confidence <= 1.0
 
 
 def test_string_and_int_labels_stay_distinct_through_artifacts() -> None:
@@ -116,6 +117,7 @@ def test_third_label_embedding_keeps_the_pair_exact() -> None:
     after = clf.decision_function(probe)[0]
     assert after[0] == s / 2 and after[1] == -s / 2 and after[2] == 0.0
     st = clf.state()
+    assert st.sigma is not None and before.sigma is not None
     assert np.array_equal(st.mu[0, :4] - st.mu[1, :4], before.mu[0, :4])
     assert np.array_equal(st.sigma[0, :4] + st.sigma[1, :4], before.sigma[0, :4])
 
@@ -135,7 +137,7 @@ def test_multiclass_predict_details(cov: str) -> None:
         assert d.label == lab
         assert d.score == max(d.scores.values())
         assert set(d.scores) == set(clf.labels_)
-        assert 0.5 <= d.confidence <= 1.0
+        assert d.confidence is not None and 0.5 <= d.confidence <= 1.0
     pa = PA1(dim=6)
     pa.update(Batch.from_dense(X), [f"c{k}" for k in y])
     assert all(d.confidence is None for d in pa.predict_details(Batch.from_dense(X[:5])))
@@ -144,8 +146,9 @@ def test_multiclass_predict_details(cov: str) -> None:
 def test_label_validation_names_the_position() -> None:
     clf = PA(dim=6)
     b = SPEC.encode([{"0": 1.0}, {"1": 1.0}, {"2": 1.0}])
-    for bad, msg in [(True, "labels\\[1\\]"), (2.0, "labels\\[1\\]"), ("", "labels\\[1\\]")]:
-        with pytest.raises(FeatureError, match=msg):
+    bads: list[Any] = [True, 2.0, "", None, b"x"]
+    for bad in bads:
+        with pytest.raises(FeatureError, match=r"labels\[1\]"):
             clf.update(b, ["a", bad, "b"])
     with pytest.raises(ValueError, match="labels: got 2 labels for a batch of 3 examples"):
         clf.update(b, ["a", "b"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ TOL = 1e-9
 DIM = 7
 CW_FAMILY = ("cw", "arow", "scw1", "scw2")
 # small, non-default hyperparameters so every branch (caps, soft terms) is exercised
-HYPER = {
+HYPER: dict[str, dict[str, Any]] = {
     "pa": {},
     "pa1": {"C": 0.3},
     "pa2": {"C": 0.3},
@@ -40,7 +42,7 @@ def _stream(seed: int, n: int, labels_at: dict[int, list]) -> tuple[list[dict], 
     return rows, ys
 
 
-STREAMS = {
+STREAMS: dict[str, dict[int, list[Any]]] = {
     "binary": {0: ["+1", "-1"]},
     "one-then-two": {0: [7], 10: [7, 3]},
     "multiclass": {0: ["a", "b"], 12: ["a", "b", "c"], 25: ["a", "b", "c", "d", "e"]},
@@ -48,7 +50,7 @@ STREAMS = {
 
 
 def _make(algo: str, cov: str):
-    params = dict(HYPER[algo])
+    params: dict[str, Any] = dict(HYPER[algo])
     if algo in CW_FAMILY:
         params["covariance"] = cov
     clf = make_classifier(algo, DIM, params)
