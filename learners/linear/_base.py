@@ -432,7 +432,15 @@ class LinearClassifier:
         return [labels[k] for k in np.argmax(s, axis=1).tolist()]
 
     def predict_details(self, batch: Batch) -> list[Prediction]:
-        """Label, score, all scores and (CW family) Φ(m/√v) against the runner-up."""
+        """Label, score, all scores and a confidence per example.
+
+        ``confidence`` (CW, AROW, SCW) is Φ(m/√v): the probability, under the
+        Gaussian weights, that the predicted label still beats the runner-up, with
+        m = (μ_pred − μ_runner)·x and v = xᵀ(Σ_pred + Σ_runner)x. A binary model
+        uses its own margin |μ·x| and variance xᵀΣx (the same pair figures the
+        multiclass embedding preserves). ``None`` for PA, or while only one label
+        is known (there is no runner-up).
+        """
         s = self.decision_function(batch)
         n, k = s.shape
         best = np.argmax(s, axis=1)

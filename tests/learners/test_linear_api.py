@@ -242,3 +242,14 @@ def test_state_and_from_state(algo: str, cov: str | None) -> None:
     assert clone.state_digest() == clf.state_digest()
     with pytest.raises(ValueError, match=r"state.mu: shape"):
         LinearClassifier.from_state(algo, 7, clf.params, clf.state())
+
+
+@pytest.mark.parametrize("module", ["__init__", "_normal", "pa", "cw", "arow", "scw", "sklearn"])
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    name = "learners.linear" if module == "__init__" else f"learners.linear.{module}"
+    mod = importlib.import_module(name)
+    result = doctest.testmod(mod, verbose=False)
+    assert result.attempted > 0 and result.failed == 0
