@@ -50,6 +50,10 @@ class Replicator:
                 after = {name: h.version for name, h in reg.models.items()}
                 if after:
                     await reg.store.wait_for_entries(after, timeout=0.5)
+                    # Coalesce: under a stream of writes the wait returns at once every
+                    # time; a few ms let one read_log per model pick up many entries
+                    # (this worker's own entries are already applied by their requests).
+                    await asyncio.sleep(0.005)
                 else:
                     await asyncio.sleep(0.1)
                 for h in list(reg.models.values()):
