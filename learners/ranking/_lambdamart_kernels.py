@@ -385,3 +385,122 @@ def predict_dense(
                 node = left[k] if X[i, feature[k]] <= threshold[k] else right[k]
             s += leaf_value[lo + ~node]
         out[i] = s
+
+
+# ----------------------------------------------------------------------------- QuickScorer-style
+
+# de Bruijn table: index of the lowest set bit of a 64-bit word without a loop
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_TABLE = np.array(
+    [0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4,
+     62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24, 18, 12, 5,
+     63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11,
+     46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6],
+    dtype=np.int64,
+)  # fmt: skip
+
+
+@njit(cache=True)
+def lowest_bit(m: np.uint64) -> int:
+    low = m & (~m + np.uint64(1))
+    return _DEBRUIJN_TABLE[int((low * _DEBRUIJN) >> np.uint64(58))]
+
+
+@njit(cache=True)
+def _score_block(
+    Xt: np.ndarray,
+    m: int,
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    elim: np.ndarray,
+    node_off: np.ndarray,
+    leaf_off: np.ndarray,
+    inorder_value: np.ndarray,
+    out: np.ndarray,
+    r0: int,
+) -> None:
+    """Score ``m`` rows held column-major in ``Xt`` (QuickScorer's exit-leaf rule).
+
+    For every internal node whose test sends a row right, the leaves of its left
+    subtree are impossible: ``mask &= elim[node]``. The exit leaf is the leftmost
+    (in-order) leaf left in the mask. Nodes are independent of each other, so the
+    inner loop over rows is branch-free and vectorises.
+    """
+    acc = np.zeros(m)
+    mask = np.empty(m, dtype=np.uint64)
+    ones = ~np.uint64(0)
+    for t in range(node_off.shape[0] - 1):
+        mask[:] = ones
+        for k in range(node_off[t], node_off[t + 1]):
+            col = Xt[feature[k]]
+            thr = threshold[k]
+            e = elim[k]
+            for i in range(m):
+                mask[i] &= e if col[i] > thr else ones
+        lo = leaf_off[t]
+        for i in range(m):
+            acc[i] += inorder_value[lo + lowest_bit(mask[i])]
+    for i in range(m):
+        out[r0 + i] = acc[i]
+
+
+@njit(cache=True, parallel=True)
+def predict_csr_qs(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: np.ndarray,
+    remap: np.ndarray,
+    d: int,
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    elim: np.ndarray,
+    node_off: np.ndarray,
+    leaf_off: np.ndarray,
+    inorder_value: np.ndarray,
+    out: np.ndarray,
+    block: int,
+) -> None:
+    """Scores of CSR rows; ``remap[j]`` = compact column of feature j (-1: no tree tests it;
+    features >= len(remap) are unknown to the model and ignored)."""
+    n = indptr.shape[0] - 1
+    nf = remap.shape[0]
+    nb = (n + block - 1) // block
+    for b in prange(nb):
+        r0 = b * block
+        m = min(n, r0 + block) - r0
+        Xt = np.zeros((max(d, 1), m))
+        for i in range(m):
+            for t in range(indptr[r0 + i], indptr[r0 + i + 1]):
+                f = indices[t]
+                if f < nf:
+                    j = remap[f]
+                    if j >= 0:
+                        Xt[j, i] = values[t]
+        _score_block(Xt, m, feature, threshold, elim, node_off, leaf_off, inorder_value, out, r0)
+
+
+@njit(cache=True, parallel=True)
+def predict_dense_qs(
+    X: np.ndarray,
+    used: np.ndarray,
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    elim: np.ndarray,
+    node_off: np.ndarray,
+    leaf_off: np.ndarray,
+    inorder_value: np.ndarray,
+    out: np.ndarray,
+    block: int,
+) -> None:
+    """Scores of dense rows; column ``used[j]`` of X is compact column j."""
+    n = X.shape[0]
+    d = used.shape[0]
+    nb = (n + block - 1) // block
+    for b in prange(nb):
+        r0 = b * block
+        m = min(n, r0 + block) - r0
+        Xt = np.zeros((max(d, 1), m))
+        for i in range(m):
+            for j in range(d):
+                Xt[j, i] = X[r0 + i, used[j]]
+        _score_block(Xt, m, feature, threshold, elim, node_off, leaf_off, inorder_value, out, r0)

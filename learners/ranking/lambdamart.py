@@ -47,6 +47,7 @@ __all__ = ["LambdaMART"]
 
 _ARRAYS = ("feature", "threshold", "left", "right", "leaf_value", "node_off", "leaf_off")
 _CHUNK = 1 << 15
+_BLOCK = 64  # rows scored together: a 64-row column block of the used features stays in L2
 
 
 def _as_batch(X: Any, name: str = "X") -> Batch:
@@ -273,11 +274,14 @@ class LambdaMART:
 
     def _compact(self) -> None:
         # Scoring densifies rows; only the features some tree tests need a column.
-        used = np.unique(self.trees_["feature"])
+        T = self.trees_
+        used = np.unique(T["feature"])
+        self._used = used.astype(np.int64)
         self._remap = np.full(self.n_features_, -1, dtype=np.int64)
         self._remap[used] = np.arange(used.shape[0])
-        self._local_feature = self._remap[self.trees_["feature"]].astype(np.int32)
+        self._local_feature = self._remap[T["feature"]].astype(np.int32)
         self._n_used = int(used.shape[0])
+        self._elim, self._inorder = _exit_leaf_tables(T)
 
     # ------------------------------------------------------------------ scoring
 
@@ -286,32 +290,47 @@ class LambdaMART:
         return int(self.trees_["node_off"].shape[0] - 1)
 
     def predict(self, X: Any) -> np.ndarray:
-        """Scores (higher = more relevant) for a Batch (absent feature = 0.0) or a 2-d array."""
+        """Scores (higher = more relevant) for a Batch (absent feature = 0.0) or a 2-d array.
+
+        Trees of at most 64 leaves are scored QuickScorer-style on blocks of rows
+        (branch-free, vectorised); larger trees by plain root-to-leaf traversal.
+        """
         if not hasattr(self, "trees_"):
             raise RuntimeError("LambdaMART is not fitted: call fit() or from_bytes() first")
         T = self.trees_
+        if isinstance(X, Batch):
+            n = X.n_rows
+        else:
+            A = np.ascontiguousarray(X, dtype=np.float64)
+            if A.ndim != 2 or A.shape[1] != self.n_features_:
+                raise ValueError(
+                    f"X: expected a Batch or a 2-d array with {self.n_features_} columns, "
+                    f"got shape {A.shape}"
+                )
+            n = A.shape[0]
+        out = np.empty(n)
+        if self._elim is not None:
+            qs = (self._local_feature, T["threshold"], self._elim, T["node_off"], T["leaf_off"])
+            if isinstance(X, Batch):
+                K.predict_csr_qs(
+                    X.indptr, X.indices, X.values, self._remap, self._n_used,
+                    *qs, self._inorder, out, _BLOCK,
+                )  # fmt: skip
+            else:
+                K.predict_dense_qs(A, self._used, *qs, self._inorder, out, _BLOCK)
+            return out
         args = (self._local_feature, T["threshold"], T["left"], T["right"], T["leaf_value"])
         offs = (T["node_off"], T["leaf_off"])
         if isinstance(X, Batch):
-            n = X.n_rows
-            out = np.empty(n)
-            ix = np.where(X.indices < self.n_features_, X.indices, 0)
-            cols = np.where(X.indices < self.n_features_, self._remap[ix], -1)
-            for a in range(0, n, _CHUNK):
-                b = min(n, a + _CHUNK)
+            ok = X.indices < self.n_features_
+            cols = np.where(ok, self._remap[np.where(ok, X.indices, 0)], -1)
+        for a in range(0, n, _CHUNK):
+            b = min(n, a + _CHUNK)
+            if isinstance(X, Batch):
                 block = K.csr_to_dense_mapped(X.indptr, cols, X.values, a, b, self._n_used)
-                K.predict_dense(block, *args, *offs, out[a:b])
-            return out
-        A = np.asarray(X, dtype=np.float64)
-        if A.ndim != 2 or A.shape[1] != self.n_features_:
-            raise ValueError(
-                f"X: expected a Batch or a 2-d array with {self.n_features_} columns, got {A.shape}"
-            )
-        used = np.flatnonzero(self._remap >= 0)
-        out = np.empty(A.shape[0])
-        for a in range(0, A.shape[0], _CHUNK):
-            block = np.ascontiguousarray(A[a : a + _CHUNK][:, used])
-            K.predict_dense(block, *args, *offs, out[a : a + _CHUNK])
+            else:
+                block = np.ascontiguousarray(A[a:b][:, self._used])
+            K.predict_dense(block, *args, *offs, out[a:b])
         return out
 
     def rank(self, X: Any, group_sizes: Any) -> list[np.ndarray]:
@@ -354,6 +373,51 @@ class LambdaMART:
     @classmethod
     def load(cls, path: str | Path) -> LambdaMART:
         return cls.from_bytes(Path(path).read_bytes())
+
+
+def _exit_leaf_tables(T: dict[str, np.ndarray]) -> tuple[np.ndarray | None, np.ndarray]:
+    """Per internal node, the mask of leaves *not* in its left subtree (leaves numbered
+    in order, left to right), and the leaf values in that order (QuickScorer).
+    ``None`` when some tree has more than 64 leaves (masks are 64-bit)."""
+    no, lo = T["node_off"], T["leaf_off"]
+    if no.shape[0] > 1 and int(np.max(np.diff(lo))) > 64:
+        return None, T["leaf_value"]
+    elim = np.zeros(T["feature"].shape[0], dtype=np.uint64)
+    inorder = np.zeros(T["leaf_value"].shape[0])
+    for t in range(no.shape[0] - 1):
+        a, b, la = int(no[t]), int(no[t + 1]), int(lo[t])
+        if b == a:
+            inorder[la] = T["leaf_value"][la]
+            continue
+        e, order = _tree_inorder(T["left"][a:b], T["right"][a:b])
+        elim[a:b] = e
+        inorder[la : la + order.shape[0]] = T["leaf_value"][la + order]
+    return elim, inorder
+
+
+def _tree_inorder(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """In-order leaf sequence of one tree and each node's elimination mask."""
+    n = left.shape[0]
+    leaves: list[int] = []
+    lmask = [0] * n  # leaves of each node's left subtree
+    # iterative in-order walk: (child pointer, phase)
+    stack: list[tuple[int, int]] = [(0, 0)]
+    under: list[list[int]] = [[] for _ in range(n)]
+    while stack:
+        c, phase = stack.pop()
+        if c < 0:
+            leaves.append(~c)
+            continue
+        if phase == 0:
+            stack.append((c, 1))
+            stack.append((int(left[c]), 0))
+            under[c] = [len(leaves)]
+        else:
+            start = under[c][0]
+            lmask[c] = sum(1 << i for i in range(start, len(leaves)))
+            stack.append((int(right[c]), 0))
+    elim = np.array([~m & 0xFFFFFFFFFFFFFFFF for m in lmask], dtype=np.uint64)
+    return elim, np.asarray(leaves, dtype=np.int64)
 
 
 def _check_trees(T: dict[str, np.ndarray], n_features: int) -> None:

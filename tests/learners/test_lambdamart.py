@@ -280,3 +280,27 @@ def test_agrees_with_lightgbm(bagging):
     ours = m.fit(tr.X, tr.y, tr.group_sizes).predict(te.X)
     # same splits, same bags: only float32 gradients / the sigmoid table differ in LightGBM
     np.testing.assert_allclose(ours, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("num_leaves", [31, 80])
+def test_quickscorer_scoring_equals_tree_traversal(num_leaves):
+    # <= 64 leaves: exit-leaf bitmasks; 80 leaves: the traversal fallback is used
+    X, y, g = _toy(3, 60)
+    m = LambdaMART(n_estimators=6, num_leaves=num_leaves, min_data_in_leaf=1, min_data_in_bin=1)
+    m.fit(X, y, g)
+    leaves = np.diff(m.trees_["leaf_off"])
+    assert (m._elim is None) == (leaves.max() > 64) == (num_leaves > 64)
+    fast_dense, fast_csr = m.predict(X), m.predict(Batch.from_dense(X))
+    # reference: walk each tree from the root, in Python
+    T = m.trees_
+    ref = np.zeros(X.shape[0])
+    for t in range(m.n_trees_):
+        a, la = T["node_off"][t], T["leaf_off"][t]
+        for i in range(X.shape[0]):
+            node = 0 if T["node_off"][t + 1] > a else ~0
+            while node >= 0:
+                k = a + node
+                node = T["left"][k] if X[i, T["feature"][k]] <= T["threshold"][k] else T["right"][k]
+            ref[i] += T["leaf_value"][la + ~node]
+    np.testing.assert_allclose(fast_dense, ref, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(fast_dense, fast_csr)
