@@ -102,7 +102,13 @@ class MetricsMiddleware:
 def _open_store(settings: Settings) -> Any:
     from service.store import open_store
 
-    return open_store(settings.redis_url, settings.data_dir)
+    return open_store(
+        settings.redis_url,
+        settings.data_dir,
+        socket_timeout=settings.store_timeout_seconds,
+        connect_timeout=settings.store_timeout_seconds,
+        waitaof=settings.redis_waitaof,
+    )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

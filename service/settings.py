@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     # Redis is the production store; without it the embedded SQLite store under data_dir.
     redis_url: str | None = None
     data_dir: str = "./data"
+    # Redis: seconds before an unanswered operation counts as "store unreachable"
+    # (-> 503 for writes), and whether each append waits for the AOF fsync
+    # (WAITAOF, Redis >= 7.2) before /update answers.
+    store_timeout_seconds: float = Field(default=2.0, gt=0)
+    redis_waitaof: bool = False
     environment: Literal["development", "production"] = "development"
     api_keys: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
     # Production refuses to start without keys unless this is set explicitly.
