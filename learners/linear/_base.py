@@ -250,13 +250,12 @@ class LinearClassifier:
         ip = np.ascontiguousarray(batch.indptr, dtype=np.int64)
         ix = np.ascontiguousarray(batch.indices, dtype=np.int64)
         vs = np.ascontiguousarray(batch.values, dtype=np.float64)
-        n = ip.shape[0] - 1
-        if ip.ndim != 1 or n < 0 or ix.shape != vs.shape or ix.ndim != 1:
-            raise ValueError("batch: malformed CSR arrays (indptr/indices/values shapes)")
-        if ip[0] != 0 or ip[-1] != ix.shape[0] or (n > 0 and np.any(ip[1:] < ip[:-1])):
-            raise ValueError("batch.indptr: not a valid CSR row pointer")
+        if ip.ndim != 1 or ix.ndim != 1 or vs.ndim != 1 or ip.shape[0] == 0:
+            raise ValueError("batch: malformed CSR arrays (indptr/indices/values must be 1-d)")
         row, code = K.validate_batch(ip, ix, vs, self.dim)
         if row >= 0:
+            if code == K.BAD_INDPTR:
+                raise ValueError("batch.indptr: not a valid CSR row pointer for these indices")
             problem = {
                 K.BAD_INDEX: f"a feature index is outside [0, {self.dim})",
                 K.UNSORTED: "feature indices are not sorted and unique",
@@ -420,11 +419,10 @@ class LinearClassifier:
     def decision_function(self, batch: Batch) -> np.ndarray:
         """(n, K) scores, columns in ``labels_`` order (binary: μ·x and −μ·x)."""
         self._fitted()
-        ip, ix, vs = self._check_batch(batch)
-        s = K.scores(ip, ix, vs, self._mean)
-        if len(self.labels_) == 2:
-            return np.column_stack([s[:, 0], -s[:, 0]])
-        return s
+        return self._decision(*self._check_batch(batch))
+
+    def _decision(self, ip: np.ndarray, ix: np.ndarray, vs: np.ndarray) -> np.ndarray:
+        return K.scores(ip, ix, vs, self._mean, len(self.labels_) == 2)
 
     def predict(self, batch: Batch) -> list[Label]:
         s = self.decision_function(batch)
@@ -441,41 +439,27 @@ class LinearClassifier:
         multiclass embedding preserves). ``None`` for PA, or while only one label
         is known (there is no runner-up).
         """
-        s = self.decision_function(batch)
+        self._fitted()
+        ip, ix, vs = self._check_batch(batch)
+        s = self._decision(ip, ix, vs)
         n, k = s.shape
-        best = np.argmax(s, axis=1)
+        best, second, margin = K.best_two(s, k == 2)
         conf: list[float | None] = [None] * n
         cov = self._cov
         if cov is not None and k >= 2:
-            ip, ix, vs = self._check_batch(batch)
-            if k == 2:  # binary: the margin |μ·x| against variance xᵀΣx
-                margin = np.abs(s[:, 0])
-                ka, kb = np.zeros(n, np.int64), np.full(n, -1, np.int64)
-            else:
-                masked = s.copy()
-                masked[np.arange(n), best] = -np.inf
-                second = np.argmax(masked, axis=1)
-                margin = s[np.arange(n), best] - s[np.arange(n), second]
-                ka, kb = best.astype(np.int64), second.astype(np.int64)
             fn = K.pair_variance_full if self.covariance == "full" else K.pair_variance_diag
-            var = fn(ip, ix, vs, cov, ka, kb)
+            # a binary model keeps one Σ (row 0) for the pair; second is then -1
+            ka = best if k > 2 else np.zeros(n, np.int64)
+            var = fn(ip, ix, vs, cov, ka, second)
             conf = [
                 normal_cdf(m / math.sqrt(v)) if v > 0.0 else 0.5
                 for m, v in zip(margin.tolist(), var.tolist(), strict=True)
             ]
-        out = []
-        for i in range(n):
-            row = s[i].tolist()
-            b = int(best[i])
-            out.append(
-                Prediction(
-                    label=self.labels_[b],
-                    score=row[b],
-                    scores=dict(zip(self.labels_, row, strict=True)),
-                    confidence=conf[i],
-                )
-            )
-        return out
+        labels = self.labels_
+        return [
+            Prediction(labels[b], row[b], dict(zip(labels, row, strict=True)), c)
+            for row, b, c in zip(s.tolist(), best.tolist(), conf, strict=True)
+        ]
 
     # ------------------------------------------------------------------ persistence
 

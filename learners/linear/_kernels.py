@@ -34,13 +34,20 @@ from numba import njit
 PA, PA1, PA2, CW, AROW, SCW1, SCW2 = 0, 1, 2, 3, 4, 5, 6
 
 # validate_batch problem codes
-BAD_INDEX, UNSORTED, NONFINITE = 1, 2, 3
+BAD_INDEX, UNSORTED, NONFINITE, BAD_INDPTR = 1, 2, 3, 4
 
 
 @njit(cache=True)
 def validate_batch(indptr, indices, values, dim):  # pragma: no cover - numba
-    """First (row, problem) of a CSR batch, or (-1, 0): index range, order, finiteness."""
+    """First (row, problem) of a CSR batch, or (-1, 0): row pointer, index range and
+    order, finiteness. The row pointer is checked first so no read goes out of bounds."""
     n = indptr.shape[0] - 1
+    nnz = indices.shape[0]
+    if n < 0 or indptr[0] != 0 or indptr[n] != nnz or values.shape[0] != nnz:
+        return 0, BAD_INDPTR
+    for i in range(n):
+        if indptr[i + 1] < indptr[i]:
+            return i, BAD_INDPTR
     for i in range(n):
         prev = -1
         for p in range(indptr[i], indptr[i + 1]):
@@ -414,18 +421,50 @@ def _undo_full(mu, S, saved, undo_mu, undo_S):  # pragma: no cover - numba
 
 
 @njit(cache=True)
-def scores(indptr, indices, values, mu):  # pragma: no cover - numba
-    """(n, R) matrix of μ_k · x."""
+def scores(indptr, indices, values, mu, two_sided):  # pragma: no cover - numba
+    """(n, R) matrix of μ_k · x; with ``two_sided`` (a binary model) (n, 2) of [μ·x, −μ·x]."""
     n = indptr.shape[0] - 1
     R = mu.shape[0]
-    out = np.zeros((n, R))
+    out = np.zeros((n, 2 if two_sided else R))
     for i in range(n):
         for k in range(R):
             s = 0.0
             for p in range(indptr[i], indptr[i + 1]):
                 s += mu[k, indices[p]] * values[p]
             out[i, k] = s
+        if two_sided:
+            out[i, 1] = -out[i, 0]
     return out
+
+
+@njit(cache=True)
+def best_two(s, binary):  # pragma: no cover - numba
+    """Per row: (best label, runner-up, margin between them); binary: (best, -1, |μ·x|).
+
+    The runner-up of a binary model is the other side; -1 tells the variance
+    kernels to use the single Σ (its margin and variance are the pair's).
+    """
+    n = s.shape[0]
+    K = s.shape[1]
+    best = np.zeros(n, np.int64)
+    second = np.full(n, -1, np.int64)
+    margin = np.zeros(n)
+    for i in range(n):
+        b = 0
+        for k in range(1, K):
+            if s[i, k] > s[i, b]:
+                b = k
+        best[i] = b
+        if binary:
+            margin[i] = abs(s[i, 0])
+        elif K > 1:
+            r = 1 if b == 0 else 0
+            for k in range(K):
+                if k != b and s[i, k] > s[i, r]:
+                    r = k
+            second[i] = r
+            margin[i] = s[i, b] - s[i, r]
+    return best, second, margin
 
 
 @njit(cache=True)

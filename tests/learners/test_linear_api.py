@@ -253,3 +253,21 @@ def test_docstring_examples_run(module: str) -> None:
     mod = importlib.import_module(name)
     result = doctest.testmod(mod, verbose=False)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("cov", ["diagonal", "full"])
+def test_binary_confidence_is_phi_of_margin_over_std(cov: str) -> None:
+    from scipy.stats import norm
+
+    clf = AROW(dim=6, covariance=cov)
+    clf.update(
+        SPEC.encode([{"0": 1.0, "1": 0.5}, {"2": 1.0}, {"0": 0.2, "2": 0.7}]), ["p", "n", "n"]
+    )
+    x = np.array([0.0, 0.3, 2.0, 0.0, 0.0, 0.0])
+    (d,) = clf.predict_details(Batch.from_dense(x[None, :]))
+    st = clf.state()
+    assert st.sigma is not None
+    s = float(st.mu[0] @ x)
+    v = float(x @ (np.diag(st.sigma[0]) if cov == "diagonal" else st.sigma[0]) @ x)
+    assert s < 0 and d.label == "n" and d.score == -s  # the negative side wins
+    assert d.confidence == pytest.approx(norm.cdf(abs(s) / np.sqrt(v)), rel=1e-12)
