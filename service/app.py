@@ -24,7 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import metrics as M
-from service.api import learn, models, ops
+from service.api import artifacts, learn, models, ops
 from service.api.errors import install_handlers
 from service.api.schemas import DOC_MODELS
 from service.auth import KeyRing
@@ -157,8 +157,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(app)
     app.include_router(learn.router)
     app.include_router(models.router)
+    app.include_router(artifacts.router)
     app.include_router(ops.router)
-    routes = [r for rt in (learn.router, models.router, ops.router) for r in rt.routes]
+    routers = (learn.router, models.router, artifacts.router, ops.router)
+    routes = [r for rt in routers for r in rt.routes]
     routes += [r for r in app.router.routes if isinstance(r, Route)]
     app.add_middleware(MetricsMiddleware, routes=routes)
     _install_openapi(app)

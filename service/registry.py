@@ -24,6 +24,9 @@ from typing import Any
 
 import orjson
 
+from learners.artifact import ArtifactError
+from learners.artifact import loads as artifact_loads
+from learners.registry import BATCH_KINDS
 from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.models import adapter_class, warmup_all
@@ -256,6 +259,8 @@ class Registry:
     async def _restore_handle(
         self, name: str, cls: type[ModelAdapter], config: dict[str, Any]
     ) -> ModelHandle:
+        if not cls.online:
+            return await self._load_batch(name, cls, config)
         cp = await self.store.get_checkpoint(name)
         if cp is not None:
             meta, blob = unpack_checkpoint(cp.blob)
@@ -273,6 +278,89 @@ class Registry:
         async with h.lock:
             await self._catch_up_locked(h)
         return h
+
+    async def _load_batch(
+        self, name: str, cls: type[ModelAdapter], config: dict[str, Any]
+    ) -> ModelHandle:
+        """A batch model at its active artifact version (loaded fully before use)."""
+        version = await self.store.get_active_version(name)
+        blob = None if version is None else await self.store.get_artifact(name, version)
+        if version is None or blob is None:
+            h = ModelHandle(name, cls.create(config), self.settings)
+        else:
+            adapter = await asyncio.to_thread(cls.from_checkpoint, config, blob)
+            h = ModelHandle(name, adapter, self.settings)
+            h.version = version
+        h._m_version.set(h.version)
+        return h
+
+    async def deploy(self, name: str, blob: bytes) -> tuple[ModelHandle, bool]:
+        """Store an artifact as the model's next version and swap it in atomically:
+        the new model is loaded fully first; the old one serves until the switch."""
+        try:
+            kind = artifact_loads(blob).kind
+        except ArtifactError as e:
+            raise invalid(f"artifact: {e}", "artifact") from None
+        if kind not in BATCH_KINDS:
+            raise invalid(
+                f"artifact: kind {kind!r} is not a batch model kind {sorted(BATCH_KINDS)}; "
+                "online models are created with PUT /models/{name}",
+                "artifact",
+            )
+        try:
+            cls = adapter_class(kind)
+        except ValueError:
+            raise invalid(f"artifact: the service cannot serve kind {kind!r}", "artifact") from None
+        config = cls.normalize_config({}, self.settings)
+        try:
+            adapter = await asyncio.to_thread(cls.from_checkpoint, config, blob)
+        except (ArtifactError, ValueError, KeyError) as e:
+            raise invalid(f"artifact: cannot be loaded: {e}", "artifact") from None
+        try:
+            created = await self.store.create_model(name, config)
+            version = await self.store.add_artifact(name, blob, kind, adapter.state_digest())
+        except ConfigConflict:
+            raise ApiError(
+                409, "conflict", f"model {name!r} exists and is not a {kind} model", "name"
+            ) from None
+        except ModelNotFound:
+            raise ApiError(409, "conflict", f"model {name!r} was deleted meanwhile") from None
+        except StoreUnavailable as e:
+            self.health.failed("add_artifact", e)
+            raise store_unavailable() from e
+        h = ModelHandle(name, adapter, self.settings)
+        h.version = version
+        h._m_version.set(version)
+        self.models[name] = h  # the swap: requests from now on see the new version
+        M.DEPLOYS.labels(name).inc()
+        self._update_kind_gauge()
+        return h, created
+
+    async def activate(self, name: str, version: int) -> ModelHandle:
+        """Make an earlier (or later) stored artifact version the active one (rollback)."""
+        h = await self.find(name)
+        if h.adapter.online:
+            raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
+        try:
+            blob = await self.store.get_artifact(name, version)
+            if blob is None:
+                raise ApiError(
+                    404, "version_not_found", f"model {name!r} has no version {version}", "version"
+                )
+            adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
+            await self.store.set_active_version(name, version)
+        except StoreUnavailable as e:
+            self.health.failed("set_active_version", e)
+            raise store_unavailable() from e
+        except ModelNotFound:
+            raise not_found(name) from None
+        new = ModelHandle(name, adapter, self.settings)
+        new.version = version
+        new._m_version.set(version)
+        rollback = version < h.version
+        self.models[name] = new
+        (M.ROLLBACKS if rollback else M.DEPLOYS).labels(name).inc()
+        return new
 
     # ------------------------------------------------------------ log application
     async def catch_up(self, h: ModelHandle, target: int | None = None) -> None:
@@ -433,9 +521,12 @@ class Registry:
                 self._drop(name)
             for name, config in configs.items():
                 h = self.models.get(name)
-                stale = h is not None and (
-                    h.config != config or await self.store.last_position(name) < h.version
-                )
+                stale = h is not None and h.config != config
+                if h is not None and not stale:
+                    if h.adapter.online:  # deleted and re-created meanwhile?
+                        stale = await self.store.last_position(name) < h.version
+                    else:  # another worker deployed or rolled back
+                        stale = await self.store.get_active_version(name) != h.version
                 if h is None or stale:
                     await self._load(name, config)
             self.epoch = epoch
@@ -459,7 +550,7 @@ class Registry:
 
     async def checkpoint(self, h: ModelHandle) -> bool:
         """Snapshot quickly under the lock, serialise + write off-loop, then trim the log."""
-        if h.checkpointing or h.version <= h.checkpoint_position:
+        if not h.adapter.online or h.checkpointing or h.version <= h.checkpoint_position:
             return False
         h.checkpointing = True
         t0 = time.perf_counter()
@@ -497,6 +588,8 @@ class Registry:
         """Time-based checkpoints and slow-moving gauges (called about once a second)."""
         now = time.monotonic()
         for h in list(self.models.values()):
+            if not h.adapter.online:
+                continue
             if h.checkpoint_at is not None:
                 M.CHECKPOINT_AGE.labels(h.name).set(max(0.0, time.time() - h.checkpoint_at))
             if now >= h.next_time_checkpoint:

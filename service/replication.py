@@ -47,7 +47,8 @@ class Replicator:
                     await reg.restore_all()
                     reg.health.ok()
                     continue
-                after = {name: h.version for name, h in reg.models.items()}
+                online = [h for h in reg.models.values() if h.adapter.online]
+                after = {h.name: h.version for h in online}
                 if after:
                     await reg.store.wait_for_entries(after, timeout=0.5)
                     # Coalesce: under a stream of writes the wait returns at once every
@@ -56,8 +57,9 @@ class Replicator:
                     await asyncio.sleep(0.005)
                 else:
                     await asyncio.sleep(0.1)
-                for h in list(reg.models.values()):
-                    await reg.catch_up(h)
+                for h in online:
+                    if reg.models.get(h.name) is h:  # not dropped/replaced meanwhile
+                        await reg.catch_up(h)
                 now = time.monotonic()
                 if now - last_catalog >= self.settings.catalog_poll_seconds:
                     await reg.sync_catalog()

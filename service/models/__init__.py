@@ -15,6 +15,10 @@ from service.models.base import ModelAdapter
 
 ADAPTERS: dict[str, str] = {
     "linear": "service.models.linear:LinearAdapter",
+    # batch kinds: deployed with PUT /models/{name}/artifact (kind = the artifact's kind)
+    "lambdamart": "service.models.lambdamart:LambdaMARTAdapter",
+    "llsvm": "service.models.llsvm:LLSVMAdapter",
+    "fastxml": "service.models.fastxml:FastXMLAdapter",
 }
 
 ALGORITHMS: dict[str, str] = {
@@ -39,9 +43,12 @@ def adapter_class(kind: str) -> type[ModelAdapter]:
 
 
 def warmup_all() -> None:
-    """Compile every kind's kernels (numba caches them on disk; later runs just load)."""
+    """Compile every online kind's kernels (numba caches them on disk; later runs just
+    load). Batch kinds compile when their first artifact is loaded, off the loop."""
     for kind in ADAPTERS:
-        adapter_class(kind).warmup()
+        cls = adapter_class(kind)
+        if cls.online:
+            cls.warmup()
 
 
 def adapter_for_body(body: dict[str, Any]) -> type[ModelAdapter]:

@@ -1,0 +1,107 @@
+"""Batch models: ``PUT /models/{name}/artifact`` (deploy), versions, activate (rollback).
+
+The body of a deploy is the artifact file itself (``application/octet-stream``,
+as written by ``learnserve train ...``; ``learnserve deploy`` sends it). It is
+validated (magic, format version, checksum, kind), loaded fully, stored as the
+model's next version, and swapped in atomically: requests in flight finish on the
+old version. Other workers pick the new version up through the catalog epoch.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from service.api.deps import RegistryDep, SettingsDep
+from service.api.errors import ApiError, invalid, json_response, store_unavailable
+from service.api.models import check_name
+from service.api.schemas import error_responses
+from service.auth import AdminScope, PredictScope
+from service.limits import optional_int, read_body, read_json_object
+from service.store.base import StoreUnavailable
+
+router = APIRouter(tags=["batch models"])
+
+_OCTETS = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+@router.put(
+    "/models/{name}/artifact",
+    summary="Deploy a trained artifact as the model's next version (atomic swap)",
+    status_code=201,
+    responses=error_responses(401, 403, 409, 413, 422, 503),
+    openapi_extra=_OCTETS,
+)
+async def deploy(
+    name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
+) -> Response:
+    check_name(name)
+    blob = await read_body(request, settings.max_artifact_bytes)
+    if not blob:
+        raise invalid("artifact: the body is empty; send the artifact file", "artifact")
+    h, created = await registry.deploy(name, blob)
+    request.state.model = name
+    body = {
+        "model": name,
+        "kind": h.adapter.kind,
+        "version": h.version,
+        "checksum": h.adapter.state_digest(),
+        "size": len(blob),
+        "created": created,
+    }
+    return json_response(body, 201)
+
+
+@router.get(
+    "/models/{name}/artifacts",
+    summary="Stored artifact versions of a batch model, and the active one",
+    responses=error_responses(401, 403, 404, 503),
+)
+async def list_artifacts(
+    name: str, request: Request, registry: RegistryDep, _: PredictScope
+) -> Response:
+    h = await registry.find(name)
+    request.state.model = name
+    if h.adapter.online:
+        raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
+    try:
+        versions = await registry.store.list_artifacts(name)
+        active = await registry.store.get_active_version(name)
+    except StoreUnavailable as e:
+        raise store_unavailable() from e
+    return json_response(
+        {
+            "model": name,
+            "active": active,
+            "serving": h.version,
+            "versions": [
+                {"version": v.version, "size": v.size, "checksum": v.checksum,
+                 "created_at": v.created_at, "kind": v.kind}
+                for v in versions
+            ],
+        }
+    )  # fmt: skip
+
+
+@router.put(
+    "/models/{name}/active",
+    summary='Serve a stored artifact version (rollback): body {"version": 3}',
+    responses=error_responses(401, 403, 404, 409, 422, 503),
+)
+async def activate(
+    name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
+) -> Response:
+    body = await read_json_object(request, settings.max_body_bytes)
+    version = optional_int(body, "version", minimum=1)
+    if version is None:
+        raise invalid("version: field required", "version")
+    h = await registry.activate(name, version)
+    request.state.model = name
+    return json_response(
+        {"model": name, "version": h.version, "checksum": h.adapter.state_digest()}
+    )
