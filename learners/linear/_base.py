@@ -31,10 +31,12 @@ from learners import artifact
 from learners.base import Label, Prediction, UpdateResult, check_label, digest_arrays
 from learners.features import Batch, FeatureError
 from learners.linear import _kernels as K
+from learners.linear import _kernels_full as KF
+from learners.linear._labels import label_codes
 from learners.linear._normal import normal_cdf, normal_ppf
+from learners.linear._params import _check_dim, _covariance
 
 ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
-MAX_FULL_DIM = 4096  # a full covariance holds a d×d float64 matrix per label
 KIND = "linear"
 
 
@@ -51,41 +53,6 @@ class LinearState:
     sigma: np.ndarray | None  # (R, d) diagonal, (R, d, d) full, None for PA
     n_seen: int = 0
     n_updates: int = 0
-
-
-def _positive(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"params.{name}: must be a number, got {value!r}")
-    v = float(value)
-    if not (math.isfinite(v) and v > 0.0):
-        raise ValueError(f"params.{name}: must be > 0, got {value!r}")
-    return v
-
-
-def _eta(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"params.eta: must be a number, got {value!r}")
-    v = float(value)
-    if not 0.5 < v < 1.0:
-        raise ValueError(f"params.eta: must be in (0.5, 1), got {value!r}")
-    return v
-
-
-def _covariance(value: Any, dim: int) -> str:
-    if value not in ("diagonal", "full"):
-        raise ValueError(f"params.covariance: must be 'diagonal' or 'full', got {value!r}")
-    if value == "full" and dim > MAX_FULL_DIM:
-        raise ValueError(
-            f"params.covariance: 'full' keeps a d×d matrix per label and needs "
-            f"dim <= {MAX_FULL_DIM}, got dim={dim}"
-        )
-    return str(value)
-
-
-def _check_dim(dim: Any) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
-        raise ValueError(f"dim: must be a positive integer, got {dim!r}")
-    return int(dim)
 
 
 class LinearClassifier:
@@ -264,87 +231,13 @@ class LinearClassifier:
             raise FeatureError(f"batch[{row}]", problem)
         return ip, ix, vs
 
-    def _label_codes(self, labels: Any, n: int) -> tuple[np.ndarray, list[tuple[int, Label]]]:
-        """Label indices (new labels numbered after the known ones) and [(first row, new label)]."""
-        arr: np.ndarray | None = None
-        if isinstance(labels, np.ndarray):
-            if labels.ndim != 1:
-                raise ValueError(f"labels: must be 1-dimensional, got shape {labels.shape}")
-            if labels.dtype.kind in "iu":
-                arr = labels
-            elif labels.dtype.kind in "bfc" and len(labels):
-                check_label(labels[0].item(), "labels[0]")  # names the first (float/bool) value
-            else:
-                labels = labels.tolist()
-        elif not isinstance(labels, Sequence) or isinstance(labels, str | bytes):
-            raise ValueError(f"labels: expected a sequence of labels, got {type(labels).__name__}")
-        if len(labels) != n:
-            raise ValueError(f"labels: got {len(labels)} labels for a batch of {n} examples")
-        if arr is None:
-            types = set(map(type, labels))
-            if types == {int}:
-                try:  # all-int lists take the vectorised path below
-                    arr = np.array(labels, dtype=np.int64)
-                except OverflowError:
-                    arr = None
-            if arr is None and (not types <= {str, int} or "" in set(labels)):
-                for i, lab in enumerate(labels):  # slow path, only to name the culprit
-                    check_label(lab, f"labels[{i}]")
-        if arr is not None:
-            return self._int_codes(arr)
-        index = self._index
-        new: list[tuple[int, Label]] = []
-        for lab in set(labels) - index.keys():
-            new.append((labels.index(lab), lab))
-        new.sort(key=lambda t: t[0])
-        codes = dict(index)
-        for j, (_, lab) in enumerate(new):
-            codes[lab] = len(index) + j
-        y = np.fromiter(map(codes.__getitem__, labels), dtype=np.int64, count=n)
-        return y, new
-
-    def _int_codes(self, arr: np.ndarray) -> tuple[np.ndarray, list[tuple[int, Label]]]:
-        """``_label_codes`` for an integer array, without a Python loop over examples."""
-        n = arr.shape[0]
-        index = self._index
-        known = [(lab, k) for lab, k in index.items() if isinstance(lab, int)]
-        new: list[tuple[int, Label]] = []
-        if len(known) <= 16:  # a few vectorised comparisons beat a sort
-            y = np.full(n, -1, dtype=np.int64)
-            for lab, k in known:
-                if np.iinfo(arr.dtype).min <= lab <= np.iinfo(arr.dtype).max:
-                    y[arr == lab] = k
-            rest = np.flatnonzero(y < 0)
-            if rest.size:
-                vals, first = np.unique(arr[rest], return_index=True)
-                new = sorted((int(rest[f]), int(v)) for v, f in zip(vals, first, strict=True))
-        else:
-            vals, first, inv = np.unique(arr, return_index=True, return_inverse=True)
-            lut = np.empty(vals.shape[0], dtype=np.int64)
-            for u, (v, f) in enumerate(zip(vals.tolist(), first.tolist(), strict=True)):
-                if v in index:
-                    lut[u] = index[v]
-                else:
-                    new.append((f, v))
-            new.sort(key=lambda t: t[0])
-            y = np.empty(0, dtype=np.int64)
-            if not new:
-                return lut[inv], new
-        for j, (_, new_lab) in enumerate(new):  # number new labels by first appearance
-            code = len(index) + j
-            if len(known) <= 16:
-                y[arr == new_lab] = code
-            else:
-                lut[np.searchsorted(vals, new_lab)] = code
-        return (y if len(known) <= 16 else lut[inv]), new
-
     # ------------------------------------------------------------------ learning
 
     def update(self, batch: Batch, labels: Sequence[Label] | np.ndarray) -> UpdateResult:
         """Predict-then-learn each example in order; all-or-nothing on error."""
         ip, ix, vs = self._check_batch(batch)
         n = ip.shape[0] - 1
-        y, new = self._label_codes(labels, n)
+        y, new = label_codes(labels, n, self._index)
         if n == 0:
             return UpdateResult(applied=0)
         # Growth happens at each new label's first row; with new labels the call
@@ -386,7 +279,7 @@ class LinearClassifier:
             # np.empty only reserves: pages are touched for the classes actually saved
             undo_mu = np.empty_like(self._mu)
             undo_S = np.empty_like(self._S)
-            return K.update_full(
+            return KF.update_full(
                 ip, ix, vs, y, start, stop, n_labels, self._mu, self._S,
                 self._code, self._c, self._phi, saved, undo_mu, undo_S,
             )  # fmt: skip
@@ -447,7 +340,7 @@ class LinearClassifier:
         conf: list[float | None] = [None] * n
         cov = self._cov
         if cov is not None and k >= 2:
-            fn = K.pair_variance_full if self.covariance == "full" else K.pair_variance_diag
+            fn = KF.pair_variance_full if self.covariance == "full" else K.pair_variance_diag
             # a binary model keeps one Σ (row 0) for the pair; second is then -1
             ka = best if k > 2 else np.zeros(n, np.int64)
             var = fn(ip, ix, vs, cov, ka, second)

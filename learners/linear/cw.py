@@ -35,7 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 from learners.linear import _kernels as K
-from learners.linear._base import LinearClassifier, _eta, phi_of
+from learners.linear._base import LinearClassifier, phi_of
+from learners.linear._params import _eta
 
 
 class CW(LinearClassifier):

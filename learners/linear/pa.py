@@ -26,7 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from learners.linear import _kernels as K
-from learners.linear._base import LinearClassifier, _positive
+from learners.linear._base import LinearClassifier
+from learners.linear._params import _positive
 
 
 class PA(LinearClassifier):
