@@ -1,0 +1,240 @@
+"""LambdaMART (issue 4) against LightGBM: training time, NDCG, batch scoring throughput.
+
+Run (about 1-2 minutes on 2 cores)::
+
+    cd /work/main && .venv/bin/python bench/ranking.py
+
+Data: LightGBM's ``examples/lambdarank`` files (``../shared/data/lightgbm-lambdarank`` or
+``$LEARNSERVE_SHARED_DATA``): train on rank.train (3,005 docs, 201 queries), test on
+rank.test (768 docs, 50 queries), 300 features.
+
+What is measured, in one run, with the same parameters for both (LightGBM's example
+configuration: 100 trees, learning rate 0.1, 31 leaves, min_data_in_leaf 50,
+min_sum_hessian_in_leaf 5, bagging_fraction 0.9, bagging_freq 1, seed 0):
+
+- training: wall time of the whole ``fit`` (binning included) / ``lgb.train`` on a fresh
+  ``lgb.Dataset`` (its binning included), best of ``--repeats``, **single-threaded for
+  both** (LightGBM ``num_threads=1``; our training kernels are serial). CPU seconds too.
+- numba compile time apart: a fresh process with an empty numba cache fits and scores a
+  tiny problem ("cold"); the first call in this process (cache load) is reported too.
+- NDCG@1/3/5/10 on rank.test (our :func:`learners.ranking.ndcg.ndcg_at_k`, LightGBM's
+  definition) for both models.
+- batch scoring: rank.test replicated to ``--score-n`` documents (1M by default) as one
+  CSR ``Batch`` (ours) / ``scipy.sparse.csr_matrix`` (LightGBM), and as a dense float64
+  matrix for both; **2 threads for both** (numba's threads / LightGBM ``num_threads=2``).
+  Documents per second of the best run; per CPU-second too (the machine is shared).
+
+Writes ``bench/results/ranking.json``. Goals: training time <= 3x LightGBM's, scoring
+>= 1,000,000 documents/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import (
+    REPO_DIR,
+    Timing,
+    fmt_rate,
+    fmt_ratio,
+    measure,
+    print_table,
+    shared_data_dir,
+    write_results,
+)
+
+CONFIG = {
+    "n_estimators": 100, "learning_rate": 0.1, "num_leaves": 31, "min_data_in_leaf": 50,
+    "min_sum_hessian_in_leaf": 5.0, "bagging_fraction": 0.9, "bagging_freq": 1, "seed": 0,
+}  # fmt: skip
+LGB_PARAMS = {
+    "objective": "lambdarank", "num_leaves": 31, "learning_rate": 0.1, "min_data_in_leaf": 50,
+    "min_sum_hessian_in_leaf": 5.0, "bagging_fraction": 0.9, "bagging_freq": 1, "seed": 0,
+    "verbose": -1,
+}  # fmt: skip
+KS = (1, 3, 5, 10)
+
+_COLD = """
+import time, numpy as np
+t0 = time.perf_counter()
+from learners.ranking.lambdamart import LambdaMART
+rng = np.random.default_rng(0)
+X = rng.random((200, 5)); y = rng.integers(0, 3, 200); g = [20] * 10
+m = LambdaMART(n_estimators=2, min_data_in_leaf=5, bagging_fraction=0.9, bagging_freq=1)
+m.fit(X, y, g, valid=(X, y, g)); m.predict(X); m.predict(m and __import__("learners.features",
+    fromlist=["Batch"]).Batch.from_dense(X))
+print("COLD", time.perf_counter() - t0)
+"""
+
+
+def cold_compile_seconds() -> float | None:
+    """Fit + score a tiny problem in a fresh process whose numba cache is empty."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        proc = subprocess.run(
+            [sys.executable, "-c", _COLD], capture_output=True, text=True, env=env, cwd=REPO_DIR,
+            timeout=900,
+        )  # fmt: skip
+    for line in proc.stdout.splitlines():
+        if line.startswith("COLD "):
+            return float(line.split()[1])
+    print(f"cold compile run failed: {proc.stderr[-500:]}", file=sys.stderr)
+    return None
+
+
+def ndcgs(scores: np.ndarray, y: np.ndarray, groups: np.ndarray) -> dict[str, float]:
+    from learners.ranking.ndcg import ndcg_at_k
+
+    return {f"ndcg@{k}": round(ndcg_at_k(scores, y, groups, k), 4) for k in KS}
+
+
+def timing_doc(t: Timing) -> dict[str, Any]:
+    return {
+        "best_s": t.best, "median_s": t.median, "times_s": t.times, "cpu_s": t.cpu_times,
+        "rate": t.rate, "rate_per_cpu_s": t.n_items / min(t.cpu_times) if t.cpu_times else None,
+    }  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs (best is reported)")
+    ap.add_argument("--score-n", type=int, default=1_000_000, help="documents scored")
+    ap.add_argument("--no-cold", action="store_true", help="skip the empty-cache compile run")
+    ap.add_argument("--out", default="ranking", help="results file stem in bench/results/")
+    args = ap.parse_args(argv)
+
+    import lightgbm as lgb
+    import numba
+    import scipy.sparse as sp
+
+    from learners.features import Batch, concat
+    from learners.io.svmlight import read_svmlight
+    from learners.ranking.lambdamart import LambdaMART
+
+    d = shared_data_dir() / "lightgbm-lambdarank"
+    if not (d / "rank.train").exists():
+        print(f"skipped: {d} is absent (set LEARNSERVE_SHARED_DATA)")
+        return 0
+    tr = read_svmlight(d / "rank.train", n_features=300, query_file=d / "rank.train.query")
+    te = read_svmlight(d / "rank.test", n_features=300, query_file=d / "rank.test.query")
+    assert tr.group_sizes is not None and te.group_sizes is not None
+    gtr, gte = tr.group_sizes, te.group_sizes
+
+    def csr(b: Batch) -> Any:
+        return sp.csr_matrix((b.values, b.indices, b.indptr), shape=(b.n_rows, b.dim))
+
+    tr_csr = csr(tr.X)
+
+    # ------------------------------------------------------------------ compile
+    cold = None if args.no_cold else cold_compile_seconds()
+    t0 = time.perf_counter()
+    LambdaMART(n_estimators=2, min_data_in_leaf=5).fit(
+        tr.X.take(np.arange(200)), tr.y[:200], [100, 100]
+    ).predict(te.X)
+    warm_first_call = time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ training
+    numba.set_num_threads(1)
+    ours_train = measure(
+        lambda _: LambdaMART(**CONFIG).fit(tr.X, tr.y, gtr), repeats=args.repeats, warmup=0
+    )
+    lgb_train = measure(
+        lambda _: lgb.train(
+            {**LGB_PARAMS, "num_threads": 1}, lgb.Dataset(tr_csr, tr.y, group=gtr),
+            num_boost_round=100,
+        ),
+        repeats=args.repeats, warmup=0,
+    )  # fmt: skip
+    ours = LambdaMART(**CONFIG).fit(tr.X, tr.y, gtr)
+    booster = lgb.train(
+        {**LGB_PARAMS, "num_threads": 1}, lgb.Dataset(tr_csr, tr.y, group=gtr), num_boost_round=100
+    )
+    q_ours = ndcgs(ours.predict(te.X), te.y, gte)
+    q_lgb = ndcgs(booster.predict(csr(te.X), num_threads=1), te.y, gte)
+
+    # ------------------------------------------------------------------ scoring
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    reps = -(-args.score_n // te.X.n_rows)
+    big = concat([te.X] * reps)
+    big_csr = csr(big)
+    big_dense = np.tile(te.X.to_dense(), (reps, 1))
+    n = big.n_rows
+    score = {
+        "ours_csr": measure(lambda _: ours.predict(big), repeats=args.repeats, n_items=n),
+        "lightgbm_csr": measure(
+            lambda _: booster.predict(big_csr, num_threads=2), repeats=args.repeats, n_items=n
+        ),
+        "ours_dense": measure(lambda _: ours.predict(big_dense), repeats=args.repeats, n_items=n),
+        "lightgbm_dense": measure(
+            lambda _: booster.predict(big_dense, num_threads=2), repeats=args.repeats, n_items=n
+        ),
+    }
+    same = np.allclose(ours.predict(te.X), booster.predict(csr(te.X)), atol=1e-4)
+
+    # ------------------------------------------------------------------ report
+    ratio = ours_train.best / lgb_train.best
+    rows = [
+        ["LambdaMART (ours)", f"{ours_train.best:.3f}", f"{min(ours_train.cpu_times):.3f}",
+         fmt_ratio(ratio), *(q_ours[f"ndcg@{k}"] for k in KS)],
+        ["LightGBM 4 lambdarank", f"{lgb_train.best:.3f}", f"{min(lgb_train.cpu_times):.3f}",
+         "1.00x", *(q_lgb[f"ndcg@{k}"] for k in KS)],
+    ]  # fmt: skip
+    print_table(
+        "Training on rank.train (100 trees, 1 thread each), NDCG on rank.test",
+        ["model", "train s", "cpu s", "x LightGBM", "NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10"],
+        rows,
+        caption=f"numba: cold compile {cold if cold is None else f'{cold:.1f}'} s, "
+        f"first call in this process {warm_first_call:.2f} s (not in train s); "
+        f"goal train <= 3x LightGBM: {'PASS' if ratio <= 3 else 'FAIL'}",
+    )
+    srows = []
+    for key, t in score.items():
+        peer = score[key.replace("ours", "lightgbm")]
+        srows.append([
+            key.replace("_", " "), fmt_rate(t.rate), fmt_rate(t.n_items / min(t.cpu_times)),
+            fmt_ratio(t.rate / peer.rate) if key.startswith("ours") else "",
+            ("PASS" if t.rate >= 1e6 else "FAIL") if key.startswith("ours") else "",
+        ])  # fmt: skip
+    print_table(
+        f"Batch scoring, {n:,} documents in-process (2 threads each)",
+        ["scorer", "docs/s", "docs per cpu-s", "x LightGBM", ">= 1M/s"],
+        srows,
+        caption=f"scores agree with LightGBM within 1e-4: {same}",
+    )
+    payload = {
+        "data": "lightgbm-lambdarank (rank.train -> rank.test)",
+        "config": CONFIG,
+        "threads": {"training": 1, "scoring": 2},
+        "numba_compile_cold_s": cold,
+        "numba_first_call_s": warm_first_call,
+        "train": {"ours": timing_doc(ours_train), "lightgbm": timing_doc(lgb_train)},
+        "train_time_ratio": ratio,
+        "ndcg": {"ours": q_ours, "lightgbm": q_lgb},
+        "scoring_docs": n,
+        "scoring": {k: timing_doc(v) for k, v in score.items()},
+        "scores_agree_1e-4": bool(same),
+        "goals": {
+            "train_ratio_le_3": ratio <= 3,
+            "scoring_ge_1M_per_s": score["ours_csr"].rate >= 1e6,
+        },
+    }
+    path = write_results(args.out, payload, extra_packages=("lightgbm", "scipy"))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
