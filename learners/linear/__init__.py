@@ -22,6 +22,7 @@ from learners.linear._base import (
     ALGORITHMS,
     LinearClassifier,
     LinearState,
+    NonFiniteWeightsError,
     NotFittedError,
 )
 from learners.linear.arow import AROW
@@ -40,6 +41,7 @@ __all__ = [
     "SCW2",
     "LinearClassifier",
     "LinearState",
+    "NonFiniteWeightsError",
     "NotFittedError",
     "make_classifier",
 ]

@@ -44,6 +44,21 @@ class NotFittedError(ValueError):
     """Prediction was asked of a model that has not learned any label yet."""
 
 
+class NonFiniteWeightsError(FloatingPointError, ValueError):
+    """An example would make the weights inf/NaN; the batch was rejected, state unchanged.
+
+    Both a ``FloatingPointError`` and a ``ValueError`` (bad input, e.g. feature values
+    around 1e300); ``location`` names the example (``labels[i]``). Deterministic: a
+    replica replaying the same batch raises the same error.
+    """
+
+    def __init__(self, row: int) -> None:
+        self.location = f"labels[{row}]"
+        super().__init__(
+            f"{self.location}: weights became non-finite at {self.location}; state left unchanged"
+        )
+
+
 @dataclass
 class LinearState:
     """Everything a linear classifier has learned (plain arrays and scalars)."""
@@ -255,10 +270,7 @@ class LinearClassifier:
                 if fail >= 0:
                     if snapshot is not None:
                         self._restore(snapshot)
-                    raise FloatingPointError(
-                        f"labels[{fail}]: weights became non-finite at labels[{fail}]; "
-                        "state left unchanged"
-                    )
+                    raise NonFiniteWeightsError(fail)
                 correct += c
                 loss_sum += ls
                 updates += u

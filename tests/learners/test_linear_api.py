@@ -20,6 +20,7 @@ from learners.linear import (
     SCW1,
     SCW2,
     LinearClassifier,
+    NonFiniteWeightsError,
     NotFittedError,
     make_classifier,
 )
@@ -178,8 +179,10 @@ def test_non_finite_weights_reject_the_batch_and_restore_state() -> None:
     huge = SPEC.encode([{"2": 0.5}, {"0": 1e300, "3": 1e300}])
     with pytest.raises(
         FloatingPointError, match=r"non-finite at labels\[1\]; state left unchanged"
-    ):
+    ) as e:
         clf.update(huge, ["a", "b"])
+    assert isinstance(e.value, NonFiniteWeightsError) and isinstance(e.value, ValueError)
+    assert e.value.location == "labels[1]"
     assert clf.state_digest() == before
     # same when the batch also introduced a new label (multi-segment rollback)
     with pytest.raises(FloatingPointError, match=r"labels\[1\]"):
