@@ -15,7 +15,7 @@ from starlette.responses import Response
 from service.api.deps import RegistryDep, SettingsDep
 from service.api.errors import ApiError, invalid, json_response, store_unavailable
 from service.api.models import check_name
-from service.api.schemas import error_responses
+from service.api.schemas import ActivateRequest, body_doc, error_responses
 from service.auth import AdminScope, PredictScope
 from service.limits import optional_int, read_body, read_json_object
 from service.store.base import StoreUnavailable
@@ -92,6 +92,7 @@ async def list_artifacts(
     "/models/{name}/active",
     summary='Serve a stored artifact version (rollback): body {"version": 3}',
     responses=error_responses(401, 403, 404, 409, 422, 503),
+    openapi_extra=body_doc(ActivateRequest),
 )
 async def activate(
     name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope

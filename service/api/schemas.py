@@ -161,4 +161,9 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorBody} for c in codes}
 
 
-DOC_MODELS: list[type[BaseModel]] = [ModelCreate, UpdateRequest, PredictRequest]
+class ActivateRequest(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"version": 3}]})
+    version: int = Field(ge=1, description="a stored artifact version of the model")
+
+
+DOC_MODELS: list[type[BaseModel]] = [ModelCreate, UpdateRequest, PredictRequest, ActivateRequest]

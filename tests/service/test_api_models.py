@@ -142,10 +142,13 @@ def test_openapi_documents_every_body_with_an_example(client: httpx.Client) -> N
         ("/models/{name}", "put", "ModelCreate"),
         ("/update", "post", "UpdateRequest"),
         ("/predict", "post", "PredictRequest"),
+        ("/models/{name}/active", "put", "ActivateRequest"),
     ]:
         ref = spec["paths"][route][method]["requestBody"]["content"]["application/json"]["schema"]
         assert ref == {"$ref": f"#/components/schemas/{model}"}
         assert comps[model]["examples"], model
     for name in ("UpdateResponse", "PredictResponse", "ErrorBody"):
         assert comps[name]["examples"], name
+    art = spec["paths"]["/models/{name}/artifact"]["put"]["requestBody"]["content"]
+    assert "application/octet-stream" in art
     assert client.get("/docs").status_code == 200
