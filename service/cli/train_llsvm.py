@@ -48,7 +48,9 @@ def _labels_beside(images: Path) -> Path:
         cand = images.with_name(images.name[: m.start()] + "-labels-idx1-ubyte" + suffix)
         if cand.exists():
             return cand
-    raise ValueError(f"no labels file beside {images} (give --train-labels / name it *-labels-idx1-ubyte)")
+    raise ValueError(
+        f"no labels file beside {images} (give --train-labels / name it *-labels-idx1-ubyte)"
+    )
 
 
 def read_dense(
@@ -97,9 +99,13 @@ def train_llsvm(
     t0: Annotated[float, typer.Option(help="Step offset: step = 1/(lam (t + t0)).")] = 100.0,
     skip: Annotated[int, typer.Option(help="Apply the regulariser every SKIP steps.")] = 200,
     weighting: Annotated[str, typer.Option(help="relative | exponential | inverse.")] = "relative",
-    beta: Annotated[float, typer.Option(help="Sharpness of the (relative/exponential) weights.")] = 3.0,
+    beta: Annotated[
+        float, typer.Option(help="Sharpness of the (relative/exponential) weights.")
+    ] = 3.0,
     multiclass: Annotated[str, typer.Option(help="ovr | crammer_singer.")] = "ovr",
-    anchor_init: Annotated[str, typer.Option(help="kmeans_per_class | kmeans.")] = "kmeans_per_class",
+    anchor_init: Annotated[
+        str, typer.Option(help="kmeans_per_class | kmeans.")
+    ] = "kmeans_per_class",
     normalize: Annotated[bool, typer.Option(help="Scale rows to unit length.")] = True,
     limit: Annotated[int | None, typer.Option(help="Train on the first N examples only.")] = None,
     seed: Annotated[int, typer.Option()] = 0,
@@ -120,7 +126,9 @@ def train_llsvm(
         raise typer.BadParameter(str(exc), param_hint="--train") from None
     if limit is not None:
         X, y = X[:limit], y[:limit]
-    err.print(f"[bold]{train.name}[/]: {X.shape[0]} examples, {X.shape[1]} features, scale 1/{used:g}")
+    err.print(
+        f"[bold]{train.name}[/]: {X.shape[0]} examples, {X.shape[1]} features, scale 1/{used:g}"
+    )
     start = time.perf_counter()
     with Progress(
         TextColumn("[progress.description]{task.description}"),
