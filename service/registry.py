@@ -94,6 +94,9 @@ class ModelHandle:
         self.examples_learned = 0  # over the model's whole life (kept in checkpoints)
         self.entries_skipped = 0
         self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
+        # This worker's own appended entries not applied yet, by position: catching
+        # up through them needs no read from the store.
+        self.local: dict[int, bytes] = {}
         self.checkpoint_position = 0
         self.checkpoint_at: float | None = None
         self.checkpointing = False
@@ -370,6 +373,10 @@ class Registry:
     async def _catch_up_locked(self, h: ModelHandle, target: int | None = None) -> None:
         """Apply every entry past ``h.version`` (up to ``target`` if given)."""
         while target is None or h.version < target:
+            nxt = h.local.pop(h.version + 1, None)
+            if nxt is not None:
+                h.apply_entry(h.version + 1, nxt)
+                continue
             limit = 256 if target is None else max(1, min(256, target - h.version))
             entries = await self.store.read_log(h.name, h.version, limit)
             if not entries:
@@ -382,6 +389,7 @@ class Registry:
                 if e.position != h.version + 1:
                     raise RuntimeError(f"model {h.name!r}: log gap at {e.position}")
                 h.apply_entry(e.position, e.payload)
+                h.local.pop(e.position, None)
             self._changed.set()
             if len(entries) < limit:
                 return
@@ -399,6 +407,7 @@ class Registry:
         h.checkpoint_position = cp.position
         h.checkpoint_at = cp.created_at
         h.examples_learned = int(meta.get("examples_learned", h.examples_learned))
+        h.local = {p: v for p, v in h.local.items() if p > h.version}
 
     async def submit_update(self, h: ModelHandle, payload: bytes) -> int:
         """Append durably, apply in log order up to our entry, return its position."""
@@ -411,12 +420,10 @@ class Registry:
             self._drop(h.name)  # deleted by another worker meanwhile
             raise not_found(h.name) from None
         self.health.ok()
+        if position > h.version:
+            h.local[position] = payload
         async with h.lock:
-            if h.version == position - 1:
-                # Nobody wrote in between (the usual case): apply our own payload.
-                h.apply_entry(position, payload)
-                self._changed.set()
-            elif h.version < position:
+            if h.version < position:
                 try:
                     await self._catch_up_locked(h, position)
                 except StoreUnavailable as e:
@@ -425,6 +432,8 @@ class Registry:
                         "the update is stored but could not be applied yet; "
                         "it will be applied when the store is back"
                     ) from e
+                self._changed.set()
+            h.local.pop(position, None)
             error = h.failed.get(position)
         if error is not None:
             raise invalid(f"the update could not be applied: {error}")
