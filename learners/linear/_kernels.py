@@ -28,10 +28,62 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # algorithm codes (the order of learners.linear.ALGORITHMS)
 PA, PA1, PA2, CW, AROW, SCW1, SCW2 = 0, 1, 2, 3, 4, 5, 6
+
+# rows ahead whose coordinates are prefetched: random reads into a 2**20-wide
+# state are cache misses, and issuing them early overlaps them (about 2x faster)
+PREFETCH_ROWS = 4
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):  # pragma: no cover - compiled
+    """Hint the CPU to fetch ``arr[idx]`` into cache (``llvm.prefetch``; results unchanged)."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        ary, ind = args
+        aryty = signature.args[0]
+        a = context.make_array(aryty)(context, builder, ary)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, a, [ind], wraparound=False)
+        _emit_prefetch(builder, ptr)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _prefetch_2d(typingctx, arr, i, j):  # pragma: no cover - compiled
+    """``_prefetch`` of ``arr[i, j]`` for a 2-d array of any layout (e.g. a strided view)."""
+    sig = types.void(arr, i, j)
+
+    def codegen(context, builder, signature, args):
+        ary, ii, jj = args
+        aryty = signature.args[0]
+        a = context.make_array(aryty)(context, builder, ary)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, a, [ii, jj], wraparound=False)
+        _emit_prefetch(builder, ptr)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _emit_prefetch(builder, ptr):  # pragma: no cover - compiled
+    i8p = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+    # (address, rw, locality=3: keep in all cache levels, cache type=1: data)
+    builder.call(
+        fn,
+        [builder.bitcast(ptr, i8p), ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)],
+    )
+
 
 # validate_batch problem codes
 BAD_INDEX, UNSORTED, NONFINITE, BAD_INDPTR = 1, 2, 3, 4
@@ -231,10 +283,18 @@ def update_diag(
     correct = 0
     loss_sum = 0.0
     n_upd = 0
+    flat = w.reshape(w.size)
+    C = w.shape[2]
+    d = w.shape[1]
     for i in range(start, stop):
         a = indptr[i]
         b = indptr[i + 1]
         yi = y[i]
+        ahead = i + PREFETCH_ROWS
+        if ahead < stop:
+            for p in range(indptr[ahead], indptr[ahead + 1]):
+                for k in range(R):
+                    _prefetch(flat, (k * d + indices[p]) * C)  # type: ignore[call-arg]
         if binary:
             s, v = _dot_quad(w, 0, has_cov, indices, values, a, b)
             sgn = 1.0 if yi == 0 else -1.0
@@ -302,6 +362,11 @@ def scores(indptr, indices, values, mu, two_sided):  # pragma: no cover - numba
     R = mu.shape[0]
     out = np.zeros((n, 2 if two_sided else R))
     for i in range(n):
+        ahead = i + PREFETCH_ROWS
+        if ahead < n:
+            for p in range(indptr[ahead], indptr[ahead + 1]):
+                for k in range(R):
+                    _prefetch_2d(mu, k, indices[p])  # type: ignore[call-arg]
         for k in range(R):
             s = 0.0
             for p in range(indptr[i], indptr[i + 1]):
