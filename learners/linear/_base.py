@@ -249,7 +249,17 @@ class LinearClassifier:
     # ------------------------------------------------------------------ learning
 
     def update(self, batch: Batch, labels: Sequence[Label] | np.ndarray) -> UpdateResult:
-        """Predict-then-learn each example in order; all-or-nothing on error."""
+        """Predict-then-learn each example in order; all-or-nothing on error.
+
+        ``labels`` are strings or integers (a list, or a numpy integer array — the
+        fastest form, checked without a Python loop). Returns the progressive
+        figures: pre-update predictions that were right, the sum of pre-update
+        hinge losses max(0, 1 − m), and how many examples changed the model.
+        Raises ``ValueError``/``FeatureError`` naming the culprit (``labels[i]``,
+        ``batch[i]``, ``batch.dim``) before anything changes, and
+        :class:`NonFiniteWeightsError` (state restored) if an example would make the
+        weights non-finite.
+        """
         ip, ix, vs = self._check_batch(batch)
         n = ip.shape[0] - 1
         y, new = label_codes(labels, n, self._index)
