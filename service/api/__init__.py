@@ -1,0 +1,21 @@
+"""HTTP routes of the service (one small module per area).
+
+==========================================  ========  ===========================================
+route                                       scope     what
+==========================================  ========  ===========================================
+``PUT /models/{name}``                      admin     create an online model (201; same body: 200;
+                                                      other body: 409)
+``GET /models``, ``GET /models/{name}``     predict   list / describe (config, version, labels,
+                                                      online metrics, last checkpoint, digest)
+``DELETE /models/{name}``                   admin     remove the model and all it stored (204)
+``POST /models/{name}/checkpoint``          admin     checkpoint now
+``PUT /models/{name}/artifact``             admin     deploy a batch-model artifact (octet-stream)
+``GET /models/{name}/artifacts``            predict   stored artifact versions, active one
+``PUT /models/{name}/active``               admin     serve another stored version (rollback)
+``POST /update``                            update    learn; answers once durable and applied
+``POST /predict``                           predict   score; ``min_version`` for read-your-writes
+``GET /healthz``, ``/readyz``, ``/metrics``  none      liveness, readiness, Prometheus
+==========================================  ========  ===========================================
+
+Errors always have the shape ``{"detail": {"error", "message", "field"?}}``.
+"""
