@@ -1,17 +1,18 @@
 """numba kernels of the online linear classifiers (the shell is :mod:`learners.linear._base`).
 
 Every kernel processes a whole range of CSR rows in one call (no Python per
-example). State is a mean matrix ``mu`` (R × d) and, for the confidence-weighted
-family, a covariance: ``sig`` (R × d, the diagonal) or ``S`` (R × d × d, full).
-``R == 1`` while the model is binary (≤ 2 labels: row 0 is ``labels_[0]``'s side,
-``y = +1``; ``labels_[1]`` is ``y = -1``), otherwise ``R`` is the number of labels.
+example). Diagonal state is ``w`` (R × d × 2): the mean μ and the variance σ of a
+coordinate side by side, so a sparse update touches one cache line per coordinate
+(PA: R × d × 1, the mean only). Full-covariance state (:mod:`._kernels_full`) is
+``mu`` (R × d) and ``S`` (R × d × d). ``R == 1`` while the model is binary (≤ 2
+labels: row 0 is ``labels_[0]``'s side, ``y = +1``; ``labels_[1]`` is ``y = -1``),
+otherwise ``R`` is the number of labels.
 
 Atomicity: an update that would make the state non-finite is undone *inside*
-the kernel, which returns the failing row. The diagonal kernel keeps an undo log
-of (row, coordinate, old mean, old variance) — O(nnz), sequential writes, so the
-fast path never copies the (possibly 2**20-wide) state. The full kernel saves a
-class's mean and matrix the first time the call touches it (≤ R copies per call,
-each no larger than one rank-1 update).
+the kernel, which returns the failing row. The diagonal kernel logs the old
+(μ, σ) of every coordinate it changes plus one (row, class, offset) record per
+class update — O(nnz) sequential writes, so the fast path never copies the
+(possibly 2**20-wide) state; the log buffers are reused between calls.
 
 Step sizes follow the papers:
 
