@@ -12,7 +12,7 @@ every ``skip`` steps (the SVMSGD2 scheme the paper uses, eqs. 11-13).
 >>> rng = np.random.default_rng(0)
 >>> X = rng.random((400, 2))
 >>> y = np.where((X[:, 0] - 0.5) ** 2 + (X[:, 1] - 0.5) ** 2 < 0.1, "in", "out")
->>> model = LLSVM(n_anchors=16, n_neighbours=4, passes=5).fit(X, y)
+>>> model = LLSVM(n_anchors=16, n_neighbours=4, passes=5, normalize=False).fit(X, y)
 >>> bool((model.predict(X) == y).mean() > 0.9)
 True
 """
@@ -312,6 +312,7 @@ class LLSVM:
 
     def predict(self, X: Any) -> np.ndarray:
         """The highest-scoring label of each row (ints or strings, as in training)."""
+        self._check_fitted()
         return self.classes_[np.argmax(self.decision_function(X), axis=1)]
 
     def score(self, X: Any, y: Any) -> float:
