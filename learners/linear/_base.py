@@ -38,6 +38,7 @@ from learners.linear._params import _check_dim, _covariance
 
 ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
 KIND = "linear"
+_KEEP_LOG = 1 << 20  # undo-log coordinates kept between calls (16 MiB for (μ, σ) pairs)
 
 
 class NotFittedError(ValueError):
@@ -313,13 +314,16 @@ class LinearClassifier:
         )  # fmt: skip
 
     def _undo_log(self, n_coords: int, n_records: int) -> tuple[np.ndarray, np.ndarray]:
-        # Reused between calls: fresh buffers would cost a page fault per 4 KiB.
+        # Reused between calls (fresh buffers would cost a page fault per 4 KiB), up
+        # to _KEEP_LOG coordinates; a bigger batch gets a buffer that dies with it.
+        if n_coords > _KEEP_LOG:
+            return np.empty((n_coords, self._w.shape[2])), np.empty((n_records, 3), np.int64)
         log = getattr(self, "_log", None)
         if log is None or log[0].shape[0] < n_coords or log[1].shape[0] < n_records:
             old_w = 0 if log is None else log[0].shape[0]
             old_u = 0 if log is None else log[1].shape[0]
             log = (
-                np.empty((max(n_coords, 1024, 2 * old_w), self._w.shape[2])),
+                np.empty((min(max(n_coords, 1024, 2 * old_w), _KEEP_LOG), self._w.shape[2])),
                 np.empty((max(n_records, 64, 2 * old_u), 3), dtype=np.int64),
             )
             self._log = log

@@ -274,3 +274,22 @@ def test_binary_confidence_is_phi_of_margin_over_std(cov: str) -> None:
     v = float(x @ (np.diag(st.sigma[0]) if cov == "diagonal" else st.sigma[0]) @ x)
     assert s < 0 and d.label == "n" and d.score == -s  # the negative side wins
     assert d.confidence == pytest.approx(norm.cdf(abs(s) / np.sqrt(v)), rel=1e-12)
+
+
+def test_undo_log_for_batches_bigger_than_the_kept_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import learners.linear._base as base
+
+    monkeypatch.setattr(base, "_KEEP_LOG", 8)  # every batch below takes the temporary path
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 6))
+    y = rng.integers(0, 3, 50)
+    a, b = SCW2(dim=6), SCW2(dim=6)
+    a.update(Batch.from_dense(X), y)
+    for i in range(50):
+        b.update(Batch.from_dense(X[i : i + 1]), y[i : i + 1])
+    assert a.state_digest() == b.state_digest()
+    before = a.state_digest()
+    X[40, 2] = 1e300
+    with pytest.raises(NonFiniteWeightsError):
+        a.update(Batch.from_dense(X), y)
+    assert a.state_digest() == before
