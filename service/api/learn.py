@@ -6,6 +6,8 @@ adapter; no per-example pydantic objects are built.
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -25,6 +27,8 @@ from service.registry import Registry
 from service.settings import Settings
 
 router = APIRouter(tags=["learning"])
+
+OFFLOAD_BYTES = 256 * 1024  # bodies above this are encoded in a worker thread
 
 
 def hot_path(request: Request, scope: str) -> tuple[Registry, Settings]:
@@ -58,7 +62,12 @@ async def update(request: Request) -> Response:
         )
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
-    payload, n = h.adapter.parse_update(body, settings, raw)
+    if len(raw) > OFFLOAD_BYTES:
+        # Encoding a big batch takes tens of ms: off the loop, so predicts keep
+        # flowing (parse_update reads only the model's config, never its state).
+        payload, n = await asyncio.to_thread(h.adapter.parse_update, body, settings, raw)
+    else:
+        payload, n = h.adapter.parse_update(body, settings, raw)
     version = await registry.submit_update(h, payload)
     M.EXAMPLES_ACCEPTED.labels(name).inc(n)
     return json_response({"model": name, "applied": n, "version": version})

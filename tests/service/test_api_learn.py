@@ -325,3 +325,23 @@ def test_log_payload_round_trips_exactly(density: float) -> None:
         with pytest.raises(PayloadError):
             decode_payload(blob[:-1], 9)
     assert sizes[1] <= sizes[0]  # the matrix form is used only when smaller
+
+
+def test_big_bodies_are_encoded_off_the_loop_with_the_same_result(
+    client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.api import learn
+
+    monkeypatch.setattr(learn, "OFFLOAD_BYTES", 0)  # every body takes the thread path
+    make(client, "offload", dense_model(4, "pa2"))
+    ref = make_classifier("pa2", dim=4, params={})
+    X, y = blobs(30, 5)
+    r = client.post(
+        "/update",
+        json={"model": "offload", "examples": [{"x": a, "y": b} for a, b in zip(X.tolist(), y)]},
+    )
+    assert r.status_code == 200
+    ref.update(FeatureSpec.dense(4).encode(X.tolist()), y)
+    assert digest(client, "offload") == (1, ref.state_digest())
+    r = client.post("/update", json={"model": "offload", "examples": [{"x": [1, 2], "y": "a"}]})
+    assert r.status_code == 422 and err(r)["field"] == "examples[0].x"
