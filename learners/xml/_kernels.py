@@ -13,8 +13,11 @@ with ``L_nDCG@L(r, y) = I_L(y) sum_{l<=L} y_{r_l} / log2(1 + l)`` and
 ``pw[i] = I_L(y_i)`` are computed once per fit (0 for a point without labels, so
 it never moves the rankings). Label ``l`` at position ``t`` (0-based) of a
 ranking gets the discount ``disc[l] = 1/log2(t + 2)``; labels outside the top
-``L``, or with a zero sum on that side, get 0 (their place in a ranking is
-arbitrary, and 0 keeps the result deterministic).
+``L`` get 0. A ranking is a permutation of the labels, so the labels with a zero
+sum on one side still take places there (after the positive ones), as in the
+released code; giving them discount 0 instead cost ~0.008 P@3 on Bibtex. Ties
+are broken deterministically: labels present in the node first, then by id, so a
+split depends only on the node's own points.
 
 Everything runs with ``nogil=True`` so that trees grow on several threads.
 """
@@ -29,7 +32,13 @@ from learners.xml._l1_kernels import l1lr_solve, log1pexp, rng_below
 
 @njit(cache=True, nogil=True)
 def rank_side(node_labels, sums, L, disc):
-    """r = the labels of ``node_labels`` sorted by ``sums`` (desc, ties by id); set ``disc``."""
+    """r = the node's labels sorted by ``sums`` (desc, ties by id); set ``disc`` for them.
+
+    ``node_labels`` (sorted by id) are the labels of the node's points. A label
+    with a zero sum on this side still gets its place, after the positive-sum
+    labels (see the module docstring); labels absent from the node would come
+    after all of them and never matter. Only the top ``L`` places count.
+    """
     k = node_labels.shape[0]
     key = np.empty(k)
     for t in range(k):
@@ -37,10 +46,7 @@ def rank_side(node_labels, sums, L, disc):
         disc[node_labels[t]] = 0.0
     order = np.argsort(key, kind="mergesort")  # stable: equal sums keep id order
     for t in range(min(L, k)):
-        lab = node_labels[order[t]]
-        if sums[lab] <= 0.0:
-            break
-        disc[lab] = 1.0 / np.log2(t + 2.0)
+        disc[node_labels[order[t]]] = 1.0 / np.log2(t + 2.0)
 
 
 @njit(cache=True, nogil=True)
