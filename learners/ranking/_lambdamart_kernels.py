@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from learners.ranking._tree_kernels import row_bin
+
 # ----------------------------------------------------------------------------- gradients
 
 
@@ -48,6 +50,12 @@ def lambda_gradients(
     lambdas are rescaled by ``log2(1 + S) / S`` (S = sum of |lambda|).
     """
     nq = offsets.shape[0] - 1
+    # gains and discounts once per call, not once per pair
+    gain = 2.0**labels - 1.0
+    max_cnt = 1
+    for q in range(nq):
+        max_cnt = max(max_cnt, offsets[q + 1] - offsets[q])
+    disc = 1.0 / np.log2(np.arange(max_cnt) + 2.0)
     for q in range(nq):
         a = offsets[q]
         cnt = offsets[q + 1] - a
@@ -64,27 +72,22 @@ def lambda_gradients(
         imd = inv_max_dcg[q]
         sum_lambdas = 0.0
         for i in range(min(cnt - 1, truncation)):
+            oi = order[i]
             for j in range(i + 1, cnt):
-                yi = y[order[i]]
-                yj = y[order[j]]
-                if yi == yj:
+                oj = order[j]
+                if y[oi] == y[oj]:
                     continue
-                if yi > yj:
-                    hr, lr = i, j
+                if y[oi] > y[oj]:
+                    hr, lr, hi, lo = i, j, oi, oj
                 else:
-                    hr, lr = j, i
-                hi = order[hr]
-                lo = order[lr]
+                    hr, lr, hi, lo = j, i, oj, oi
                 delta = s[hi] - s[lo]
-                dcg_gap = (2.0 ** y[hi] - 1.0) - (2.0 ** y[lo] - 1.0)
-                disc = abs(1.0 / np.log2(hr + 2.0) - 1.0 / np.log2(lr + 2.0))
-                dndcg = dcg_gap * disc * imd
+                dndcg = (gain[a + hi] - gain[a + lo]) * abs(disc[hr] - disc[lr]) * imd
                 if norm and best != worst:
                     dndcg /= 0.01 + abs(delta)
                 p = 1.0 / (1.0 + np.exp(sigma * delta))
-                ph = p * (1.0 - p)
                 p_lambda = -sigma * dndcg * p
-                p_hess = sigma * sigma * dndcg * ph
+                p_hess = sigma * sigma * dndcg * p * (1.0 - p)
                 grad[a + lo] -= p_lambda
                 hess[a + lo] += p_hess
                 grad[a + hi] += p_lambda
@@ -119,182 +122,6 @@ def bernoulli_bag(states: np.ndarray, n: int, fraction: float, block: int) -> np
             keep[m] = i
             m += 1
     return keep[:m].copy()
-
-
-# ----------------------------------------------------------------------------- histograms
-
-
-@njit(cache=True)
-def build_histogram(
-    rows: np.ndarray,
-    ptr: np.ndarray,
-    feat: np.ndarray,
-    bins: np.ndarray,
-    grad: np.ndarray,
-    hess: np.ndarray,
-    bound_off: np.ndarray,
-    default_bin: np.ndarray,
-    hg: np.ndarray,
-    hh: np.ndarray,
-    hc: np.ndarray,
-) -> tuple[float, float]:
-    """Gradient/hessian/count histogram of ``rows``; returns the (G, H) totals.
-
-    Only non-default cells are visited; each feature's default bin is then the
-    leaf total minus its other bins (LightGBM's most_freq_bin trick).
-    """
-    hg[:] = 0.0
-    hh[:] = 0.0
-    hc[:] = 0
-    G = 0.0
-    H = 0.0
-    for r in rows:
-        g = grad[r]
-        h = hess[r]
-        G += g
-        H += h
-        for t in range(ptr[r], ptr[r + 1]):
-            k = bound_off[feat[t]] + bins[t]
-            hg[k] += g
-            hh[k] += h
-            hc[k] += 1
-    n = rows.shape[0]
-    nf = default_bin.shape[0]
-    for f in range(nf):
-        sg = 0.0
-        sh = 0.0
-        sc = 0
-        for k in range(bound_off[f], bound_off[f + 1]):
-            sg += hg[k]
-            sh += hh[k]
-            sc += hc[k]
-        k = bound_off[f] + default_bin[f]
-        hg[k] = G - sg
-        hh[k] = H - sh
-        hc[k] = n - sc
-    return G, H
-
-
-@njit(cache=True)
-def find_best_split(
-    hg: np.ndarray,
-    hh: np.ndarray,
-    hc: np.ndarray,
-    bound_off: np.ndarray,
-    G: float,
-    H: float,
-    n: int,
-    min_data: int,
-    min_hess: float,
-    l2: float,
-    hessian_counts: bool,
-) -> tuple[float, int, int]:
-    """Best (gain, feature, bin) over all features, LightGBM's reverse scan.
-
-    Left = bins ``<= bin``. Gain = GL²/(HL+l2) + GR²/(HR+l2) - G²/(H+l2); a split
-    must have positive gain. Ties: larger bin within a feature (scan from the
-    right, strict >), smaller feature across features. With ``hessian_counts`` the
-    per-bin row counts used by ``min_data`` are LightGBM's estimate
-    ``round(hess * n / H)`` instead of the exact counts.
-    """
-    eps = 1e-15
-    parent = G * G / (H + l2)
-    best_gain = 0.0
-    best_f = -1
-    best_b = -1
-    cnt_factor = n / H if H > 0.0 else 0.0
-    nf = bound_off.shape[0] - 1
-    for f in range(nf):
-        lo = bound_off[f]
-        nb = bound_off[f + 1] - lo
-        sgr = 0.0
-        shr = eps
-        cr = 0
-        fbest = 0.0
-        fb = -1
-        for t in range(nb - 1, 0, -1):
-            k = lo + t
-            sgr += hg[k]
-            shr += hh[k]
-            if hessian_counts:
-                cr += int(np.floor(hh[k] * cnt_factor + 0.5))
-            else:
-                cr += hc[k]
-            if cr < min_data or shr < min_hess:
-                continue
-            if n - cr < min_data:
-                break
-            shl = H - shr
-            if shl < min_hess:
-                break
-            sgl = G - sgr
-            gain = sgl * sgl / (shl + l2) + sgr * sgr / (shr + l2) - parent
-            if gain > fbest:
-                fbest = gain
-                fb = t - 1
-        if fb >= 0 and fbest > best_gain:
-            best_gain = fbest
-            best_f = f
-            best_b = fb
-    return best_gain, best_f, best_b
-
-
-@njit(cache=True)
-def split_sums(
-    hg: np.ndarray, hh: np.ndarray, hc: np.ndarray, lo: int, b: int
-) -> tuple[float, float, int]:
-    """Left-side (G, H, count) of the split ``bin <= b`` of the feature starting at ``lo``."""
-    g = 0.0
-    h = 0.0
-    c = 0
-    for k in range(lo, lo + b + 1):
-        g += hg[k]
-        h += hh[k]
-        c += hc[k]
-    return g, h, c
-
-
-@njit(cache=True)
-def row_bin(ptr: np.ndarray, feat: np.ndarray, bins: np.ndarray, r: int, f: int, dflt: int) -> int:
-    a = ptr[r]
-    b = ptr[r + 1]
-    while a < b:
-        m = (a + b) // 2
-        if feat[m] < f:
-            a = m + 1
-        else:
-            b = m
-    if a < ptr[r + 1] and feat[a] == f:
-        return bins[a]
-    return dflt
-
-
-@njit(cache=True)
-def partition(
-    rows: np.ndarray,
-    ptr: np.ndarray,
-    feat: np.ndarray,
-    bins: np.ndarray,
-    f: int,
-    b: int,
-    dflt: int,
-    buf: np.ndarray,
-) -> int:
-    """Stable in-place partition of ``rows`` into (bin <= b | bin > b); returns the left size."""
-    n = rows.shape[0]
-    nl = 0
-    nr = 0
-    for i in range(n):
-        r = rows[i]
-        if row_bin(ptr, feat, bins, r, f, dflt) <= b:
-            rows[nl] = r
-            nl += 1
-        else:
-            buf[nr] = r
-            nr += 1
-    for i in range(nr):
-        rows[nl + i] = buf[i]
-    return nl
 
 
 @njit(cache=True)

@@ -101,28 +101,26 @@ class BinMapper:
         vals = X.values[order]
         starts = np.searchsorted(cols, np.arange(X.dim + 1))
         self.bounds_: dict[int, np.ndarray] = {}
-        used = []
+        used: list[int] = []
+        defaults: list[int] = []
         for j in range(X.dim):
             v = vals[starts[j] : starts[j + 1]]
             nz = v[v != 0.0]
             b = _find_bins(nz, n - nz.shape[0], self.max_bin, self.min_data_in_bin)
-            if b.shape[0] > 1:
-                self.bounds_[j] = b
-                used.append(j)
+            if b.shape[0] < 2:
+                continue
+            # bin of a value: first bound >= value (LightGBM's ValueToBin)
+            cnt = np.bincount(np.searchsorted(b, nz, side="left"), minlength=b.shape[0])
+            cnt[int(np.searchsorted(b, 0.0, side="left"))] += n - nz.shape[0]
+            if int(cnt.max()) == n:  # every value in one bin: the feature can never split
+                continue
+            self.bounds_[j] = b
+            used.append(j)
+            # the most frequent bin is left implicit in BinnedRows (LightGBM's
+            # most_freq_bin), so histograms touch only the other cells
+            defaults.append(int(np.argmax(cnt)))
         self.dim_ = X.dim
         self._index(used)
-        # default bin = the most frequent one; it is left implicit in BinnedRows
-        # (LightGBM's most_freq_bin), so histograms touch only the other cells.
-        probe = self._transform(X, self.zero_bin_)
-        defaults, keep = [], []
-        for f, j in enumerate(used):
-            cnt = np.bincount(probe.bin[probe.feature == f], minlength=int(self.n_bins_[f]))
-            cnt[self.zero_bin_[f]] += n - int((probe.feature == f).sum())
-            if int(cnt.max()) < n:  # a feature with one non-empty bin can never split
-                keep.append(j)
-                defaults.append(int(np.argmax(cnt)))
-        if len(keep) < len(used):
-            self._index(keep)
         self.default_bin_ = np.asarray(defaults, dtype=np.int64)
         return self
 
