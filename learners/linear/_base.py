@@ -336,7 +336,7 @@ class LinearClassifier:
             raise NotFittedError("model has not learned any label yet")
 
     def decision_function(self, batch: Batch) -> np.ndarray:
-        """(n, K) scores, columns in ``labels_`` order (binary: μ·x and −μ·x)."""
+        """(n, K) scores, columns in ``labels_`` order (binary: μ·x and −μ·x; one label: μ·x)."""
         self._fitted()
         return self._decision(*self._check_batch(batch))
 
