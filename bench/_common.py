@@ -174,10 +174,10 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _git_commit() -> str | None:
+def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
+            ["git", *args],
             cwd=BENCH_DIR,
             capture_output=True,
             text=True,
@@ -186,7 +186,12 @@ def _git_commit() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip()
+
+
+def _dirty() -> bool | None:
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status)
 
 
 def machine_info(extra_packages: Sequence[str] = ()) -> dict[str, Any]:
@@ -212,7 +217,9 @@ def machine_info(extra_packages: Sequence[str] = ()) -> dict[str, Any]:
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "packages": packages,
-        "git_commit": _git_commit(),
+        "git_commit": _git("rev-parse", "HEAD") or None,
+        # Uncommitted changes to tracked files mean the commit alone does not pin the code.
+        "git_dirty": _dirty(),
     }
 
 
