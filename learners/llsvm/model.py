@@ -8,6 +8,29 @@ a smooth blend of per-anchor linear models. ``W`` and ``b`` are learned by SGD
 on the hinge loss with step ``1 / (lam (t + t0))`` and the regulariser applied
 every ``skip`` steps (the SVMSGD2 scheme the paper uses, eqs. 11-13).
 
+Choices beyond the paper, each measured on MNIST (60k train / 10k test, 100
+anchors, 8 neighbours, 10 passes; test error) and switchable:
+
+- ``weighting="relative"``: gamma ~ exp(-beta (d^2 / d_1^2 - 1)), d_1 the nearest
+  anchor's distance. Scale-free (the same ``beta`` for any feature scale). On raw
+  pixels: 2.63 % with the paper's inverse distance, 2.28 % with the Shark wrapper's
+  exp(-0.1 d^2), 2.23 % relative (beta=3).
+- ``fit_bias=False``: the per-anchor bias b, unregularised with the full step as
+  in eq. 12, made it 5.28 % (vs 2.81 %); the Shark wrapper also drops it.
+- ``normalize=True``: rows scaled to unit length (2.22 % -> 2.02 % with averaging).
+  For low-dimensional data whose vector length carries information (2-d points,
+  say) set it to False. ``lam`` is per unit-norm row: 3e-7 here ~ 3e-5 on raw pixels.
+- ``average=True``: the model is the mean of the end-of-pass iterates of the
+  second half of the passes (2.25 % -> 2.02 %).
+- ``multiclass="ovr"``: 2.02 % vs 2.10 % for the multiclass (Crammer-Singer) hinge.
+- ``anchors="kmeans_per_class"``: as the Shark wrapper (2.02 % vs 2.01 % global).
+- More neighbours help: 1.95 % with 10, 1.89 % with 12, 1.88 % with 16 (the
+  paper reports 1.85 %); 8 stays the default for prediction speed.
+
+W is trained in float64 and kept in float32 once fitted: scoring reads W rows
+of random anchors, and halving the bytes made scoring 1.5x faster; no argmax
+changed on the MNIST test set (score differences ~1e-6).
+
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
 >>> X = rng.random((400, 2))
@@ -273,8 +296,8 @@ class LLSVM:
             if progress is not None:
                 progress(p, metrics)
         n_avg = self.passes - first_avg
-        # Served in float32: scoring reads W at random anchors, so halving its
-        # bytes doubles prediction speed; argmax changes were never seen (|dscore| ~1e-6).
+        # Served in float32 (see the module doc): scoring reads W rows at random
+        # anchors, so halving the bytes speeds prediction up; scores move by ~1e-6.
         self.W_ = (W_sum / n_avg).astype(np.float32)
         self.b_ = (b_sum / n_avg).astype(np.float32)
         self.t_ = int(t)
