@@ -73,6 +73,7 @@ class Settings(BaseSettings):
     allow_no_auth: bool = False
     # /metrics is open (Prometheus scrapes inside the network); set false to require "admin".
     metrics_public: bool = True
+    otel: bool = False  # FastAPI's OpenTelemetry instrumentation (costs per request)
 
     max_body_bytes: int = Field(default=16 << 20, ge=1024)
     max_artifact_bytes: int = Field(default=2 << 30, ge=1024)  # PUT /models/{name}/artifact
