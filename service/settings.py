@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     max_batch_examples: int = Field(default=10_000, ge=1)
     max_features_per_example: int = Field(default=100_000, ge=1)
     max_dim: int = Field(default=1 << 24, ge=1)  # hashed bits <= log2(max_dim)
+    # /update bodies larger than this are encoded in a worker thread (the loop keeps
+    # serving meanwhile); 0 = always, a huge value = never.
+    parse_in_thread_bytes: int = Field(default=256 * 1024, ge=0)
 
     checkpoint_every_updates: int = Field(default=1000, ge=1)  # log entries between checkpoints
     checkpoint_every_seconds: float = Field(default=60.0, gt=0)

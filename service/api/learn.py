@@ -28,8 +28,6 @@ from service.settings import Settings
 
 router = APIRouter(tags=["learning"])
 
-OFFLOAD_BYTES = 256 * 1024  # bodies above this are encoded in a worker thread
-
 
 def hot_path(request: Request, scope: str) -> tuple[Registry, Settings]:
     """Auth + readiness as plain calls: on these two routes FastAPI's dependency
@@ -62,7 +60,7 @@ async def update(request: Request) -> Response:
         )
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
-    if len(raw) > OFFLOAD_BYTES:
+    if len(raw) > settings.parse_in_thread_bytes:
         # Encoding a big batch takes tens of ms: off the loop, so predicts keep
         # flowing (parse_update reads only the model's config, never its state).
         payload, n = await asyncio.to_thread(h.adapter.parse_update, body, settings, raw)

@@ -28,6 +28,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
         min_version_wait_seconds=0.3,
     )
     with ServerThread(settings) as srv, srv.client() as c:
+        c.server_settings = srv.app.state.settings  # type: ignore[attr-defined]
         yield c
 
 
@@ -330,9 +331,8 @@ def test_log_payload_round_trips_exactly(density: float) -> None:
 def test_big_bodies_are_encoded_off_the_loop_with_the_same_result(
     client: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from service.api import learn
-
-    monkeypatch.setattr(learn, "OFFLOAD_BYTES", 0)  # every body takes the thread path
+    # every body takes the thread path
+    monkeypatch.setattr(client.server_settings, "parse_in_thread_bytes", 0)
     make(client, "offload", dense_model(4, "pa2"))
     ref = make_classifier("pa2", dim=4, params={})
     X, y = blobs(30, 5)
