@@ -14,8 +14,10 @@ def greedy_find_bin(
 
     Few distinct values: one bin per value, except that a bin is closed only once
     it holds ``min_data_in_bin`` samples. Many: bins of roughly equal counts, with
-    very frequent values in bins of their own. Bounds are midpoints between
-    adjacent distinct values; the last bound is +inf.
+    very frequent values in bins of their own. Bounds are the next double above
+    the midpoints between adjacent distinct values (LightGBM's
+    ``GetDoubleUpperBound``; a test value equal to the midpoint goes left as in
+    LightGBM); the last bound is +inf.
     """
     n = distinct.shape[0]
     out = np.empty(max(n, 1) + 1, dtype=np.float64)
@@ -25,8 +27,8 @@ def greedy_find_bin(
         for i in range(n - 1):
             cur += counts[i]
             if cur >= min_data_in_bin:
-                val = (distinct[i] + distinct[i + 1]) / 2.0
-                if m == 0 or out[m - 1] != val:
+                val = np.nextafter((distinct[i] + distinct[i + 1]) / 2.0, np.inf)
+                if m == 0 or val > np.nextafter(out[m - 1], np.inf):
                     out[m] = val
                     m += 1
                     cur = 0
@@ -66,8 +68,8 @@ def greedy_find_bin(
                 mean_bin_size = rest_sample_cnt / max(rest_bin_cnt, 1)
     bin_cnt += 1
     for i in range(bin_cnt - 1):
-        val = (upper[i] + lower[i + 1]) / 2.0
-        if m == 0 or out[m - 1] != val:
+        val = np.nextafter((upper[i] + lower[i + 1]) / 2.0, np.inf)
+        if m == 0 or val > np.nextafter(out[m - 1], np.inf):
             out[m] = val
             m += 1
     out[m] = np.inf

@@ -14,6 +14,8 @@ from learners.ranking._tree_kernels import row_bin
 
 # ----------------------------------------------------------------------------- gradients
 
+_ONE_HUNDREDTH_F32 = float(np.float32(0.01))  # LightGBM writes the constant as 0.01f
+
 
 @njit(cache=True)
 def inverse_max_dcg(labels: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
@@ -41,6 +43,8 @@ def lambda_gradients(
     norm: bool,
     grad: np.ndarray,
     hess: np.ndarray,
+    sig_table: np.ndarray,
+    f32: bool,
 ) -> None:
     """LightGBM's LambdarankNDCG gradients/hessians (first-order loss derivative, >0 hessian).
 
@@ -48,7 +52,16 @@ def lambda_gradients(
     it, labels different. |dNDCG| uses the *current* positions; with ``norm`` it is
     divided by ``0.01 + |s_i - s_j|`` (unless all scores are equal) and the query's
     lambdas are rescaled by ``log2(1 + S) / S`` (S = sum of |lambda|).
+
+    LightGBM's numerics, optionally: ``sig_table`` (from :func:`sigmoid_table`;
+    empty = the exact sigmoid) and ``f32`` (lambdas accumulated in float32, its
+    ``score_t``). They make the trees bit-compatible with LightGBM's, not better.
     """
+    use_table = sig_table.shape[0] > 0
+    n_tab = sig_table.shape[0]
+    tab_min = -25.0 / sigma
+    tab_max = 25.0 / sigma
+    tab_factor = n_tab / (tab_max - tab_min) if use_table else 0.0
     nq = offsets.shape[0] - 1
     # gains and discounts once per call, not once per pair
     gain = 2.0**labels - 1.0
@@ -84,20 +97,51 @@ def lambda_gradients(
                 delta = s[hi] - s[lo]
                 dndcg = (gain[a + hi] - gain[a + lo]) * abs(disc[hr] - disc[lr]) * imd
                 if norm and best != worst:
-                    dndcg /= 0.01 + abs(delta)
-                p = 1.0 / (1.0 + np.exp(sigma * delta))
-                p_lambda = -sigma * dndcg * p
-                p_hess = sigma * sigma * dndcg * p * (1.0 - p)
-                grad[a + lo] -= p_lambda
-                hess[a + lo] += p_hess
-                grad[a + hi] += p_lambda
-                hess[a + hi] += p_hess
+                    dndcg /= _ONE_HUNDREDTH_F32 + abs(delta)
+                if not use_table:
+                    p = 1.0 / (1.0 + np.exp(sigma * delta))
+                elif delta <= tab_min:
+                    p = sig_table[0]
+                elif delta >= tab_max:
+                    p = sig_table[n_tab - 1]
+                else:
+                    p = sig_table[int((delta - tab_min) * tab_factor)]
+                # operation order as LightGBM's (p(1-p) first): the trees are sensitive
+                # to the last bit through near-tied splits
+                p_hess = p * (1.0 - p) * (sigma * sigma * dndcg)
+                p_lambda = p * (-sigma * dndcg)
+                if f32:
+                    pl = np.float32(p_lambda)
+                    ph = np.float32(p_hess)
+                    grad[a + lo] = np.float32(np.float32(grad[a + lo]) - pl)
+                    hess[a + lo] = np.float32(np.float32(hess[a + lo]) + ph)
+                    grad[a + hi] = np.float32(np.float32(grad[a + hi]) + pl)
+                    hess[a + hi] = np.float32(np.float32(hess[a + hi]) + ph)
+                else:
+                    grad[a + lo] -= p_lambda
+                    hess[a + lo] += p_hess
+                    grad[a + hi] += p_lambda
+                    hess[a + hi] += p_hess
                 sum_lambdas -= 2.0 * p_lambda
         if norm and sum_lambdas > 0.0:
             f = np.log2(1.0 + sum_lambdas) / sum_lambdas
             for i in range(cnt):
                 grad[a + i] *= f
                 hess[a + i] *= f
+                if f32:
+                    grad[a + i] = np.float32(grad[a + i])
+                    hess[a + i] = np.float32(hess[a + i])
+
+
+@njit(cache=True)
+def sigmoid_table(sigma: float, n: int) -> np.ndarray:
+    """LightGBM's lookup table of 1 / (1 + exp(sigma * x)) over x in [-25/sigma, 25/sigma)."""
+    lo = -25.0 / sigma
+    factor = n / (50.0 / sigma)
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = 1.0 / (1.0 + np.exp((i / factor + lo) * sigma))
+    return out
 
 
 # ----------------------------------------------------------------------------- bagging

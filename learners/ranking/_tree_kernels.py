@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_EPS = 1e-15  # LightGBM's kEpsilon, added to the right-hand hessian sum in the scan
+# LightGBM's kEpsilon (a float 1e-15f widened), the start of the right-hand hessian sum
+_EPS = float(np.float32(1e-15))
 
 
 @njit(cache=True)
@@ -30,8 +31,8 @@ def build_histogram(
 ) -> tuple[float, float]:
     """(G, H) histogram of ``rows`` into ``hist`` (and row counts into ``cnt`` if asked).
 
-    Only non-default cells are visited; each feature's default bin is the leaf
-    total minus its other bins (LightGBM's most_freq_bin trick). Returns (G, H).
+    Only non-default cells are visited; the default bins are filled afterwards by
+    :func:`fix_histogram` (LightGBM's most_freq_bin trick). Returns the row sums (G, H).
     """
     hist[:] = 0.0
     if with_counts:
@@ -49,22 +50,40 @@ def build_histogram(
             hist[k, 1] += h
             if with_counts:
                 cnt[k] += 1
-    n = rows.shape[0]
-    for f in range(default_bin.shape[0]):
-        sg = 0.0
-        sh = 0.0
-        sc = 0
-        for k in range(bound_off[f], bound_off[f + 1]):
-            sg += hist[k, 0]
-            sh += hist[k, 1]
-            if with_counts:
-                sc += cnt[k]
-        k = bound_off[f] + default_bin[f]
-        hist[k, 0] += G - sg
-        hist[k, 1] += H - sh
-        if with_counts:
-            cnt[k] += n - sc
     return G, H
+
+
+@njit(cache=True)
+def fix_histogram(
+    hist: np.ndarray,
+    cnt: np.ndarray,
+    bound_off: np.ndarray,
+    default_bin: np.ndarray,
+    G: float,
+    H: float,
+    n: int,
+    with_counts: bool,
+) -> None:
+    """Each feature's default bin := the leaf total minus its other bins.
+
+    LightGBM's ``Dataset::FixHistogram``, with its order of operations (start from
+    the total, subtract the other bins one by one), so sums agree to the last bit.
+    """
+    for f in range(default_bin.shape[0]):
+        d = bound_off[f] + default_bin[f]
+        g = G
+        h = H
+        c = n
+        for k in range(bound_off[f], bound_off[f + 1]):
+            if k != d:
+                g -= hist[k, 0]
+                h -= hist[k, 1]
+                if with_counts:
+                    c -= cnt[k]
+        hist[d, 0] = g
+        hist[d, 1] = h
+        if with_counts:
+            cnt[d] = c
 
 
 @njit(cache=True)
@@ -88,7 +107,7 @@ def find_best_split(
     per-bin row counts used by ``min_data`` are LightGBM's estimate
     ``round(hess * n / H)`` (its histograms hold no counts) instead of exact counts.
     """
-    parent = G * G / (H + l2)
+    parent = G * G / (H + l2)  # LightGBM's min_gain_shift (min_gain_to_split = 0)
     best_gain = 0.0
     best_f = -1
     best_b = -1
@@ -99,7 +118,7 @@ def find_best_split(
         sgr = 0.0
         shr = _EPS
         cr = 0
-        fbest = 0.0
+        fbest = -np.inf  # raw GL²/(HL+l2) + GR²/(HR+l2), compared before subtracting
         fb = -1
         for t in range(nb - 1, 0, -1):
             k = lo + t
@@ -117,15 +136,30 @@ def find_best_split(
             if shl < min_hess:
                 break
             sgl = G - sgr
-            gain = sgl * sgl / (shl + l2) + sgr * sgr / (shr + l2) - parent
-            if gain > fbest:
-                fbest = gain
+            raw = sgl * sgl / (shl + l2) + sgr * sgr / (shr + l2)
+            if raw <= parent:
+                continue
+            if raw > fbest:
+                fbest = raw
                 fb = t - 1
-        if fb >= 0 and fbest > best_gain:
-            best_gain = fbest
-            best_f = f
-            best_b = fb
+        if fb >= 0:
+            gain = fbest - parent
+            if gain > best_gain:
+                best_gain = gain
+                best_f = f
+                best_b = fb
     return best_gain, best_f, best_b
+
+
+@njit(cache=True)
+def right_sums(hist: np.ndarray, lo: int, nb: int, b: int) -> tuple[float, float]:
+    """(G, H) of bins ``> b`` summed as the split scan sums them (top down, H from kEpsilon)."""
+    g = 0.0
+    h = _EPS
+    for t in range(nb - 1, b, -1):
+        g += hist[lo + t, 0]
+        h += hist[lo + t, 1]
+    return g, h
 
 
 @njit(cache=True)
@@ -223,6 +257,7 @@ def grow(
     sum_g[0], sum_h[0] = build_histogram(
         rows, ptr, feat, bins, grad, hess, bound_off, default_bin, hist[0], cnt[0], exact
     )
+    fix_histogram(hist[0], cnt[0], bound_off, default_bin, sum_g[0], sum_h[0], count[0], exact)
     if count[0] >= 2 * min_data:
         g, f, b = find_best_split(
             hist[0],
@@ -269,12 +304,15 @@ def grow(
         # (the parent's histogram sits in slot `leaf`).
         small = leaf if nl < c - nl else new
         large = new if small == leaf else leaf
-        sg, sh = build_histogram(
+        # child sums as LightGBM's split info has them: the right side summed by the
+        # scan, the left side = parent - right
+        gr, hr = right_sums(hist[leaf], bound_off[f], bound_off[f + 1] - bound_off[f], b)
+        gl = sum_g[leaf] - gr
+        hl = sum_h[leaf] - hr
+        build_histogram(
             rows[begin[small] : begin[small] + count[small]],
             ptr, feat, bins, grad, hess, bound_off, default_bin, scratch, scratch_cnt, exact,
         )  # fmt: skip
-        pg = sum_g[leaf]
-        ph = sum_h[leaf]
         # in place, no temporaries: hist[large] = parent - small, hist[small] = small
         hp = hist[leaf]
         hn = hist[new]
@@ -297,10 +335,12 @@ def grow(
                 else:
                     cp[k] -= scratch_cnt[k]
                     cn[k] = scratch_cnt[k]
-        sum_g[small] = sg
-        sum_h[small] = sh
-        sum_g[large] = pg - sg
-        sum_h[large] = ph - sh
+        sum_g[leaf] = gl
+        sum_h[leaf] = hl
+        sum_g[new] = gr
+        sum_h[new] = hr
+        fix_histogram(hist[leaf], cnt[leaf], bound_off, default_bin, gl, hl, count[leaf], exact)
+        fix_histogram(hist[new], cnt[new], bound_off, default_bin, gr, hr, count[new], exact)
         n_leaves += 1
         best_gain[leaf] = -np.inf
         best_gain[new] = -np.inf

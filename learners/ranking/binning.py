@@ -8,10 +8,13 @@ sparse input leaves out) are split into at most ``max_bin`` bins:
 - on each side, ``GreedyFindBin``: with few distinct values one bin per value
   (a bin closes only once it holds ``min_data_in_bin`` samples), otherwise bins
   of about equal counts;
-- bin upper bounds are midpoints between adjacent distinct values, so a split
-  "bin <= t" is the raw test ``value <= bounds[t]`` at prediction time.
+- bin upper bounds are (the next double above) midpoints between adjacent distinct
+  values, so a split "bin <= t" is the raw test ``value <= bounds[t]`` at prediction time.
 
-Features whose values all fall in one bin cannot split and are dropped (``used_features_``).
+Features whose values all fall in one bin cannot split and are dropped
+(``used_features_``); with ``min_split_data`` (LightGBM's ``feature_pre_filter``
+with ``min_data_in_leaf``) so are features where no threshold leaves that many
+rows on both sides.
 As in LightGBM, at most ``sample_cnt`` rows (200,000) are used to find the bins.
 
 >>> import numpy as np
@@ -19,7 +22,7 @@ As in LightGBM, at most ``sample_cnt`` rows (200,000) are used to find the bins.
 >>> X = Batch.from_dense(np.array([[0.0], [1.0], [2.0]]))
 >>> bm = BinMapper(max_bin=255, min_data_in_bin=1).fit(X)
 >>> bm.bounds_[0].tolist()
-[1e-35, 1.5, inf]
+[1.0000000180025095e-35, 1.5000000000000002, inf]
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from learners.ranking._binning_kernels import binned_csr, greedy_find_bin
 
 __all__ = ["ZERO_THRESHOLD", "BinMapper", "BinnedRows"]
 
-ZERO_THRESHOLD = 1e-35  # LightGBM's kZeroThreshold
+# LightGBM's kZeroThreshold, declared `const double kZeroThreshold = 1e-35f`: the float
+# literal widened, which is not the double 1e-35
+ZERO_THRESHOLD = float(np.float32(1e-35))
 
 
 @dataclass(frozen=True)
@@ -76,13 +81,19 @@ class BinMapper:
     """Per-feature bin upper bounds learnt from a training batch."""
 
     def __init__(
-        self, max_bin: int = 255, min_data_in_bin: int = 3, sample_cnt: int = 200_000, seed: int = 0
+        self,
+        max_bin: int = 255,
+        min_data_in_bin: int = 3,
+        sample_cnt: int = 200_000,
+        seed: int = 0,
+        min_split_data: int = 0,
     ) -> None:
         if not 2 <= max_bin <= 65535:
             raise ValueError(f"max_bin: must be in [2, 65535], got {max_bin}")
         if min_data_in_bin < 1:
             raise ValueError(f"min_data_in_bin: must be >= 1, got {min_data_in_bin}")
         self.max_bin = max_bin
+        self.min_split_data = min_split_data
         self.min_data_in_bin = min_data_in_bin
         self.sample_cnt = sample_cnt
         self.seed = seed
@@ -114,6 +125,13 @@ class BinMapper:
             cnt[int(np.searchsorted(b, 0.0, side="left"))] += n - nz.shape[0]
             if int(cnt.max()) == n:  # every value in one bin: the feature can never split
                 continue
+            if self.min_split_data > 0:
+                # LightGBM's feature_pre_filter (NeedFilter): drop a feature when no
+                # threshold leaves min_data_in_leaf rows on both sides
+                left = np.cumsum(cnt[:-1])
+                ok = (left >= self.min_split_data) & (n - left >= self.min_split_data)
+                if not ok.any():
+                    continue
             self.bounds_[j] = b
             used.append(j)
             # the most frequent bin is left implicit in BinnedRows (LightGBM's

@@ -60,6 +60,7 @@ def _as_batch(X: Any, name: str = "X") -> Batch:
 
 
 _BAG_BLOCK = 1024  # LightGBM's bagging_rand_block_
+_SIGMOID_BINS = 1 << 20  # LightGBM's _sigmoid_bins
 
 
 def _bagging_states(seed: int, n: int) -> np.ndarray:
@@ -109,6 +110,7 @@ class LambdaMART:
         early_stopping_rounds: int | None = None,
         eval_at: Sequence[int] = (1, 3, 5, 10),
         hessian_counts: bool = True,
+        lightgbm_numerics: bool = True,
         seed: int = 0,
     ) -> None:
         def need(ok: bool, name: str, what: str, v: Any) -> None:
@@ -152,6 +154,7 @@ class LambdaMART:
         self.early_stopping_rounds = early_stopping_rounds
         self.eval_at = [int(k) for k in eval_at]
         self.hessian_counts = bool(hessian_counts)
+        self.lightgbm_numerics = bool(lightgbm_numerics)
         self.seed = int(seed)
         self.meta_: dict[str, Any] = {}
 
@@ -162,7 +165,7 @@ class LambdaMART:
                 "n_estimators", "learning_rate", "num_leaves", "min_data_in_leaf",
                 "min_sum_hessian_in_leaf", "lambda_l2", "bagging_fraction", "bagging_freq",
                 "max_bin", "min_data_in_bin", "sigma", "truncation_level", "lambdarank_norm",
-                "early_stopping_rounds", "eval_at", "hessian_counts", "seed",
+                "early_stopping_rounds", "eval_at", "hessian_counts", "lightgbm_numerics", "seed",
             )
         }  # fmt: skip
 
@@ -184,7 +187,9 @@ class LambdaMART:
         yv = _check_labels(y, n)
         g = check_groups(group_sizes, n)
         offsets = np.concatenate([[0], np.cumsum(g)]).astype(np.int64)
-        mapper = BinMapper(self.max_bin, self.min_data_in_bin, seed=self.seed).fit(Xb)
+        mapper = BinMapper(
+            self.max_bin, self.min_data_in_bin, seed=self.seed, min_split_data=self.min_data_in_leaf
+        ).fit(Xb)
         data = mapper.transform(Xb)
         if valid is not None:
             Xv = _as_batch(valid[0], "valid X")
@@ -195,6 +200,9 @@ class LambdaMART:
             v_data = mapper.transform(Xv)
             v_scores = np.zeros(Xv.n_rows)
         imd = K.inverse_max_dcg(yv, offsets, self.truncation_level)
+        sig_table = (
+            K.sigmoid_table(self.sigma, _SIGMOID_BINS) if self.lightgbm_numerics else np.zeros(0)
+        )
         params = TreeParams(
             self.num_leaves, self.min_data_in_leaf, self.min_sum_hessian_in_leaf,
             self.lambda_l2, self.learning_rate, self.hessian_counts,
@@ -211,7 +219,7 @@ class LambdaMART:
         for it in range(self.n_estimators):
             K.lambda_gradients(
                 scores, yv, offsets, imd, self.sigma, self.truncation_level,
-                self.lambdarank_norm, grad, hess,
+                self.lambdarank_norm, grad, hess, sig_table, self.lightgbm_numerics,
             )  # fmt: skip
             if (
                 self.bagging_freq > 0
