@@ -119,3 +119,17 @@ def test_public_bind_without_keys_warns(tmp_path, caplog: pytest.LogCaptureFixtu
     with caplog.at_level("WARNING", logger="learnserve"):
         create_app(Settings(host="127.0.0.1", data_dir=str(tmp_path)))
     assert "WITHOUT API keys" not in caplog.text
+
+
+def test_cli_refuses_production_without_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    monkeypatch.delenv("LEARNSERVE_API_KEYS", raising=False)
+    monkeypatch.delenv("LEARNSERVE_ALLOW_NO_AUTH", raising=False)
+    r = CliRunner().invoke(
+        app, ["serve", "--port", "1"], env={"LEARNSERVE_ENVIRONMENT": "production"}
+    )
+    assert r.exit_code == 2
+    assert "LEARNSERVE_API_KEYS" in r.output
