@@ -128,6 +128,10 @@ def test_cli_refuses_production_without_keys(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.delenv("LEARNSERVE_API_KEYS", raising=False)
     monkeypatch.delenv("LEARNSERVE_ALLOW_NO_AUTH", raising=False)
+    # `serve` writes its options to os.environ (for uvicorn's worker processes):
+    # registering them here makes monkeypatch restore them afterwards.
+    for key in ("LEARNSERVE_PORT", "LEARNSERVE_LOG_LEVEL"):
+        monkeypatch.setenv(key, "")
     r = CliRunner().invoke(
         app, ["serve", "--port", "1"], env={"LEARNSERVE_ENVIRONMENT": "production"}
     )
