@@ -393,6 +393,7 @@ class Registry:
             self._changed.set()
             if len(entries) < limit:
                 return
+            await asyncio.sleep(0)  # a long catch-up lets predicts through between chunks
 
     async def _reload_from_checkpoint(self, h: ModelHandle, first: int) -> None:
         cp = await self.store.get_checkpoint(h.name)
