@@ -212,7 +212,6 @@ class Registry:
         self.health = StoreHealth(store.name)
         self._catalog_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._changed = asyncio.Event()  # set whenever some model's version moves
 
     # ------------------------------------------------------------ lookup
     def get(self, name: str) -> ModelHandle:
@@ -390,7 +389,6 @@ class Registry:
                     raise RuntimeError(f"model {h.name!r}: log gap at {e.position}")
                 h.apply_entry(e.position, e.payload)
                 h.local.pop(e.position, None)
-            self._changed.set()
             if len(entries) < limit:
                 return
             await asyncio.sleep(0)  # a long catch-up lets predicts through between chunks
@@ -433,7 +431,6 @@ class Registry:
                         "the update is stored but could not be applied yet; "
                         "it will be applied when the store is back"
                     ) from e
-                self._changed.set()
             h.local.pop(position, None)
             error = h.failed.get(position)
         if error is not None:
