@@ -5,7 +5,7 @@ next, for ``duration`` seconds. Much cheaper per request than an HTTP client
 library, so the server — not the generator — is what gets measured (it still
 shares the machine's cores with the server: compare ratios measured in one run).
 
->>> build_request("POST", "/predict", b"{}").split(b"\r\n")[0]
+>>> build_request("POST", "/predict", b"{}").splitlines()[0]
 b'POST /predict HTTP/1.1'
 """
 
