@@ -204,10 +204,25 @@ def encode_fast(
         if X is not None and X.shape == (len(xs), spec.dim) and X.dtype.kind in "fi":
             X = X.astype(np.float64, copy=False)
             if np.isfinite(X).all():
-                return Batch.from_dense(X)
+                return dense_batch(X)
     if spec.kind == "dense":
         reject_strings(xs, where)
     return encode_features(spec, xs, where, settings)
+
+
+def dense_batch(X: np.ndarray) -> Batch:
+    """``Batch.from_dense(X)`` for a finite float64 matrix, in fewer numpy calls (it is
+    most of a one-instance /predict): the same arrays, bit for bit (tested)."""
+    n = X.shape[0]
+    mask = X != 0.0
+    _, cols = mask.nonzero()
+    indptr = np.empty(n + 1, dtype=np.int64)
+    indptr[0] = 0
+    if n == 1:
+        indptr[1] = cols.shape[0]
+    else:
+        np.cumsum(np.count_nonzero(mask, axis=1), out=indptr[1:])
+    return Batch(indptr, cols.astype(np.int64, copy=False), X[mask], X.shape[1])
 
 
 def reject_strings(xs: list[Any], where: str) -> None:

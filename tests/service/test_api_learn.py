@@ -345,3 +345,19 @@ def test_big_bodies_are_encoded_off_the_loop_with_the_same_result(
     assert digest(client, "offload") == (1, ref.state_digest())
     r = client.post("/update", json={"model": "offload", "examples": [{"x": [1, 2], "y": "a"}]})
     assert r.status_code == 422 and err(r)["field"] == "examples[0].x"
+
+
+@pytest.mark.parametrize("shape", [(1, 6), (1, 1), (7, 5), (30, 3)])
+def test_dense_batch_equals_from_dense(shape: tuple[int, int]) -> None:
+    from learners.features import Batch
+    from service.models.linear import dense_batch
+
+    rng = np.random.default_rng(sum(shape))
+    X = rng.normal(size=shape)
+    X[rng.random(shape) < 0.4] = 0.0
+    X[0] = 0.0 if shape[0] > 1 else X[0]
+    want, got = Batch.from_dense(X), dense_batch(X)
+    assert got.dim == want.dim
+    for k in ("indptr", "indices", "values"):
+        a, e = getattr(got, k), getattr(want, k)
+        assert a.dtype == e.dtype and np.array_equal(a, e), k
