@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from learners.base import UpdateResult, check_label
-from learners.features import Batch, FeatureError, FeatureSpec
+from learners.features import FeatureError, FeatureSpec
 from service.api.errors import ApiError, invalid
 from service.limits import items_field, require_list, too_large, type_name
 from service.models.base import ModelAdapter
-from service.models.payload import decode_payload, encode_payload
+from service.models.payload import decode_payload, dense_batch, encode_payload
 
 if TYPE_CHECKING:
     from service.settings import Settings
@@ -131,9 +131,13 @@ class LinearAdapter(ModelAdapter):
     ) -> tuple[bytes, int]:
         examples = require_list(body, "examples", settings.max_batch_examples)
         xs, labels = split_examples(examples)
-        batch = encode_fast(self.spec, xs, "examples", settings, raw)
+        X = dense_matrix(self.spec, xs, raw)
+        if X is not None:
+            batch = dense_batch(X)
+        else:  # the checked path, with errors naming the example and field
+            batch = encode_fast(self.spec, xs, "examples", settings, b"")
         dense = self.spec.kind == "dense"
-        return encode_payload(batch, labels, dense=dense), len(labels)
+        return encode_payload(batch, labels, dense=dense, matrix=X), len(labels)
 
     def apply(self, payload: bytes) -> UpdateResult:
         batch, meta = decode_payload(payload, self.spec.dim)
@@ -188,41 +192,35 @@ def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any]]:
     return xs, ys
 
 
+def dense_matrix(spec: FeatureSpec, xs: list[Any], raw: bytes) -> np.ndarray | None:
+    """Dense rows straight through numpy when that is provably what ``spec.encode``
+    would read: a finite float64 ``(n, dim)`` matrix, else ``None``."""
+    if spec.kind != "dense" or not raw or b"true" in raw or b"false" in raw:
+        return None
+    # No JSON true/false anywhere, so no bools among the values (numpy would
+    # silently turn them into 1.0/0.0). Strings, None or ragged rows change the
+    # inferred dtype/shape and fall through to the checked path.
+    try:
+        X = np.array(xs)
+    except (ValueError, TypeError):
+        return None
+    if X.shape != (len(xs), spec.dim) or X.dtype.kind not in "fi":
+        return None
+    X = X.astype(np.float64, copy=False)
+    return X if np.isfinite(X).all() else None
+
+
 def encode_fast(
     spec: FeatureSpec, xs: list[Any], where: str, settings: Settings, raw: bytes
 ) -> Any:
-    """Dense rows straight through numpy when that is provably what ``spec.encode``
-    would build; anything unusual goes to ``spec.encode`` for a precise error."""
-    if spec.kind == "dense" and raw and b"true" not in raw and b"false" not in raw:
-        # No JSON true/false anywhere, so no bools among the values (numpy would
-        # silently turn them into 1.0/0.0). Strings, None or ragged rows change the
-        # inferred dtype/shape and fall through to the checked path.
-        try:
-            X = np.array(xs)
-        except (ValueError, TypeError):
-            X = None
-        if X is not None and X.shape == (len(xs), spec.dim) and X.dtype.kind in "fi":
-            X = X.astype(np.float64, copy=False)
-            if np.isfinite(X).all():
-                return dense_batch(X)
+    """The batch of ``xs``: the numpy fast path when it applies, else ``spec.encode``
+    (which names the offending example and field)."""
+    X = dense_matrix(spec, xs, raw)
+    if X is not None:
+        return dense_batch(X)
     if spec.kind == "dense":
         reject_strings(xs, where)
     return encode_features(spec, xs, where, settings)
-
-
-def dense_batch(X: np.ndarray) -> Batch:
-    """``Batch.from_dense(X)`` for a finite float64 matrix, in fewer numpy calls (it is
-    most of a one-instance /predict): the same arrays, bit for bit (tested)."""
-    n = X.shape[0]
-    mask = X != 0.0
-    _, cols = mask.nonzero()
-    indptr = np.empty(n + 1, dtype=np.int64)
-    indptr[0] = 0
-    if n == 1:
-        indptr[1] = cols.shape[0]
-    else:
-        np.cumsum(np.count_nonzero(mask, axis=1), out=indptr[1:])
-    return Batch(indptr, cols.astype(np.int64, copy=False), X[mask], X.shape[1])
 
 
 def reject_strings(xs: list[Any], where: str) -> None:

@@ -350,7 +350,7 @@ def test_big_bodies_are_encoded_off_the_loop_with_the_same_result(
 @pytest.mark.parametrize("shape", [(1, 6), (1, 1), (7, 5), (30, 3)])
 def test_dense_batch_equals_from_dense(shape: tuple[int, int]) -> None:
     from learners.features import Batch
-    from service.models.linear import dense_batch
+    from service.models.payload import dense_batch
 
     rng = np.random.default_rng(sum(shape))
     X = rng.normal(size=shape)
