@@ -249,16 +249,19 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
 
 
 def deploy_and_roll_back(c: httpx.Client) -> None:
+    """Two LambdaMART versions deployed, then a rollback to the first."""
     headers = {"Content-Type": "application/octet-stream"}
     for seed in (1, 2):
         r = c.put("/models/ltr/artifact", content=tiny_lambdamart(seed), headers=headers)
         assert r.status_code in (200, 201), r.text
-    versions = c.get("/models/ltr/versions")
+    versions = c.get("/models/ltr/artifacts")
     assert versions.status_code == 200, versions.text
-    r = c.post("/models/ltr/rollback", json={})
+    assert [v["version"] for v in versions.json()["versions"]] == [1, 2]
+    r = c.put("/models/ltr/active", json={"version": 1})
     assert r.status_code == 200, r.text
-    body = {"model": "ltr", "queries": [{"qid": "q", "items": [{"x": [0.1, 0.2, 0.3, 0.4]}]}]}
-    assert c.post("/predict", json=body).status_code == 200, c.post("/predict", json=body).text
+    body = {"model": "ltr", "instances": [{"x": [0.1, 0.2, 0.3, 0.4]}]}
+    r = c.post("/predict", json=body)
+    assert r.status_code == 200 and r.json()["version"] == 1, r.text
 
 
 def redis_outage(c: httpx.Client, redis: RedisServer) -> None:
