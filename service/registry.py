@@ -97,6 +97,7 @@ class ModelHandle:
         # This worker's own appended entries not applied yet, by position: catching
         # up through them needs no read from the store.
         self.local: dict[int, bytes] = {}
+        self._digest: tuple[int, ModelAdapter, str] | None = None
         self.checkpoint_position = 0
         self.checkpoint_at: float | None = None
         self.checkpointing = False
@@ -143,7 +144,23 @@ class ModelHandle:
             "window": self.window.to_json(),
         }
 
-    def describe(self) -> dict[str, Any]:
+    async def digest(self) -> str:
+        """The state digest, cached per version. Hashing a big model (16 MB for 2**20
+        dims) takes tens of ms: it runs in a thread, under the lock so no update
+        lands halfway through."""
+        if self.adapter.online is False:
+            return self.adapter.state_digest()
+        cached = self._digest
+        if cached is not None and cached[0] == self.version and cached[1] is self.adapter:
+            return cached[2]
+        async with self.lock:
+            version, adapter = self.version, self.adapter
+            value = await asyncio.to_thread(adapter.state_digest)
+        self._digest = (version, adapter, value)
+        return value
+
+    async def describe(self) -> dict[str, Any]:
+        digest = await self.digest()
         cp = None
         if self.checkpoint_at is not None:
             cp = {
@@ -161,7 +178,7 @@ class ModelHandle:
             **self.adapter.describe(),
             "online_metrics": self.window.summary(),
             "last_checkpoint": cp,
-            "state_digest": self.adapter.state_digest(),
+            "state_digest": digest,
             "worker": os.getpid(),
         }
 

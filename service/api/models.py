@@ -45,7 +45,7 @@ async def put_model(
     config = cls.normalize_config(body, settings)
     h, created = await registry.create(name, cls, config)
     request.state.model = name  # only names that exist become metric labels
-    return json_response(h.describe(), 201 if created else 200)
+    return json_response(await h.describe(), 201 if created else 200)
 
 
 @router.get(
@@ -56,7 +56,7 @@ async def put_model(
 async def list_models(registry: RegistryDep, _: PredictScope) -> Response:
     with contextlib.suppress(Exception):  # store down: list what this worker holds
         await registry.sync_catalog()
-    return json_response({"models": [h.describe() for h in registry.models.values()]})
+    return json_response({"models": [await h.describe() for h in list(registry.models.values())]})
 
 
 @router.get(
@@ -69,7 +69,7 @@ async def get_model(
 ) -> Response:
     h = await registry.find(name)
     request.state.model = name
-    return json_response(h.describe())
+    return json_response(await h.describe())
 
 
 @router.post(
