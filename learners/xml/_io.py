@@ -116,7 +116,11 @@ def validate_tree_arrays(
         raise ArtifactError(bad + f"{f['roots'].shape[0]} roots for {n_trees} trees")
     if np.any((f["roots"] < 0) | (f["roots"] >= n)):
         raise ArtifactError(bad + "a root is outside the node range")
+    roots = f["roots"]
+    if roots[0] != 0 or np.any(np.diff(roots) <= 0):
+        raise ArtifactError(bad + "roots must start at node 0 and increase")
     ids = np.arange(n)
+    tree_of = np.searchsorted(roots, ids, side="right") - 1
     cp, cn = f["child_pos"], f["child_neg"]
     leaf = cp < 0
     if np.any(leaf != (cn < 0)) or np.any(cp[leaf] != -1) or np.any(cn[leaf] != -1):
@@ -126,10 +130,18 @@ def validate_tree_arrays(
         (cp[inner] <= ids[inner]) | (cn[inner] <= ids[inner]) | (cp[inner] >= n) | (cn[inner] >= n)
     ):
         raise ArtifactError(bad + "a child id is not after its parent or is out of range")
+    if np.any(tree_of[cp[inner]] != tree_of[inner]) or np.any(tree_of[cn[inner]] != tree_of[inner]):
+        raise ArtifactError(bad + "a child lies in another tree")
     if not _ptr_ok(f["w_ptr"], n, f["w_idx"].shape[0]) or f["w_val"].shape != f["w_idx"].shape:
         raise ArtifactError(bad + "w_ptr/w_idx/w_val are inconsistent")
     if f["w_idx"].size and (f["w_idx"].min() < 0 or f["w_idx"].max() >= n_features):
         raise ArtifactError(bad + f"a weight's feature id is outside [0, {n_features})")
+    # within a node, feature ids strictly increase (both routing kernels sum in that order)
+    step = np.diff(f["w_idx"])
+    starts = np.zeros(f["w_idx"].shape[0], dtype=bool)
+    starts[f["w_ptr"][:-1][np.diff(f["w_ptr"]) > 0]] = True
+    if np.any((step <= 0) & ~starts[1:]):
+        raise ArtifactError(bad + "a node's feature ids are not increasing")
     if not _ptr_ok(f["leaf_ptr"], n, f["leaf_lab"].shape[0]) or (
         f["leaf_val"].shape != f["leaf_lab"].shape
     ):

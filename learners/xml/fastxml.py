@@ -278,39 +278,50 @@ class FastXML:
         labels = np.empty((n, k), dtype=np.int64)
         scores = np.empty((n, k), dtype=np.float64)
         f = self.forest_
-
-        def run(lo: int, hi: int) -> None:
-            K.predict_rows(
-                X.indptr,
-                X.indices,
-                X.values,
-                X.dim,
-                f["roots"],
-                f["child_pos"],
-                f["child_neg"],
-                f["w_ptr"],
-                f["w_idx"],
-                f["w_val"],
-                f["intercept"],
-                f["leaf_ptr"],
-                f["leaf_lab"],
-                f["leaf_val"],
-                self.n_labels_,
-                k,
-                lo,
-                hi,
-                labels,
-                scores,
-            )
-
         jobs = min(self.n_jobs or os.cpu_count() or 1, max(1, n // 256))
-        if jobs <= 1:
-            run(0, n)
-        else:  # rows are independent: split them over threads (the kernel releases the GIL)
-            bounds = np.linspace(0, n, jobs + 1).astype(int)
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                list(pool.map(run, bounds[:-1], bounds[1:]))
+        if n < self._BATCH_ROUTING_MIN:
+            K.predict_rows(
+                X.indptr, X.indices, X.values, X.dim, f["roots"], f["child_pos"], f["child_neg"],
+                f["w_ptr"], f["w_idx"], f["w_val"], f["intercept"], f["leaf_ptr"], f["leaf_lab"],
+                f["leaf_val"], self.n_labels_, k, 0, n, labels, scores,
+            )  # fmt: skip
+            return labels, scores
+        leaves = self._apply_batch(X, jobs)
+
+        def rank(lo: int, hi: int) -> None:
+            K.topk_from_leaves(leaves, f["leaf_ptr"], f["leaf_lab"], f["leaf_val"],
+                               self.n_labels_, k, lo, hi, labels, scores)  # fmt: skip
+
+        self._run_chunks(rank, n, jobs)
         return labels, scores
+
+    # Below this many rows, route point by point (no per-tree set-up); at or above it,
+    # node by node. Both give bit-identical results (see _kernels.apply_batch).
+    _BATCH_ROUTING_MIN = 32
+
+    @staticmethod
+    def _run_chunks(fn: Callable[[int, int], None], n: int, jobs: int) -> None:
+        """``fn(lo, hi)`` over ``jobs`` contiguous chunks of ``range(n)`` on threads."""
+        if jobs <= 1:
+            fn(0, n)
+            return
+        bounds = np.linspace(0, n, jobs + 1).astype(int)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:  # the kernels release the GIL
+            list(pool.map(fn, bounds[:-1], bounds[1:]))
+
+    def _apply_batch(self, X: Batch, jobs: int) -> np.ndarray:
+        f = self.forest_
+        roots = f["roots"]
+        tree_end = np.append(roots[1:], f["child_pos"].shape[0])
+        out = np.empty((X.n_rows, roots.shape[0]), dtype=np.int64)
+
+        def route(lo: int, hi: int) -> None:  # trees lo..hi
+            K.apply_batch(X.indptr, X.indices, X.values, X.dim, roots, tree_end, f["child_pos"],
+                          f["child_neg"], f["w_ptr"], f["w_idx"], f["w_val"], f["intercept"], lo,
+                          hi, out)  # fmt: skip
+
+        self._run_chunks(route, roots.shape[0], min(jobs, roots.shape[0]))
+        return out
 
     def apply(self, X: Batch) -> np.ndarray:
         """The leaf (global node id) each row reaches in each tree, ``(n, n_trees)``."""

@@ -131,6 +131,16 @@ def test_prediction_matches_plain_routing(fitted):
     assert np.all(model.forest_["child_pos"][leaves] == -1)
 
 
+def test_batch_and_point_by_point_routing_agree_bit_for_bit(fitted):
+    model, X, _ = fitted
+    assert X.n_rows >= model._BATCH_ROUTING_MIN  # one call takes the node-by-node path
+    lb, sb = model.predict_topk(X, k=7)
+    for i in range(0, X.n_rows, 7):  # one-row calls take the point-by-point path
+        li, si = model.predict_topk(X.take([i]), k=7)
+        assert np.array_equal(li[0], lb[i]) and np.array_equal(si[0], sb[i])
+    assert np.array_equal(model._apply_batch(X, 2), model.apply(X))
+
+
 def test_model_fits_its_training_data(fitted):
     model, X, Y = fitted
     labels, _ = model.predict_topk(X, k=1)
@@ -241,12 +251,21 @@ def test_malformed_artifacts_are_refused(fitted):
     half[inner] = -1
     bad_w = f["w_idx"].copy()
     bad_w[0] = model.n_features_
+    other_tree = cp.copy()
+    other_tree[inner] = int(f["roots"][1])  # a child inside the next tree
+    unsorted = f["w_idx"].copy()
+    seg = int(np.flatnonzero(np.diff(f["w_ptr"]) >= 2)[0])
+    a = int(f["w_ptr"][seg])
+    unsorted[a], unsorted[a + 1] = unsorted[a + 1], unsorted[a]
     bad_lab = f["leaf_lab"].copy()
     bad_lab[0] = 12
     cases = {
         "not after its parent": dict(child_pos=loop),
         "exactly one child": dict(child_neg=half),
         "feature id": dict(w_idx=bad_w),
+        "another tree": dict(child_pos=other_tree),
+        "not increasing": dict(w_idx=unsorted),
+        "roots must start": dict(roots=f["roots"][::-1].copy()),
         "leaf label": dict(leaf_lab=bad_lab),
         "roots": dict(roots=f["roots"][:-1]),
         "non-finite": dict(leaf_val=np.full_like(f["leaf_val"], np.nan)),
