@@ -108,3 +108,32 @@ def test_deploy_reports_an_unreachable_server(tmp_path):
         port = s.getsockname()[1]
     r = _cli("deploy", path, "--name", "m", "--url", f"http://127.0.0.1:{port}", timeout=60)
     assert r.returncode == 1 and "cannot reach" in r.stderr
+
+
+def test_deploy_end_to_end_against_the_real_service(tmp_path):
+    """`learnserve deploy` (subprocess) -> a real app served by uvicorn on a free port."""
+    import numpy as np
+
+    from service.settings import Settings
+    from tests.service.serving import ServerThread
+
+    rng = np.random.default_rng(1)
+    X = rng.random((60, 4))
+    m = LambdaMART(n_estimators=3, min_data_in_leaf=5).fit(X, (X[:, 0] * 3).astype(int), [20] * 3)
+    path = tmp_path / "ranker.lsart"
+    m.save(path)
+    settings = Settings(data_dir=str(tmp_path / "data"), api_keys="adm=admin,reader=predict")
+    with ServerThread(settings) as srv:
+        r = _cli("deploy", path, "--name", "web-ranker", "--url", srv.url, "--api-key", "adm")
+        assert r.returncode == 0, r.stderr
+        answer = json.loads(r.stdout)
+        assert answer["model"] == "web-ranker" and answer["kind"] == "lambdamart"
+        assert answer["size"] == path.stat().st_size
+        v1 = answer["version"]
+        r = _cli("deploy", path, "--name", "web-ranker", "--url", srv.url, "--api-key", "adm")
+        assert json.loads(r.stdout)["version"] > v1  # the next version
+        # a key without the admin scope: the server's refusal, non-zero exit
+        r = _cli("deploy", path, "--name", "web-ranker", "--url", srv.url, "--api-key", "reader")
+        assert r.returncode == 1 and "HTTP 403" in r.stderr and "forbidden" in r.stderr
+        r = _cli("deploy", path, "--name", "web-ranker", "--url", srv.url)
+        assert r.returncode == 1 and "HTTP 401" in r.stderr
