@@ -56,11 +56,11 @@ from bench._common import (
     write_results,
 )
 
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "n_estimators": 100, "learning_rate": 0.1, "num_leaves": 31, "min_data_in_leaf": 50,
     "min_sum_hessian_in_leaf": 5.0, "bagging_fraction": 0.9, "bagging_freq": 1, "seed": 0,
 }  # fmt: skip
-LGB_PARAMS = {
+LGB_PARAMS: dict[str, Any] = {
     "objective": "lambdarank", "num_leaves": 31, "learning_rate": 0.1, "min_data_in_leaf": 50,
     "min_sum_hessian_in_leaf": 5.0, "bagging_fraction": 0.9, "bagging_freq": 1, "seed": 0,
     "verbose": -1,
@@ -95,9 +95,10 @@ def cold_compile_seconds() -> float | None:
     return None
 
 
-def ndcgs(scores: np.ndarray, y: np.ndarray, groups: np.ndarray) -> dict[str, float]:
+def ndcgs(scores: Any, y: np.ndarray, groups: np.ndarray) -> dict[str, float]:
     from learners.ranking.ndcg import ndcg_at_k
 
+    scores = np.asarray(scores, dtype=np.float64)
     return {f"ndcg@{k}": round(ndcg_at_k(scores, y, groups, k), 4) for k in KS}
 
 
@@ -166,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     q_lgb = ndcgs(booster.predict(csr(te.X), num_threads=1), te.y, gte)
 
     # ------------------------------------------------------------------ scoring
-    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     reps = -(-args.score_n // te.X.n_rows)
     big = concat([te.X] * reps)
     big_csr = csr(big)

@@ -1,7 +1,7 @@
 """`learnserve train lambdamart`, `learnserve evaluate` and `learnserve deploy` as subprocesses.
 
-The end-to-end deploy against a running service (PUT /models/{name}/artifact) is
-tested on the service side; here only deploy's client-side refusals are covered.
+Deploy is tested against the real app (uvicorn on a free port, SQLite store in a
+temp dir) and for its client-side refusals (corrupted file, unreachable server).
 """
 
 from __future__ import annotations

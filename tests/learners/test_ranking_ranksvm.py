@@ -218,6 +218,18 @@ def test_make_ranker_validates_params():
         make_ranker(5, {"bogus": 1})
 
 
+def test_registry_loads_ranksvm_and_rank_orders_best_first():
+    from learners.registry import load_model
+
+    m = RankSVM(2, lam=0.1, pairs_per_group=None)
+    X = Batch.from_dense(np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]))
+    for _ in range(5):
+        m.update(X, [2, 0, 1])
+    loaded = load_model(m.to_bytes())
+    assert isinstance(loaded, RankSVM) and loaded.state_digest() == m.state_digest()
+    assert [o.tolist() for o in loaded.rank(X, [3])] == [[0, 2, 1]]
+
+
 def test_corrupted_artifact_refused():
     blob = bytearray(RankSVM(3).to_bytes())
     blob[-40] ^= 0xFF
