@@ -197,6 +197,20 @@ class RankSVM:
             self.update(Xb.take(rows), rel[rows], groups=np.diff(bounds)[perm])
         return self
 
+    def partial_fit(self, X: Any, y: Any, qid: Any) -> RankSVM:
+        """One pass over the query groups in file order (``update`` on consecutive qid runs)."""
+        Xb = X if isinstance(X, Batch) else Batch.from_dense(np.asarray(X, dtype=np.float64))
+        q = np.asarray(qid)
+        if q.shape != (Xb.n_rows,):
+            raise ValueError(f"qid: expected {Xb.n_rows} query ids, got shape {q.shape}")
+        change = np.flatnonzero(q[1:] != q[:-1]) + 1
+        sizes = np.diff(np.concatenate([[0], change, [q.shape[0]]]))
+        self.update(Xb, np.asarray(y, dtype=np.float64), groups=sizes)
+        return self
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {"dim": self.dim, **self.params}
+
     def predict(self, X: Any) -> np.ndarray:
         Xb = X if isinstance(X, Batch) else Batch.from_dense(np.asarray(X, dtype=np.float64))
         return self.decision_function(Xb)

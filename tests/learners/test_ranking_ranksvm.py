@@ -230,6 +230,18 @@ def test_registry_loads_ranksvm_and_rank_orders_best_first():
     assert [o.tolist() for o in loaded.rank(X, [3])] == [[0, 2, 1]]
 
 
+def test_partial_fit_is_one_update_per_qid_run_and_get_params():
+    X, rel, sizes = _data(seed=8, n_groups=4)
+    qid = np.repeat(np.arange(len(sizes)), sizes)
+    a = RankSVM(X.shape[1], lam=0.05, seed=2).partial_fit(X, rel, qid)
+    b = RankSVM(X.shape[1], lam=0.05, seed=2)
+    b.update(Batch.from_dense(X), rel, groups=sizes)
+    assert a.state_digest() == b.state_digest()
+    assert a.get_params() == {"dim": X.shape[1], "lam": 0.05, "pairs_per_group": 100,
+                              "projection": False, "seed": 2}  # fmt: skip
+    assert RankSVM(**a.get_params()).params == a.params
+
+
 def test_corrupted_artifact_refused():
     blob = bytearray(RankSVM(3).to_bytes())
     blob[-40] ^= 0xFF
