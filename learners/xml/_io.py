@@ -39,7 +39,10 @@ _INT = ("roots", "child_pos", "child_neg", "w_ptr", "w_idx", "leaf_ptr", "leaf_l
 def labels_to_csr(
     Y: LabelSets | Batch, n_rows: int, n_labels: int | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Label sets (or a label-matrix Batch) -> sorted unique CSR ``(ptr, idx, val, n_labels)``."""
+    """Label sets, a label-matrix Batch or a dense 2-d indicator array -> sorted unique CSR
+    ``(ptr, idx, val, n_labels)``."""
+    if isinstance(Y, np.ndarray) and Y.ndim == 2:
+        Y = Batch.from_dense(Y)  # a dense (n, n_labels) indicator, as scikit-learn uses
     if isinstance(Y, Batch):
         if Y.n_rows != n_rows:
             raise ValueError(f"Y has {Y.n_rows} rows but X has {n_rows}")

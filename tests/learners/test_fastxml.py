@@ -189,6 +189,20 @@ def test_result_does_not_depend_on_threads_and_is_seeded():
     )
 
 
+def test_label_matrix_forms_give_the_same_model():
+    X, Y = _toy(5, n=120)
+    ind = np.zeros((120, 12))
+    for i, y in enumerate(Y):
+        ind[i, y] = 1.0
+    a = FastXML(n_trees=2, max_leaf=8).fit(X, Y, n_labels=12)
+    b = FastXML(n_trees=2, max_leaf=8).fit(X, ind)
+    c = FastXML(n_trees=2, max_leaf=8).fit(X, Batch.from_dense(ind))
+    for name in a.forest_:
+        assert np.array_equal(a.forest_[name], b.forest_[name])
+        assert np.array_equal(a.forest_[name], c.forest_[name])
+    assert a.n_labels_ == b.n_labels_ == c.n_labels_ == 12
+
+
 def test_progress_is_called_once_per_tree():
     X, Y = _toy(2, n=100)
     seen = []
