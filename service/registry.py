@@ -17,205 +17,21 @@ import collections
 import contextlib
 import logging
 import os
-import random
-import struct
 import time
 from typing import Any
-
-import orjson
 
 from learners.artifact import ArtifactError
 from learners.artifact import loads as artifact_loads
 from learners.registry import BATCH_KINDS
 from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
+from service.model_handle import ModelHandle, StoreHealth, pack_checkpoint, unpack_checkpoint
 from service.models import adapter_class, warmup_all
 from service.models.base import ModelAdapter
 from service.settings import Settings
 from service.store.base import ConfigConflict, ModelNotFound, Store, StoreUnavailable
 
 log = logging.getLogger("learnserve.registry")
-
-# Checkpoint blob = b"LSCK" + u32 meta length + JSON meta (counters, eval window) + learner bytes.
-_CK_MAGIC = b"LSCK"
-_CK_HEAD = struct.Struct("<4sI")
-_FAILED_KEEP = 4096  # outcomes of skipped entries kept to answer their own requests
-
-
-class EvalWindow:
-    """Progressive (predict-then-learn) figures over the last ~``size`` examples."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.batches: collections.deque[tuple[int, int, float, float, int]] = collections.deque()
-        self.n = self.correct = self.groups = 0
-        self.loss = self.metric = 0.0
-
-    def add(self, n: int, correct: int, loss: float, metric: float, groups: int) -> None:
-        self.batches.append((n, correct, loss, metric, groups))
-        self.n += n
-        self.correct += correct
-        self.loss += loss
-        self.metric += metric
-        self.groups += groups
-        # Drop whole batches from the front while the rest still fills the window.
-        while len(self.batches) > 1 and self.n - self.batches[0][0] >= self.size:
-            n0, c0, l0, m0, g0 = self.batches.popleft()
-            self.n -= n0
-            self.correct -= c0
-            self.loss -= l0
-            self.metric -= m0
-            self.groups -= g0
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "window_examples": self.n,
-            "accuracy": self.correct / self.n if self.n else None,
-            "loss": self.loss / self.n if self.n else None,
-            "ndcg_at_10": self.metric / self.groups if self.groups else None,
-        }
-
-    def to_json(self) -> list[list[Any]]:
-        return [list(b) for b in self.batches]
-
-    def load(self, batches: list[list[Any]]) -> None:
-        for b in batches:
-            self.add(int(b[0]), int(b[1]), float(b[2]), float(b[3]), int(b[4]))
-
-
-class ModelHandle:
-    def __init__(self, name: str, adapter: ModelAdapter, settings: Settings) -> None:
-        self.name = name
-        self.adapter = adapter
-        self.config = adapter.config
-        self.version = 0
-        self.lock = asyncio.Lock()
-        self.window = EvalWindow(settings.eval_window)
-        self.examples_learned = 0  # over the model's whole life (kept in checkpoints)
-        self.entries_skipped = 0
-        self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
-        # This worker's own appended entries not applied yet, by position: catching
-        # up through them needs no read from the store.
-        self.local: dict[int, bytes] = {}
-        self._digest: tuple[int, ModelAdapter, str] | None = None
-        self.checkpoint_position = 0
-        self.checkpoint_at: float | None = None
-        self.checkpointing = False
-        self.next_time_checkpoint = time.monotonic() + settings.checkpoint_every_seconds * (
-            0.5 + random.random()  # jitter: replicas rarely checkpoint the same model together
-        )
-        self._m_version = M.MODEL_VERSION.labels(name)
-        self._m_learned = M.EXAMPLES_LEARNED.labels(name)
-        self._m_acc = M.ONLINE_ACCURACY.labels(name)
-        self._m_loss = M.ONLINE_LOSS.labels(name)
-        self._m_ndcg = M.ONLINE_NDCG.labels(name)
-
-    def apply_entry(self, position: int, payload: bytes) -> None:
-        """Apply one log entry (caller holds the lock and checked the order)."""
-        try:
-            r = self.adapter.apply(payload)
-        except Exception as e:
-            # Deterministic: every replica holds the same state, so every replica
-            # fails on this entry too and skips it the same way.
-            log.error(
-                "model %r: log entry %d cannot be applied, skipped: %s", self.name, position, e
-            )
-            self.failed[position] = str(e)
-            if len(self.failed) > _FAILED_KEEP:
-                self.failed.popitem(last=False)
-            self.entries_skipped += 1
-        else:
-            self.examples_learned += r.applied
-            self.window.add(r.applied, r.correct, r.loss_sum, r.metric_sum, r.n_groups)
-            self._m_learned.inc(r.applied)
-            s = self.window
-            if s.n:
-                self._m_acc.set(s.correct / s.n)
-                self._m_loss.set(s.loss / s.n)
-            if s.groups:
-                self._m_ndcg.set(s.metric / s.groups)
-        self.version = position
-        self._m_version.set(position)
-
-    def checkpoint_meta(self) -> dict[str, Any]:
-        return {
-            "examples_learned": self.examples_learned,
-            "entries_skipped": self.entries_skipped,
-            "window": self.window.to_json(),
-        }
-
-    async def digest(self) -> str:
-        """The state digest, cached per version. Hashing a big model (16 MB for 2**20
-        dims) takes tens of ms: it runs in a thread, under the lock so no update
-        lands halfway through."""
-        if self.adapter.online is False:
-            return self.adapter.state_digest()
-        cached = self._digest
-        if cached is not None and cached[0] == self.version and cached[1] is self.adapter:
-            return cached[2]
-        async with self.lock:
-            version, adapter = self.version, self.adapter
-            value = await asyncio.to_thread(adapter.state_digest)
-        self._digest = (version, adapter, value)
-        return value
-
-    async def describe(self) -> dict[str, Any]:
-        digest = await self.digest()
-        cp = None
-        if self.checkpoint_at is not None:
-            cp = {
-                "position": self.checkpoint_position,
-                "created_at": self.checkpoint_at,
-                "age_seconds": max(0.0, time.time() - self.checkpoint_at),
-            }
-        return {
-            "name": self.name,
-            "kind": self.adapter.kind,
-            "config": self.config,
-            "version": self.version,
-            "examples_learned": self.examples_learned,
-            "entries_skipped": self.entries_skipped,
-            **self.adapter.describe(),
-            "online_metrics": self.window.summary(),
-            "last_checkpoint": cp,
-            "state_digest": digest,
-            "worker": os.getpid(),
-        }
-
-
-def pack_checkpoint(meta: dict[str, Any], blob: bytes) -> bytes:
-    m = orjson.dumps(meta)
-    return b"".join((_CK_HEAD.pack(_CK_MAGIC, len(m)), m, blob))
-
-
-def unpack_checkpoint(data: bytes) -> tuple[dict[str, Any], bytes]:
-    if data[:4] != _CK_MAGIC:  # a bare learner artifact (e.g. written by a tool)
-        return {}, data
-    _, n = _CK_HEAD.unpack_from(data, 0)
-    off = _CK_HEAD.size
-    return orjson.loads(data[off : off + n]), data[off + n :]
-
-
-class StoreHealth:
-    """``learnserve_store_up`` / ``learnserve_store_errors_total`` bookkeeping."""
-
-    def __init__(self, store_name: str) -> None:
-        self.up = True
-        self._gauge = M.STORE_UP.labels(store_name)
-        self._gauge.set(1)
-
-    def ok(self) -> None:
-        if not self.up:
-            log.warning("store reachable again")
-        self.up = True
-        self._gauge.set(1)
-
-    def failed(self, operation: str, error: BaseException) -> None:
-        M.STORE_ERRORS.labels(operation).inc()
-        if self.up:
-            log.warning("store unreachable during %s: %s", operation, error)
-        self.up = False
-        self._gauge.set(0)
 
 
 class Registry:

@@ -8,7 +8,9 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["service.settings", "service.models.payload"])
+@pytest.mark.parametrize(
+    "module", ["service.settings", "service.models.payload", "service.model_handle"]
+)
 def test_doctests(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
