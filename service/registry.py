@@ -45,13 +45,25 @@ class Registry:
         self.health = StoreHealth(store.name)
         self._catalog_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.failed: dict[str, str] = {}  # models that could not be restored, and why
 
     # ------------------------------------------------------------ lookup
     def get(self, name: str) -> ModelHandle:
         h = self.models.get(name)
         if h is None:
-            raise not_found(name)
+            raise self._missing(name)
         return h
+
+    def _missing(self, name: str) -> ApiError:
+        if name in self.failed:
+            return ApiError(
+                503,
+                "model_unavailable",
+                f"model {name!r} could not be restored: {self.failed[name]}",
+                "model",
+                headers={"Retry-After": "30"},
+            )
+        return not_found(name)
 
     async def find(self, name: str) -> ModelHandle:
         """The model, picking up a catalog change made by another worker if needed."""
@@ -61,7 +73,7 @@ class Registry:
                 await self.sync_catalog()
             h = self.models.get(name)
         if h is None:
-            raise not_found(name)
+            raise self._missing(name)
         return h
 
     # ------------------------------------------------------------ restore
@@ -87,7 +99,17 @@ class Registry:
         except ValueError:
             log.error("model %r has unknown kind %r; not loaded", name, config.get("kind"))
             return None
-        h = await self._restore_handle(name, cls, config)
+        try:
+            h = await self._restore_handle(name, cls, config)
+        except (StoreUnavailable, asyncio.CancelledError):
+            raise
+        except Exception as e:
+            # A model whose stored state cannot be read (corrupt checkpoint, a kind
+            # this version cannot load...) must not keep every other model offline.
+            log.exception("model %r could not be restored; it is not served", name)
+            self.failed[name] = f"{type(e).__name__}: {e}"
+            return None
+        self.failed.pop(name, None)
         self.models[name] = h
         return h
 
@@ -322,6 +344,7 @@ class Registry:
             self.health.failed("delete_model", e)
             raise store_unavailable() from e
         local = self._drop(name)
+        local = self.failed.pop(name, None) is not None or local
         if not existed and not local:
             raise not_found(name)
 
@@ -356,6 +379,8 @@ class Registry:
             return
         async with self._catalog_lock:
             configs = await self.store.list_models()
+            for name in [n for n in self.failed if n not in configs]:
+                del self.failed[name]
             for name in [n for n in self.models if n not in configs]:
                 log.info("model %r was deleted elsewhere; dropping it", name)
                 self._drop(name)

@@ -26,6 +26,8 @@ async def readyz(request: Request) -> Response:
         "models": len(reg.models),
         "store": reg.store.name,
         "store_up": reg.health.up,
+        # Models whose stored state could not be loaded: the others are served.
+        "failed_models": reg.failed,
     }
     return json_response(body, 200 if reg.ready else 503)
 

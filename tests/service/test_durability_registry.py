@@ -94,3 +94,37 @@ def test_lagging_replica_reloads_the_checkpoint_when_the_log_was_trimmed(tmp_pat
             await s2.close()
 
     asyncio.run(main())
+
+
+def test_a_model_that_cannot_be_restored_does_not_block_the_others(tmp_path) -> None:
+    async def main() -> None:
+        settings = Settings(data_dir=str(tmp_path))
+        store = open_store(None, tmp_path)
+        await store.open()
+        try:
+            a = Registry(store, settings)
+            await a.restore_all()
+            cls = adapter_class("linear")
+            config = cls.normalize_config(BODY, settings)
+            for name in ("good", "broken"):
+                h, _ = await a.create(name, cls, config)
+                p, _ = h.adapter.parse_update({"examples": [{"x": [1, 2, 3], "y": 1}]}, settings)
+                await a.submit_update(h, p)
+            await store.put_checkpoint("broken", 1, b"LSCK\x02\x00\x00\x00{}not an artifact")
+
+            b = Registry(store, settings)
+            await b.restore_all()
+            assert b.ready and b.get("good").version == 1
+            assert "broken" in b.failed
+            with pytest.raises(ApiError) as e:
+                await b.find("broken")
+            assert e.value.status == 503 and e.value.code == "model_unavailable"
+            await b.delete("broken")  # an operator can still remove it
+            assert "broken" not in b.failed
+            with pytest.raises(ApiError) as e:
+                await b.find("broken")
+            assert e.value.status == 404
+        finally:
+            await store.close()
+
+    asyncio.run(main())
