@@ -203,6 +203,31 @@ def test_label_matrix_forms_give_the_same_model():
     assert a.n_labels_ == b.n_labels_ == c.n_labels_ == 12
 
 
+def test_tree_growth_releases_the_gil():
+    # Trees grow on a thread pool; that only helps if the kernel lets other threads run.
+    # While one tree grows on a worker thread, the main thread must keep running: its
+    # longest pause stays far below the kernel's run time (with the GIL held, the main
+    # thread would stall for the whole call).
+    import threading
+    import time
+
+    X, Y = _toy(6, n=3000, d=40)
+    FastXML(n_trees=1, max_leaf=4).fit(X.take(range(50)), Y[:50])  # compile first
+    model = FastXML(n_trees=1, max_leaf=1, n_jobs=1)
+    worker = threading.Thread(target=model.fit, args=(X, Y))
+    last = t0 = time.perf_counter()
+    longest = 0.0
+    worker.start()
+    while worker.is_alive():
+        now = time.perf_counter()
+        longest = max(longest, now - last)
+        last = now
+    took = time.perf_counter() - t0
+    assert hasattr(model, "forest_")
+    assert took > 0.1, "the tree grew too fast for the check to mean anything"
+    assert longest < 0.5 * took
+
+
 def test_progress_is_called_once_per_tree():
     X, Y = _toy(2, n=100)
     seen = []
