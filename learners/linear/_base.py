@@ -21,6 +21,7 @@ exactly a loop of single updates.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -32,13 +33,33 @@ from learners.base import Label, Prediction, UpdateResult, check_label, digest_a
 from learners.features import Batch, FeatureError
 from learners.linear import _kernels as K
 from learners.linear import _kernels_full as KF
-from learners.linear._labels import label_codes
+from learners.linear._labels import IntTable, int_table, label_codes
 from learners.linear._normal import normal_cdf, normal_ppf
 from learners.linear._params import _check_dim, _covariance
 
 ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
 KIND = "linear"
-_KEEP_LOG = 1 << 20  # undo-log coordinates kept between calls (16 MiB for (μ, σ) pairs)
+_KEEP_SCRATCH = 1 << 23  # float64s of undo scratch kept per thread between calls (64 MiB)
+_NO_LOG = (np.empty((0, 2)), np.empty((0, 3), dtype=np.int64))  # update_diag: don't log
+_scratch = threading.local()
+
+
+def _scratch_buffer(name: str, n: int, dtype: type) -> np.ndarray:
+    """A reusable 1-d buffer of >= ``n`` items, one per thread, shared by every model.
+
+    Fresh buffers cost a page fault per 4 KiB (about 10 ms for a 2**20-dim state),
+    so the largest one needed so far is kept, up to ``_KEEP_SCRATCH`` items; a
+    bigger request gets a buffer that dies with the call.
+    """
+    buf = getattr(_scratch, name, None)
+    if buf is not None and buf.shape[0] >= n:
+        return buf
+    if n > _KEEP_SCRATCH:
+        return np.empty(n, dtype=dtype)
+    old = 0 if buf is None else buf.shape[0]
+    buf = np.empty(min(max(n, 4096, 2 * old), _KEEP_SCRATCH), dtype=dtype)
+    setattr(_scratch, name, buf)
+    return buf
 
 
 class NotFittedError(ValueError):
@@ -95,6 +116,7 @@ class LinearClassifier:
     def _reset(self) -> None:
         self.labels_: list[Label] = []
         self._index: dict[Label, int] = {}
+        self._table: IntTable | None = None
         if self.covariance == "full":
             self._mu = np.zeros((1, self.dim))
             self._S = self._identity_full(1)
@@ -186,6 +208,7 @@ class LinearClassifier:
     def _restore(self, st: LinearState) -> None:
         self.labels_ = list(st.labels)
         self._index = {lab: i for i, lab in enumerate(self.labels_)}
+        self._table = None
         if self.covariance == "full":
             self._mu = np.ascontiguousarray(st.mu, dtype=np.float64)
             self._S = np.ascontiguousarray(st.sigma, dtype=np.float64)
@@ -199,6 +222,7 @@ class LinearClassifier:
     def _add_label(self, label: Label) -> None:
         self._index[label] = len(self.labels_)
         self.labels_.append(label)
+        self._table = None
         k = len(self.labels_)
         if k <= 2:
             return
@@ -263,7 +287,7 @@ class LinearClassifier:
         """
         ip, ix, vs = self._check_batch(batch)
         n = ip.shape[0] - 1
-        y, new = label_codes(labels, n, self._index)
+        y, new = label_codes(labels, n, self._index, self._int_table)
         if n == 0:
             return UpdateResult(applied=0)
         # Growth happens at each new label's first row; with new labels the call
@@ -277,7 +301,7 @@ class LinearClassifier:
         pending = list(new)
         for stop in bounds:
             if stop > start:
-                fail, c, ls, u = self._run(ip, ix, vs, y, start, stop)
+                fail, c, ls, u = self._run(ip, ix, vs, y, start, stop, snapshot is None)
                 if fail >= 0:
                     if snapshot is not None:
                         self._restore(snapshot)
@@ -292,9 +316,24 @@ class LinearClassifier:
         self.n_updates_ += updates
         return UpdateResult(applied=n, correct=correct, loss_sum=loss_sum, updates=updates)
 
+    def _int_table(self) -> IntTable:
+        # rebuilt only after the labels change (_add_label / _restore reset it)
+        if self._table is None:
+            self._table = int_table(self._index)
+        return self._table
+
     def _run(
-        self, ip: np.ndarray, ix: np.ndarray, vs: np.ndarray, y: np.ndarray, start: int, stop: int
+        self,
+        ip: np.ndarray,
+        ix: np.ndarray,
+        vs: np.ndarray,
+        y: np.ndarray,
+        start: int,
+        stop: int,
+        undo: bool = True,
     ) -> tuple[int, int, float, int]:
+        """Kernel over rows [start, stop); with ``undo`` the state is unchanged on failure
+        (without, the caller holds a snapshot and restores it)."""
         n_labels = len(self.labels_)
         if self.covariance == "full":
             R = self._mu.shape[0]
@@ -306,28 +345,27 @@ class LinearClassifier:
                 ip, ix, vs, y, start, stop, n_labels, self._mu, self._S,
                 self._code, self._c, self._phi, saved, undo_mu, undo_S,
             )  # fmt: skip
+        w = self._w
+        args = (ip, ix, vs, y, start, stop, n_labels, w, self._code, self._c, self._phi)
+        if not undo:
+            return K.update_diag(*args, *_NO_LOG)
         sides = 1 if n_labels <= 2 else 2
-        log_w, log_u = self._undo_log(int(ip[stop] - ip[start]) * sides, (stop - start) * sides)
-        return K.update_diag(
-            ip, ix, vs, y, start, stop, n_labels, self._w, self._code, self._c, self._phi,
-            log_w, log_u,
-        )  # fmt: skip
-
-    def _undo_log(self, n_coords: int, n_records: int) -> tuple[np.ndarray, np.ndarray]:
-        # Reused between calls (fresh buffers would cost a page fault per 4 KiB), up
-        # to _KEEP_LOG coordinates; a bigger batch gets a buffer that dies with it.
-        if n_coords > _KEEP_LOG:
-            return np.empty((n_coords, self._w.shape[2])), np.empty((n_records, 3), np.int64)
-        log = getattr(self, "_log", None)
-        if log is None or log[0].shape[0] < n_coords or log[1].shape[0] < n_records:
-            old_w = 0 if log is None else log[0].shape[0]
-            old_u = 0 if log is None else log[1].shape[0]
-            log = (
-                np.empty((min(max(n_coords, 1024, 2 * old_w), _KEEP_LOG), self._w.shape[2])),
-                np.empty((max(n_records, 64, 2 * old_u), 3), dtype=np.int64),
-            )
-            self._log = log
-        return log
+        n_coords = int(ip[stop] - ip[start]) * sides
+        if n_coords >= w.shape[0] * w.shape[1]:
+            # The log would outgrow the state (a long batch): copy the state instead
+            # (a sequential copy), run without logging, restore the copy on failure.
+            snap = _scratch_buffer("state", w.size, np.float64)[: w.size].reshape(w.shape)
+            np.copyto(snap, w)
+            res = K.update_diag(*args, *_NO_LOG)
+            if res[0] >= 0:
+                np.copyto(w, snap)
+            return res
+        # Short batch: log the old values of the touched coordinates (O(nnz)).
+        C = w.shape[2]
+        n_rec = (stop - start) * sides
+        log_w = _scratch_buffer("log_w", n_coords * C, np.float64)[: n_coords * C]
+        log_u = _scratch_buffer("log_u", max(n_rec, 1) * 3, np.int64)[: max(n_rec, 1) * 3]
+        return K.update_diag(*args, log_w.reshape(n_coords, C), log_u.reshape(-1, 3))
 
     # ------------------------------------------------------------------ prediction
 

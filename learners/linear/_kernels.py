@@ -229,9 +229,11 @@ def _dot_quad(w, k, has_cov, indices, values, a, b):  # pragma: no cover - numba
 
 
 @njit(cache=True)
-def _apply(w, k, a_sgn, beta, kappa, algo, indices, values, a, b, log_w, n):  # pragma: no cover
+def _apply(
+    w, k, a_sgn, beta, kappa, algo, indices, values, a, b, log_w, n, do_log
+):  # pragma: no cover - numba
     """μ_k += a_sgn σ_k x and shrink σ_k (PA: σ ≡ 1), saving the old (μ, σ) pairs
-    at ``log_w[n:]``. Returns True iff a value became inf or NaN."""
+    at ``log_w[n:]`` if ``do_log``. Returns True iff a value became inf or NaN."""
     bad = False  # a boolean OR keeps the loop free of a floating-point dependency chain
     if algo >= CW:
         is_cw = algo == CW
@@ -240,9 +242,10 @@ def _apply(w, k, a_sgn, beta, kappa, algo, indices, values, a, b, log_w, n):  # 
             x = values[p]
             m_old = w[k, j, 0]
             s_old = w[k, j, 1]
-            log_w[n, 0] = m_old
-            log_w[n, 1] = s_old
-            n += 1
+            if do_log:
+                log_w[n, 0] = m_old
+                log_w[n, 1] = s_old
+                n += 1
             m_new = m_old + a_sgn * s_old * x
             if is_cw:
                 s_new = s_old / (1.0 + kappa * s_old * x * x)
@@ -255,8 +258,9 @@ def _apply(w, k, a_sgn, beta, kappa, algo, indices, values, a, b, log_w, n):  # 
         for p in range(a, b):
             j = indices[p]
             m_old = w[k, j, 0]
-            log_w[n, 0] = m_old
-            n += 1
+            if do_log:
+                log_w[n, 0] = m_old
+                n += 1
             m_new = m_old + a_sgn * values[p]
             w[k, j, 0] = m_new
             bad |= (m_new - m_new) != 0.0
@@ -274,7 +278,11 @@ def update_diag(
     values of every updated coordinate, ``log_u`` (≥ 2·rows × 3) one
     (row, class, offset) record per class update. Returns (failed_row or -1,
     correct, loss_sum, updates); on failure every change of this call is undone.
+    An empty ``log_u`` turns logging off: the caller holds a copy of ``w`` (cheaper
+    than the log when a batch has more non-zeros than the state has coordinates)
+    and restores it itself on failure.
     """
+    do_log = log_u.shape[0] > 0
     has_cov = algo >= CW
     binary = n_labels <= 2
     R = w.shape[0]
@@ -314,7 +322,8 @@ def update_diag(
             # PA: the joint feature map has squared norm 2‖x‖²
             v += _quad(w, kr, has_cov, indices, values, a, b)
         if not (math.isfinite(m) and math.isfinite(v)):
-            _undo_diag(w, indices, indptr, n_rec, log_w, log_u)
+            if do_log:
+                _undo_diag(w, indices, indptr, n_rec, log_w, log_u)
             return i, correct, loss_sum, n_upd
         if pred == yi:
             correct += 1
@@ -328,17 +337,20 @@ def update_diag(
             k = ky if side == 0 else kr
             if k < 0:
                 break
-            log_u[n_rec, 0] = i
-            log_u[n_rec, 1] = k
-            log_u[n_rec, 2] = n_log
-            n_rec += 1
+            if do_log:
+                log_u[n_rec, 0] = i
+                log_u[n_rec, 1] = k
+                log_u[n_rec, 2] = n_log
+                n_rec += 1
             bad |= _apply(
                 w, k, sgn * alpha if side == 0 else -alpha, beta, kappa, algo,
-                indices, values, a, b, log_w, n_log,
+                indices, values, a, b, log_w, n_log, do_log,
             )  # fmt: skip
-            n_log += b - a
+            if do_log:
+                n_log += b - a
         if bad:
-            _undo_diag(w, indices, indptr, n_rec, log_w, log_u)
+            if do_log:
+                _undo_diag(w, indices, indptr, n_rec, log_w, log_u)
             return i, correct, loss_sum, n_upd
     return -1, correct, loss_sum, n_upd
 
@@ -422,4 +434,37 @@ def pair_variance_diag(indptr, indices, values, sig, ka, kb):  # pragma: no cove
             if kb[i] >= 0:
                 v += sig[kb[i], j] * x2
         out[i] = v
+    return out
+
+
+@njit(cache=True)
+def code_labels(labels, keys, codes):  # pragma: no cover - numba
+    """``codes[t]`` where ``labels[i] == keys[t]`` (``keys`` sorted), else -1, per label.
+
+    One pass over an int64 label array; a linear scan beats a bisection for the
+    usual handful of labels.
+    """
+    n = labels.shape[0]
+    nk = keys.shape[0]
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        v = labels[i]
+        c = -1
+        if nk <= 8:
+            for t in range(nk):
+                if keys[t] == v:
+                    c = codes[t]
+                    break
+        else:
+            lo = 0
+            hi = nk
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if keys[mid] < v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < nk and keys[lo] == v:
+                c = codes[lo]
+        out[i] = c
     return out

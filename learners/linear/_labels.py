@@ -1,25 +1,58 @@
 """Label validation and coding for the linear classifiers.
 
 Labels are strings or integers (``learners.base.check_label``); a model numbers
-them in order of first appearance. Validation of a whole batch of labels runs at
-C speed in the common cases (one ``set(map(type, ...))``, integer arrays compared
-vectorially) and falls back to a per-label loop only to name the culprit.
+them in order of first appearance. Three paths, all giving the same codes:
+
+- a small batch (≤ ``SMALL`` labels, e.g. one HTTP request) is one dict lookup per
+  label: numpy set-up costs more than the loop;
+- an integer array (or an all-int list, converted once) is coded by one numba pass
+  against the model's cached table of known integer labels;
+- anything else (strings) is validated at C speed (``set(map(type, ...))``) and
+  coded through a dict; a per-label loop runs only to name a bad label.
+
+>>> y, new = label_codes(["b", "a", "b"], 3, {"a": 0})
+>>> y.tolist(), new
+([1, 0, 1], [(0, 'b')])
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from learners.base import Label, check_label
+from learners.linear import _kernels as K
+
+SMALL = 64  # below this many labels a Python dict loop beats any numpy call
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+IntTable = tuple[np.ndarray, np.ndarray]  # (sorted int64 keys, their codes)
+
+
+def int_table(index: dict[Label, int]) -> IntTable:
+    """The known integer labels as sorted int64 keys and their codes (for ``code_labels``)."""
+    pairs = sorted(
+        (int(lab), k)
+        for lab, k in index.items()
+        if isinstance(lab, int) and _INT64_MIN <= lab <= _INT64_MAX
+    )
+    keys = np.array([p[0] for p in pairs], dtype=np.int64)
+    return keys, np.array([p[1] for p in pairs], dtype=np.int64)
 
 
 def label_codes(
-    labels: Any, n: int, index: dict[Label, int]
+    labels: Any,
+    n: int,
+    index: dict[Label, int],
+    table: Callable[[], IntTable] | None = None,
 ) -> tuple[np.ndarray, list[tuple[int, Label]]]:
-    """Label indices (new labels numbered after the known ones) and [(first row, new label)]."""
+    """Label indices (new labels numbered after the known ones) and [(first row, new label)].
+
+    ``table`` returns ``int_table(index)``, typically cached by the model (it only
+    changes when a label is added).
+    """
     arr: np.ndarray | None = None
     if isinstance(labels, np.ndarray):
         if labels.ndim != 1:
@@ -34,6 +67,10 @@ def label_codes(
         raise ValueError(f"labels: expected a sequence of labels, got {type(labels).__name__}")
     if len(labels) != n:
         raise ValueError(f"labels: got {len(labels)} labels for a batch of {n} examples")
+    if n <= SMALL:
+        y = _known_codes(labels if arr is None else arr.tolist(), index)
+        if y is not None:
+            return y, []
     if arr is None:
         types = set(map(type, labels))
         if types == {int}:
@@ -45,7 +82,11 @@ def label_codes(
             for i, lab in enumerate(labels):  # slow path, only to name the culprit
                 check_label(lab, f"labels[{i}]")
     if arr is not None:
-        return int_codes(arr, index)
+        if arr.dtype == np.int64 or np.can_cast(arr.dtype, np.int64):
+            return _int64_codes(
+                arr.astype(np.int64, copy=False), index, table() if table else int_table(index)
+            )
+        return int_codes(arr, index)  # uint64: values may exceed int64
     new: list[tuple[int, Label]] = []
     for lab in set(labels) - index.keys():
         new.append((labels.index(lab), lab))
@@ -57,38 +98,62 @@ def label_codes(
     return y, new
 
 
+def _known_codes(labels: Sequence[Any], index: dict[Label, int]) -> np.ndarray | None:
+    """Codes if every label is a plain int/str the model already knows, else None.
+
+    Known labels passed ``check_label`` when they were added; the type test keeps
+    ``True`` and ``1.0`` (equal to, and hashing like, the key ``1``) off this path.
+    """
+    get = index.get
+    out = []
+    for lab in labels:
+        t = type(lab)
+        if t is not int and t is not str:
+            return None
+        k = get(lab)
+        if k is None:
+            return None
+        out.append(k)
+    return np.array(out, dtype=np.int64)
+
+
+def _int64_codes(
+    arr: np.ndarray, index: dict[Label, int], table: IntTable
+) -> tuple[np.ndarray, list[tuple[int, Label]]]:
+    """``label_codes`` for an int64 array: one numba pass, a second only if labels are new."""
+    keys, codes = table
+    y = K.code_labels(arr, keys, codes)
+    rest = np.flatnonzero(y < 0)
+    if not rest.size:
+        return y, []
+    vals, first = np.unique(arr[rest], return_index=True)
+    new: list[tuple[int, Label]] = sorted(
+        (int(rest[f]), int(v)) for v, f in zip(vals.tolist(), first.tolist(), strict=True)
+    )
+    # number new labels by first appearance, then code the rows that hold them
+    extra = {lab: len(index) + j for j, (_, lab) in enumerate(new)}
+    new_keys = np.array(sorted(extra), dtype=np.int64)
+    new_codes = np.array([extra[v] for v in new_keys.tolist()], dtype=np.int64)
+    y[rest] = K.code_labels(arr[rest], new_keys, new_codes)
+    return y, new
+
+
 def int_codes(
     arr: np.ndarray, index: dict[Label, int]
 ) -> tuple[np.ndarray, list[tuple[int, Label]]]:
-    """``label_codes`` for an integer array, without a Python loop over examples."""
+    """``label_codes`` for any integer array (here: uint64), without a Python loop over examples."""
     n = arr.shape[0]
+    info = np.iinfo(arr.dtype)
     known = [(lab, k) for lab, k in index.items() if isinstance(lab, int)]
     new: list[tuple[int, Label]] = []
-    if len(known) <= 16:  # a few vectorised comparisons beat a sort
-        y = np.full(n, -1, dtype=np.int64)
-        for lab, k in known:
-            if np.iinfo(arr.dtype).min <= lab <= np.iinfo(arr.dtype).max:
-                y[arr == lab] = k
-        rest = np.flatnonzero(y < 0)
-        if rest.size:
-            vals, first = np.unique(arr[rest], return_index=True)
-            new = sorted((int(rest[f]), int(v)) for v, f in zip(vals, first, strict=True))
-    else:
-        vals, first, inv = np.unique(arr, return_index=True, return_inverse=True)
-        lut = np.empty(vals.shape[0], dtype=np.int64)
-        for u, (v, f) in enumerate(zip(vals.tolist(), first.tolist(), strict=True)):
-            if v in index:
-                lut[u] = index[v]
-            else:
-                new.append((f, v))
-        new.sort(key=lambda t: t[0])
-        y = np.empty(0, dtype=np.int64)
-        if not new:
-            return lut[inv], new
+    y = np.full(n, -1, dtype=np.int64)
+    for lab, k in known:
+        if info.min <= lab <= info.max:
+            y[arr == lab] = k
+    rest = np.flatnonzero(y < 0)
+    if rest.size:
+        vals, first = np.unique(arr[rest], return_index=True)
+        new = sorted((int(rest[f]), int(v)) for v, f in zip(vals, first, strict=True))
     for j, (_, new_lab) in enumerate(new):  # number new labels by first appearance
-        code = len(index) + j
-        if len(known) <= 16:
-            y[arr == new_lab] = code
-        else:
-            lut[np.searchsorted(vals, new_lab)] = code
-    return (y if len(known) <= 16 else lut[inv]), new
+        y[arr == new_lab] = len(index) + j
+    return y, new

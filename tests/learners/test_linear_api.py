@@ -276,20 +276,32 @@ def test_binary_confidence_is_phi_of_margin_over_std(cov: str) -> None:
     assert d.confidence == pytest.approx(norm.cdf(abs(s) / np.sqrt(v)), rel=1e-12)
 
 
-def test_undo_log_for_batches_bigger_than_the_kept_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("keep", [8, 1 << 23])
+@pytest.mark.parametrize("dim", [6, 400])
+def test_undo_for_batches_bigger_than_the_kept_buffer(
+    monkeypatch: pytest.MonkeyPatch, keep: int, dim: int
+) -> None:
+    import threading
+
     import learners.linear._base as base
 
-    monkeypatch.setattr(base, "_KEEP_LOG", 8)  # every batch below takes the temporary path
+    # keep=8: every batch takes a temporary buffer. dim=6: a long batch rolls back
+    # from a copy of the state; dim=400: from the undo log of touched coordinates.
+    monkeypatch.setattr(base, "_KEEP_SCRATCH", keep)
+    monkeypatch.setattr(base, "_scratch", threading.local())
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(50, 6))
+    X = np.zeros((50, dim))
+    X[:, :6] = rng.normal(size=(50, 6))
     y = rng.integers(0, 3, 50)
-    a, b = SCW2(dim=6), SCW2(dim=6)
+    a, b = SCW2(dim=dim), SCW2(dim=dim)
+    a.update(Batch.from_dense(X[:3]), np.arange(3))  # all labels known: one kernel run below
+    b.update(Batch.from_dense(X[:3]), np.arange(3))
     a.update(Batch.from_dense(X), y)
     for i in range(50):
         b.update(Batch.from_dense(X[i : i + 1]), y[i : i + 1])
     assert a.state_digest() == b.state_digest()
     before = a.state_digest()
     X[40, 2] = 1e300
-    with pytest.raises(NonFiniteWeightsError):
+    with pytest.raises(NonFiniteWeightsError, match=r"labels\[40\]"):
         a.update(Batch.from_dense(X), y)
     assert a.state_digest() == before
