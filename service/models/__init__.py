@@ -15,6 +15,7 @@ from service.models.base import ModelAdapter
 
 ADAPTERS: dict[str, str] = {
     "linear": "service.models.linear:LinearAdapter",
+    "ranksvm": "service.models.ranksvm:RankSVMAdapter",
     # batch kinds: deployed with PUT /models/{name}/artifact (kind = the artifact's kind)
     "lambdamart": "service.models.lambdamart:LambdaMARTAdapter",
     "llsvm": "service.models.llsvm:LLSVMAdapter",
@@ -29,6 +30,7 @@ ALGORITHMS: dict[str, str] = {
     "arow": "linear",
     "scw1": "linear",
     "scw2": "linear",
+    "ranksvm": "ranksvm",
 }
 
 

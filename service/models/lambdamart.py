@@ -1,20 +1,89 @@
-"""LambdaMART rankers (batch): a relevance score per instance, plus the ranking.
+"""LambdaMART rankers (batch): deployed with ``PUT /models/{name}/artifact``.
 
-Answer: ``predictions[i] = {"score": s_i}``; the route adds nothing else, so a
-client ranks a query's candidates by sending them as one request and sorting by
-score (higher = more relevant).
+``POST /predict`` takes either
+
+- ``queries`` (as for RankSVM, see :mod:`service.models.queries`)::
+
+      {"model": "web", "queries": [{"qid": "q1", "items": [{"x": {"1": 0.5}}, {"x": {"7": 1.0}}]}]}
+
+  answered per query with ``{"qid", "scores": [one per item, in the order sent],
+  "order": [item indices, best first; ties keep the order sent]}``; or
+- ``instances`` (``[{"x": ...}, ...]``), answered with ``{"score": s}`` per
+  instance (higher = more relevant).
+
+Features: a dense list has exactly ``n_features`` values (column ``j`` is the
+model's feature ``j``). Sparse keys are feature indices *as written in the
+training file*: when the artifact's meta has ``index_base`` 1 (``learnserve train
+lambdamart`` on the usual 1-based SVMlight/LETOR files), ``{"1": 0.5}`` is the
+file's feature 1 (dense column 0) and keys run from 1 to ``n_features``; without
+``index_base`` (or 0, e.g. a model fitted on a numpy matrix), keys are 0-based
+columns ``0 .. n_features - 1``. ``GET /models/{name}`` shows both figures.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from learners.features import Batch
+import numpy as np
+
+from learners.features import Batch, FeatureSpec
+from service.api.errors import ApiError
+from service.limits import items_field, require_list
 from service.models.batch import BatchAdapter
+from service.models.queries import (
+    encode_rows,
+    parse_queries,
+    ranked,
+    ranking_or_instances,
+    scored,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from service.settings import Settings
 
 
 class LambdaMARTAdapter(BatchAdapter):
     kind: ClassVar[str] = "lambdamart"
 
+    def __init__(self, config: dict[str, Any], model: Any, digest: str = "") -> None:
+        super().__init__(config, model, digest)
+        meta = getattr(model, "meta_", None) or {}
+        self.index_base = 1 if meta.get("index_base", 0) == 1 else 0
+
+    def encode(
+        self, xs: list[Any], settings: Settings, raw: bytes, locate: Callable[[int], str]
+    ) -> Batch:
+        assert self.n_features is not None
+        if isinstance(xs[0], list):
+            spec = FeatureSpec.dense(self.n_features)
+            base = 0
+        else:  # sparse keys from index_base to n_features - 1 + index_base
+            spec = FeatureSpec.sparse(self.n_features + self.index_base)
+            base = self.index_base
+        batch, _ = encode_rows(spec, xs, settings, raw, locate, index_base=base)
+        return batch
+
+    def predict(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> list[dict[str, Any]]:
+        if self.model is None or self.n_features is None:
+            raise ApiError(409, "no_artifact", "no artifact is deployed for this model yet")
+        if ranking_or_instances(body):
+            q = parse_queries(body, settings, relevance=False)
+            batch = self.encode(q.xs, settings, raw, q.locate())
+            return ranked(self._scores(batch), q.qids, q.sizes)
+        rows = require_list(body, "instances", settings.max_batch_examples)
+        xs = items_field(rows, "instances", "x")
+        return scored(self._scores(self.encode(xs, settings, raw, lambda i: f"instances[{i}]")))
+
     def answer(self, batch: Batch, body: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{"score": float(s)} for s in self.model.predict(batch)]
+        return scored(self._scores(batch))
+
+    def _scores(self, batch: Batch) -> np.ndarray:
+        s: np.ndarray = self.model.predict(batch)
+        return s
+
+    def describe(self) -> dict[str, Any]:
+        return {"n_features": self.n_features, "index_base": self.index_base}

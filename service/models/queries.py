@@ -1,0 +1,206 @@
+"""Ranking bodies (``queries`` of ``items``), shared by the ranking adapters.
+
+Wire format::
+
+    {"queries": [{"qid": "q1", "items": [{"x": <features>, "relevance": 2}, ...]}, ...]}
+
+``qid`` is optional (a string or an integer, echoed back as sent); ``relevance``
+is read only by ``/update``. The items of all queries become one batch, rows in
+query order, and errors name the query and item, e.g.
+``queries[0].items[3].relevance: must be an integer >= 0``. The items of one
+request count against the same limit as ``examples`` (``max_batch_examples``).
+
+>>> import numpy as np
+>>> a, b = ranked(np.array([0.5, 2.0, 0.5, 1.0]), ["a", 7], [3, 1])
+>>> a
+{'qid': 'a', 'scores': [0.5, 2.0, 0.5], 'order': [1, 0, 2]}
+>>> b
+{'qid': 7, 'scores': [1.0], 'order': [0]}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from learners.features import Batch, FeatureError, FeatureSpec
+from service.api.errors import invalid
+from service.limits import require_list, too_large, type_name
+from service.models.linear import dense_matrix
+from service.models.payload import dense_batch
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+# Gains are 2**r - 1: beyond 30 they stop being exact in float64 sums and soon overflow.
+MAX_RELEVANCE = 30
+_ROW = re.compile(r"^rows\[(\d+)\]")
+_OUTSIDE = re.compile(r"^feature index (-?\d+) is outside")
+
+
+@dataclass(frozen=True)
+class Queries:
+    qids: list[Any]
+    sizes: list[int]
+    xs: list[Any]  # the items' features, all queries in order
+    relevance: list[int]  # empty unless asked for
+
+    def locate(self) -> Callable[[int], str]:
+        """Flat item row -> ``queries[q].items[j]``."""
+        starts = np.cumsum([0, *self.sizes])
+
+        def where(i: int) -> str:
+            q = int(np.searchsorted(starts, i, "right") - 1)
+            return f"queries[{q}].items[{i - int(starts[q])}]"
+
+        return where
+
+
+def parse_queries(body: dict[str, Any], settings: Settings, relevance: bool) -> Queries:
+    """Check the shape of ``body["queries"]`` (every item; features are encoded later)."""
+    limit = settings.max_batch_examples
+    queries = require_list(body, "queries", limit)
+    qids: list[Any] = []
+    sizes: list[int] = []
+    xs: list[Any] = []
+    rels: list[int] = []
+    for q, query in enumerate(queries):
+        at = f"queries[{q}]"
+        if type(query) is not dict:
+            raise invalid(f"{at}: must be an object, got {type_name(query)}", at)
+        qid = query.get("qid")
+        if qid is not None and (isinstance(qid, bool) or not isinstance(qid, str | int)):
+            raise invalid(
+                f"{at}.qid: must be a string or an integer, got {type_name(qid)}", f"{at}.qid"
+            )
+        items = query.get("items")
+        if items is None:
+            raise invalid(f"{at}.items: field required", f"{at}.items")
+        if not isinstance(items, list):
+            raise invalid(f"{at}.items: must be an array, got {type_name(items)}", f"{at}.items")
+        if not items:
+            raise invalid(f"{at}.items: must not be empty (a query needs items)", f"{at}.items")
+        if len(xs) + len(items) > limit:
+            n = len(xs) + len(items)
+            raise too_large(
+                f"queries: {n} or more items exceed the limit of {limit} per request", "queries"
+            )
+        for j, item in enumerate(items):
+            loc = f"{at}.items[{j}]"
+            if type(item) is not dict:
+                raise invalid(f"{loc}: must be an object, got {type_name(item)}", loc)
+            if "x" not in item:
+                raise invalid(f"{loc}.x: field required", f"{loc}.x")
+            xs.append(item["x"])
+            if relevance:
+                rels.append(check_relevance(item.get("relevance"), f"{loc}.relevance"))
+        qids.append(qid)
+        sizes.append(len(items))
+    return Queries(qids, sizes, xs, rels)
+
+
+def check_relevance(r: Any, loc: str) -> int:
+    if r is None:
+        raise invalid(f"{loc}: field required", loc)
+    if isinstance(r, float) and r.is_integer():
+        r = int(r)  # 2.0 is the integer 2 written by a float-only client
+    if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+        raise invalid(f"{loc}: must be an integer >= 0, got {r!r}", loc)
+    if r > MAX_RELEVANCE:
+        raise invalid(f"{loc}: must be at most {MAX_RELEVANCE}, got {r}", loc)
+    return r
+
+
+def encode_rows(
+    spec: FeatureSpec,
+    xs: list[Any],
+    settings: Settings,
+    raw: bytes,
+    locate: Callable[[int], str],
+    index_base: int = 0,
+) -> tuple[Batch, np.ndarray | None]:
+    """The batch of feature rows ``xs`` (and the dense matrix when the fast path built it).
+
+    Errors name the row through ``locate`` (``queries[1].items[0].x["17"]: value is
+    NaN``). ``index_base`` 1: sparse keys are 1-based (``spec.dim`` then includes the
+    unused index 0) and are shifted to 0-based columns.
+    """
+    X = dense_matrix(spec, xs, raw)
+    if X is not None:
+        return dense_batch(X), X
+    try:
+        if spec.kind == "dense":
+            _reject_strings(xs)
+        batch = spec.encode(
+            xs, where="rows", field="x", max_features=settings.max_features_per_example
+        )
+    except FeatureError as e:
+        loc = _ROW.sub(lambda m: locate(int(m.group(1))), e.location)
+        problem = e.problem
+        m = _OUTSIDE.match(problem)
+        if m and index_base:
+            problem = f"feature index {m.group(1)} is outside [{index_base}, {spec.dim - 1}]"
+        if "exceed the limit" in problem:
+            raise too_large(f"{loc}: {problem}", loc) from None
+        raise invalid(f"{loc}: {problem}", loc) from None
+    if index_base:
+        batch = _shift(batch, index_base, locate)
+    return batch, None
+
+
+def _reject_strings(xs: list[Any]) -> None:
+    # numpy reads "3" as 3.0 when asked for floats; a feature value must be a number.
+    for i, row in enumerate(xs):
+        if isinstance(row, list):
+            for j, v in enumerate(row):
+                if isinstance(v, str):
+                    raise FeatureError(f"rows[{i}].x[{j}]", "value must be a number, got str")
+
+
+def _shift(batch: Batch, base: int, locate: Callable[[int], str]) -> Batch:
+    # Indices are sorted within a row, so a key below the base is a row's first index.
+    first = batch.indices[batch.indptr[:-1].clip(max=max(batch.nnz - 1, 0))]
+    low = (np.diff(batch.indptr) > 0) & (first < base)
+    if low.any():
+        i = int(np.argmax(low))
+        loc = f'{locate(i)}.x["{int(first[i])}"]'
+        raise invalid(
+            f"{loc}: feature index {int(first[i])} is outside [{base}, {batch.dim - 1}] "
+            f"(this model's sparse keys are {base}-based, as in its training file)",
+            loc,
+        )
+    return Batch(batch.indptr, batch.indices - base, batch.values, batch.dim - base)
+
+
+def ranked(scores: np.ndarray, qids: list[Any], sizes: list[int]) -> list[dict[str, Any]]:
+    """Per query: the scores in the order sent and the item indices best first (ties:
+    the earlier item first, a stable sort)."""
+    out = []
+    start = 0
+    for qid, n in zip(qids, sizes, strict=True):
+        s = scores[start : start + n]
+        order = np.argsort(-s, kind="stable")
+        out.append({"qid": qid, "scores": s.tolist(), "order": order.tolist()})
+        start += n
+    return out
+
+
+def scored(scores: np.ndarray) -> list[dict[str, Any]]:
+    return [{"score": s} for s in scores.tolist()]
+
+
+def ranking_or_instances(body: dict[str, Any]) -> bool:
+    """True for a ``queries`` body, False for ``instances``; 422 for both or neither."""
+    has_q, has_i = "queries" in body, "instances" in body
+    if has_q and has_i:
+        raise invalid("queries: send either queries or instances, not both", "queries")
+    if not has_q and not has_i:
+        raise invalid(
+            "queries: field required (queries of items to rank, or instances to score)",
+            "queries",
+        )
+    return has_q
