@@ -63,8 +63,9 @@ class EvalWindow:
     def summary(self) -> dict[str, Any]:
         return {
             "window_examples": self.n,
-            "accuracy": self.correct / self.n if self.n else None,
-            "loss": self.loss / self.n if self.n else None,
+            # rankers report NDCG only (their updates count no "correct" labels)
+            "accuracy": self.correct / self.n if self.n and not self.groups else None,
+            "loss": self.loss / self.n if self.n and not self.groups else None,
             "ndcg_at_10": self.metric / self.groups if self.groups else None,
         }
 
@@ -122,7 +123,7 @@ class ModelHandle:
             self.window.add(r.applied, r.correct, r.loss_sum, r.metric_sum, r.n_groups)
             self._m_learned.inc(r.applied)
             s = self.window
-            if s.n:
+            if s.n and not s.groups:
                 self._m_acc.set(s.correct / s.n)
                 self._m_loss.set(s.loss / s.n)
             if s.groups:

@@ -1,4 +1,4 @@
-"""Batch models: ``PUT /models/{name}/artifact`` (deploy), versions, activate (rollback).
+"""Batch models: ``PUT /models/{name}/artifact`` (deploy), versions, activate, rollback.
 
 The body of a deploy is the artifact file itself (``application/octet-stream``,
 as written by ``learnserve train ...``; ``learnserve deploy`` sends it). It is
@@ -58,9 +58,14 @@ async def deploy(
 
 
 @router.get(
-    "/models/{name}/artifacts",
+    "/models/{name}/versions",
     summary="Stored artifact versions of a batch model, and the active one",
-    responses=error_responses(401, 403, 404, 503),
+    responses=error_responses(401, 403, 404, 409, 503),
+)
+@router.get(
+    "/models/{name}/artifacts",
+    summary="Stored artifact versions of a batch model (same as /versions)",
+    responses=error_responses(401, 403, 404, 409, 503),
 )
 async def list_artifacts(
     name: str, request: Request, registry: RegistryDep, _: PredictScope
@@ -105,4 +110,37 @@ async def activate(
     request.state.model = name
     return json_response(
         {"model": name, "version": h.version, "checksum": h.adapter.state_digest()}
+    )
+
+
+@router.post(
+    "/models/{name}/rollback",
+    summary="Serve the stored version before the active one (409 if there is none)",
+    responses=error_responses(401, 403, 404, 409, 503),
+)
+async def rollback(name: str, request: Request, registry: RegistryDep, _: AdminScope) -> Response:
+    h = await registry.find(name)
+    request.state.model = name
+    if h.adapter.online:
+        raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
+    try:
+        stored = [v.version for v in await registry.store.list_artifacts(name)]
+        active = await registry.store.get_active_version(name)
+    except StoreUnavailable as e:
+        raise store_unavailable() from e
+    current = active if active is not None else h.version
+    earlier = [v for v in stored if v < current]
+    if not earlier:
+        raise ApiError(
+            409, "no_previous_version", f"model {name!r} has no version before {current}", "name"
+        )
+    previous = max(earlier)
+    h = await registry.activate(name, previous)
+    return json_response(
+        {
+            "model": name,
+            "version": h.version,
+            "previous": current,
+            "checksum": h.adapter.state_digest(),
+        }
     )
