@@ -31,10 +31,12 @@ class ModelCreate(BaseModel):
                  "features": {"kind": "dense", "dim": 28}},
                 {"algorithm": "scw1", "params": {"c": 1.0, "eta": 0.9},
                  "features": {"kind": "hashed", "bits": 20}},
+                {"algorithm": "ranksvm", "params": {"lam": 0.01, "pairs_per_group": 100, "seed": 0},
+                 "features": {"kind": "sparse", "dim": 300}},
             ]
         }
     )  # fmt: skip
-    algorithm: Literal["pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2"]
+    algorithm: Literal["pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2", "ranksvm"]
     params: dict[str, Any] = Field(default_factory=dict)
     features: FeaturesConfig
 
@@ -44,18 +46,34 @@ class Example(BaseModel):
     y: Label
 
 
+class RankedItem(BaseModel):
+    x: Features
+    relevance: int = Field(ge=0, le=30, description="graded relevance (update only)")
+
+
+class Query(BaseModel):
+    qid: str | int | None = Field(None, description="echoed back in predictions")
+    items: list[RankedItem]
+
+
 class UpdateRequest(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
                 {"model": "adult", "examples": [
                     {"x": {"age": 39, "job": "clerk"}, "y": "+1"},
-                    {"x": {"age": 50, "job": "manager"}, "y": "-1"}]}
+                    {"x": {"age": 50, "job": "manager"}, "y": "-1"}]},
+                {"model": "web-ranker", "queries": [
+                    {"qid": "q1", "items": [{"x": {"3": 0.5, "17": 1.0}, "relevance": 2},
+                                            {"x": {"3": 0.1}, "relevance": 0}]}]},
             ]
         }
     )  # fmt: skip
     model: str
-    examples: list[Example]
+    examples: list[Example] | None = Field(None, description="classifiers")
+    queries: list[Query] | None = Field(
+        None, description="rankers (ranksvm): query groups; applied = number of items"
+    )
 
 
 class UpdateResponse(BaseModel):
@@ -71,17 +89,33 @@ class Instance(BaseModel):
     x: Features
 
 
+class PredictQuery(BaseModel):
+    qid: str | int | None = None
+    items: list[Instance]
+
+
 class PredictRequest(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
                 {"model": "adult", "instances": [{"x": {"age": 39, "job": "clerk"}}],
-                 "min_version": 17}
+                 "min_version": 17},
+                {"model": "web-ranker", "queries": [
+                    {"qid": "q1", "items": [{"x": {"1": 0.5, "17": 1.0}}, {"x": {"3": 0.1}}]}]},
             ]
         }
     )  # fmt: skip
     model: str
-    instances: list[Instance]
+    instances: list[Instance] | None = Field(
+        None, description='score each instance (rankers: {"score": s} per instance)'
+    )
+    queries: list[PredictQuery] | None = Field(
+        None,
+        description="rankers (ranksvm, lambdamart): rank each query's items. LambdaMART "
+        "sparse keys are feature indices as in the training file (1-based when the "
+        "artifact's index_base is 1: {\"1\": 0.5} is the file's feature 1); dense lists "
+        "have n_features values",
+    )
     min_version: int | None = Field(
         None, description="wait briefly until this worker has applied this version, else 503"
     )
@@ -94,19 +128,31 @@ class PredictionOut(BaseModel):
     confidence: float | None
 
 
+class RankingOut(BaseModel):
+    qid: str | int | None
+    scores: list[float] = Field(description="one per item, in the order sent")
+    order: list[int] = Field(description="item indices, best first (ties: order sent)")
+
+
+class ScoreOut(BaseModel):
+    score: float
+
+
 class PredictResponse(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
                 {"model": "adult", "version": 17, "predictions": [
                     {"label": "+1", "score": 1.7, "scores": {"+1": 1.7, "-1": -1.7},
-                     "confidence": 0.96}]}
+                     "confidence": 0.96}]},
+                {"model": "web-ranker", "version": 3, "predictions": [
+                    {"qid": "q1", "scores": [0.12, 1.5], "order": [1, 0]}]},
             ]
         }
     )  # fmt: skip
     model: str
     version: int
-    predictions: list[PredictionOut]
+    predictions: list[PredictionOut | RankingOut | ScoreOut]
 
 
 class ModelInfo(BaseModel):
