@@ -53,6 +53,7 @@ import numpy as np
 from learners import artifact
 from learners.features import Batch
 from learners.xml import _kernels as K
+from learners.xml import _predict_kernels as P
 from learners.xml._io import TREE_ARRAYS, LabelSets, labels_to_csr, validate_tree_arrays
 
 __all__ = ["FastXML"]
@@ -280,7 +281,7 @@ class FastXML:
         f = self.forest_
         jobs = min(self.n_jobs or os.cpu_count() or 1, max(1, n // 256))
         if n < self._BATCH_ROUTING_MIN:
-            K.predict_rows(
+            P.predict_rows(
                 X.indptr, X.indices, X.values, X.dim, f["roots"], f["child_pos"], f["child_neg"],
                 f["w_ptr"], f["w_idx"], f["w_val"], f["intercept"], f["leaf_ptr"], f["leaf_lab"],
                 f["leaf_val"], self.n_labels_, k, 0, n, labels, scores,
@@ -289,14 +290,14 @@ class FastXML:
         leaves = self._apply_batch(X, jobs)
 
         def rank(lo: int, hi: int) -> None:
-            K.topk_from_leaves(leaves, f["leaf_ptr"], f["leaf_lab"], f["leaf_val"],
+            P.topk_from_leaves(leaves, f["leaf_ptr"], f["leaf_lab"], f["leaf_val"],
                                self.n_labels_, k, lo, hi, labels, scores)  # fmt: skip
 
         self._run_chunks(rank, n, jobs)
         return labels, scores
 
     # Below this many rows, route point by point (no per-tree set-up); at or above it,
-    # node by node. Both give bit-identical results (see _kernels.apply_batch).
+    # node by node. Both give bit-identical results (see _predict_kernels).
     _BATCH_ROUTING_MIN = 32
 
     @staticmethod
@@ -316,7 +317,7 @@ class FastXML:
         out = np.empty((X.n_rows, roots.shape[0]), dtype=np.int64)
 
         def route(lo: int, hi: int) -> None:  # trees lo..hi
-            K.apply_batch(X.indptr, X.indices, X.values, X.dim, roots, tree_end, f["child_pos"],
+            P.apply_batch(X.indptr, X.indices, X.values, X.dim, roots, tree_end, f["child_pos"],
                           f["child_neg"], f["w_ptr"], f["w_idx"], f["w_val"], f["intercept"], lo,
                           hi, out)  # fmt: skip
 
@@ -328,7 +329,7 @@ class FastXML:
         self._check_X(X)
         f = self.forest_
         out = np.empty((X.n_rows, f["roots"].shape[0]), dtype=np.int64)
-        K.apply_rows(
+        P.apply_rows(
             X.indptr,
             X.indices,
             X.values,

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from learners.xml import _kernels as K
+from learners.xml import _partition_kernels as PK
 
 
 def _problem(seed: int, n: int = 12, n_labels: int = 7):
@@ -77,7 +78,7 @@ def test_rank_step_matches_oracle(seed, L):
     rows = np.arange(n, dtype=np.int64)
     nl = np.unique(idx)
     bufs = [np.full(n_labels, 7.0) for _ in range(4)]  # junk: the kernel must reset
-    K.rank_step(rows, ptr, idx, val, _pw(Y, L), delta, nl, L, *bufs)
+    PK.rank_step(rows, ptr, idx, val, _pw(Y, L), delta, nl, L, *bufs)
     for side, disc in ((1, bufs[2]), (-1, bufs[3])):
         r = oracle_rank(Y, delta, side, L)
         want = {lab: (1.0 / math.log2(t + 2) if t < L else 0.0) for t, lab in enumerate(r)}
@@ -96,7 +97,7 @@ def test_delta_step_matches_oracle(seed, with_logit):
     rows = np.arange(n, dtype=np.int64)
     nl = np.unique(idx)
     pos_sum, neg_sum, disc_pos, disc_neg = (np.zeros(n_labels) for _ in range(4))
-    K.rank_step(rows, ptr, idx, val, _pw(Y, L), delta, nl, L, pos_sum, neg_sum, disc_pos, disc_neg)
+    PK.rank_step(rows, ptr, idx, val, _pw(Y, L), delta, nl, L, pos_sum, neg_sum, disc_pos, disc_neg)
     lp = c_pos * np.log1p(np.exp(-margins)) if with_logit else np.zeros(n)
     ln = c_neg * np.log1p(np.exp(margins)) if with_logit else np.zeros(n)
     want = oracle_delta(
@@ -112,7 +113,7 @@ def test_delta_step_matches_oracle(seed, with_logit):
         with_logit,
     )
     before = delta.copy()
-    changed = K.delta_step(rows, ptr, idx, val, _pw(Y, L), disc_pos, disc_neg, c_r, lp, ln, delta)
+    changed = PK.delta_step(rows, ptr, idx, val, _pw(Y, L), disc_pos, disc_neg, c_r, lp, ln, delta)
     assert delta.tolist() == want
     assert changed == int(np.sum(before != delta))
 
@@ -135,7 +136,7 @@ def test_alternation_descends_and_stops_at_a_fixed_point(seed):
     zeros = np.zeros(n)
     prev = oracle_objective(Y, delta, L, 1.0)
     for _ in range(50):  # one round at a time: the objective never goes up
-        rounds = K.alternate_partition(
+        rounds = PK.alternate_partition(
             rows, ptr, idx, val, _pw(Y, L), nl, L, 1.0, zeros, zeros, delta, *bufs, 1
         )
         assert rounds == 1
