@@ -8,10 +8,11 @@ every model. Measured per model:
 
 - test error on all 10,000 test images;
 - training time (wall and CPU seconds of one fit, k-means included for LL-SVM);
-- prediction: examples per second of ``predict`` on the whole test set in one
-  call (best of 3 after a warm-up, single-threaded numba for LL-SVM); for RBF SVC,
-  which predicts only ~100-300 examples/s, on a 1,000-image subset, extrapolated
-  per example (its error is still on all 10,000).
+- prediction: examples per second (wall, and per CPU-second of this process,
+  which the other tenants of a shared machine do not inflate) of ``predict`` on
+  the whole test set in one call (best of 3 after a warm-up, single-threaded
+  numba for LL-SVM); for RBF SVC, which predicts only ~50-150 examples/s here, on
+  a 1,000-image subset, extrapolated per example (its error is on all 10,000).
 
 LL-SVM runs twice: with the defaults (100 anchors, 8 neighbours, 10 passes) and
 with 12 neighbours (the configuration that meets the 2.0 % bar). Targets: LL-SVM
@@ -66,8 +67,15 @@ def _entry(name: str, model: Any, data: dict[str, np.ndarray], pred_rows: int | 
         "predict_rows": Xp.shape[0],
         "predict_extrapolated": pred_rows is not None,
         "predict_per_s": t.rate,
+        "predict_per_cpu_s": t.cpu_rate,
         "predict_us_per_example": 1e6 / t.rate,
     }
+
+
+def _short(targets: dict[str, bool]) -> dict[str, bool]:
+    names = {"train_3x_faster": "train", "error_within_0.4": "error",
+             "predict_50k_per_s": "pred-wall", "predict_50k_per_cpu_s": "pred-cpu"}  # fmt: skip
+    return {names[k]: v for k, v in targets.items()}
 
 
 def main() -> None:
@@ -110,14 +118,18 @@ def main() -> None:
                 "train_3x_faster": ratio["train_speedup_vs_svc"] >= 3.0,
                 "error_within_0.4": ratio["error_gap_points"] <= 0.4,
                 "predict_50k_per_s": r["predict_per_s"] >= 50_000,
+                "predict_50k_per_cpu_s": (r["predict_per_cpu_s"] or 0) >= 50_000,
             }
         table.append([
             r["model"], f"{r['error'] * 100:.2f}", f"{r['train_s']:.1f}", f"{r['train_cpu_s']:.1f}",
             f"{r['predict_per_s']:,.0f}" + (" *" if r["predict_extrapolated"] else ""),
+            f"{r['predict_per_cpu_s'] or 0:,.0f}",
             f"{r['predict_us_per_example']:.1f}",
             "-" if ratio is None else f"{ratio['train_speedup_vs_svc']:.1f}x",
             "-" if ratio is None else f"{ratio['error_gap_points']:+.2f}",
-            "-" if "targets" not in r else ("PASS" if all(r["targets"].values()) else "FAIL"),
+            "-" if "targets" not in r else " ".join(
+                f"{k}:{'PASS' if v else 'FAIL'}" for k, v in _short(r["targets"]).items()
+            ),
         ])  # fmt: skip
     print_table(
         "MNIST 60k/10k: LL-SVM vs scikit-learn",
@@ -127,13 +139,16 @@ def main() -> None:
             "train s",
             "train CPU s",
             "predict /s",
+            "predict /CPU-s",
             "us/example",
             "train vs SVC",
             "error vs SVC",
             "targets",
         ],
         table,
-        caption="* SVC predicted on a 1,000-image subset, rate extrapolated per example",
+        caption="* SVC predicted on a 1,000-image subset, rate extrapolated per example. "
+        "predict /CPU-s = examples per CPU-second of this process (the machine is shared: "
+        "wall time includes waiting for a core).",
     )
     path = write_results("llsvm", {"rows": rows}, extra_packages=("scikit-learn",))
     print(f"wrote {path}")
