@@ -101,15 +101,19 @@ class LLSVM:
     t0: step offset; the first step is ``1 / (lam (1 + t0))``.
     skip: the regulariser is applied (scaled by ``skip``) every ``skip`` steps.
     passes: epochs over the shuffled training set.
-    weighting: ``"inverse"`` (gamma ~ 1/distance, the paper) or ``"exponential"``
-        (gamma ~ exp(-beta distance^2), the Shark wrapper's distCoef).
-    beta: scale of the exponential weighting (unused for ``"inverse"``).
+    weighting: ``"relative"`` (gamma ~ exp(-beta (d^2/d_1^2 - 1)), scale-free),
+        ``"inverse"`` (gamma ~ 1/d, the paper) or ``"exponential"``
+        (gamma ~ exp(-beta d^2), the Shark wrapper's distCoef).
+    beta: sharpness of the relative/exponential weights (unused for ``"inverse"``).
     multiclass: ``"ovr"`` (one binary hinge per class) or ``"crammer_singer"``
         (true class against the best-scoring wrong class).
     anchors: ``"kmeans"`` over all rows, or ``"kmeans_per_class"`` (anchors split
         evenly between classes, clustered within each class).
     kmeans_iter: Lloyd iterations after k-means++ seeding.
     fit_bias: learn the per-anchor bias ``b`` (not regularised).
+    normalize: scale every row to unit length (in fit and predict).
+    average: the model is the mean of the end-of-pass iterates of the second half
+        of the passes (otherwise the last iterate).
     seed: seeds k-means++ and the shuffles; the same seed gives the same model.
     """
 
@@ -268,9 +272,13 @@ class LLSVM:
             raise ValueError(f"n_anchors ({self.n_anchors}) exceeds the {Xb.n_rows} examples")
         rng = np.random.default_rng(self.seed)
         start = time.perf_counter()
-        anchors = self._place_anchors(Xb, yi, rng)
-        self.anchors_ = np.ascontiguousarray(anchors)
-        nbr, gam = self._coordinates(Xb)
+        anchors = np.ascontiguousarray(self._place_anchors(Xb, yi, rng))
+        if anchors.shape[0] < self.n_neighbours:  # per-class k-means on tiny classes
+            raise ValueError(
+                f"only {anchors.shape[0]} anchors could be placed, fewer than "
+                f"n_neighbours ({self.n_neighbours})"
+            )
+        nbr, gam = self._coordinates(Xb, anchors)
         W = np.zeros((anchors.shape[0], Xb.dim, classes.shape[0]), dtype=np.float64)
         b = np.zeros((anchors.shape[0], classes.shape[0]), dtype=np.float64)
         t = 0
@@ -298,6 +306,7 @@ class LLSVM:
         n_avg = self.passes - first_avg
         # Served in float32 (see the module doc): scoring reads W rows at random
         # anchors, so halving the bytes speeds prediction up; scores move by ~1e-6.
+        self.anchors_ = anchors
         self.W_ = (W_sum / n_avg).astype(np.float32)
         self.b_ = (b_sum / n_avg).astype(np.float32)
         self.t_ = int(t)
@@ -312,8 +321,7 @@ class LLSVM:
         if not hasattr(self, "W_"):
             raise RuntimeError("this LLSVM is not fitted yet; call fit() or load a model")
 
-    def _coordinates(self, Xb: Batch) -> tuple[np.ndarray, np.ndarray]:
-        a = self.anchors_
+    def _coordinates(self, Xb: Batch, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         nbr, gam, _ = K.nearest_anchors(
             Xb.indptr, Xb.indices, Xb.values, np.ascontiguousarray(a.T),
             np.einsum("ij,ij->i", a, a), self.n_neighbours,
@@ -324,13 +332,13 @@ class LLSVM:
     def local_coordinates(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(anchor indices (n, k), gamma (n, k))`` of each row, nearest anchor first."""
         self._check_fitted()
-        return self._coordinates(self._rows(X, self.n_features_))
+        return self._coordinates(self._rows(X, self.n_features_), self.anchors_)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Class scores ``(n, n_classes)`` in the order of ``classes_``."""
         self._check_fitted()
         Xb = self._rows(X, self.n_features_)
-        nbr, gam = self._coordinates(Xb)
+        nbr, gam = self._coordinates(Xb, self.anchors_)
         return K.decision(Xb.indptr, Xb.indices, Xb.values, nbr, gam, self.W_, self.b_)
 
     def predict(self, X: Any) -> np.ndarray:

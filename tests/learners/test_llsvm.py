@@ -185,6 +185,9 @@ def test_bad_labels_and_sizes():
         LLSVM(n_anchors=2, n_neighbours=1).fit(X, np.zeros(20, int))
     with pytest.raises(ValueError, match="exceeds the 20 examples"):
         LLSVM(n_anchors=30, n_neighbours=1).fit(X, np.arange(20) % 2)
+    tiny = np.r_[np.zeros(19, int), 1]  # per-class k-means: class 1 has one row
+    with pytest.raises(ValueError, match="only 3 anchors could be placed"):
+        LLSVM(n_anchors=4, n_neighbours=4).fit(X, tiny)
     y = np.arange(20) % 2
     assert LLSVM(n_anchors=4, n_neighbours=2, passes=1).fit(
         X, y.astype(float)
