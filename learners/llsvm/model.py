@@ -278,7 +278,8 @@ class LLSVM:
                 f"only {anchors.shape[0]} anchors could be placed, fewer than "
                 f"n_neighbours ({self.n_neighbours})"
             )
-        nbr, gam = self._coordinates(Xb, anchors)
+        layout = self._anchor_layout(anchors)
+        nbr, gam = self._coordinates(Xb, layout)
         W = np.zeros((anchors.shape[0], Xb.dim, classes.shape[0]), dtype=np.float64)
         b = np.zeros((anchors.shape[0], classes.shape[0]), dtype=np.float64)
         t = 0
@@ -307,6 +308,8 @@ class LLSVM:
         # Served in float32 (see the module doc): scoring reads W rows at random
         # anchors, so halving the bytes speeds prediction up; scores move by ~1e-6.
         self.anchors_ = anchors
+        # Kept so that each predict call does not redo the transpose (~0.1 ms on MNIST).
+        self._layout = layout
         self.W_ = (W_sum / n_avg).astype(np.float32)
         self.b_ = (b_sum / n_avg).astype(np.float32)
         self.t_ = int(t)
@@ -321,10 +324,16 @@ class LLSVM:
         if not hasattr(self, "W_"):
             raise RuntimeError("this LLSVM is not fitted yet; call fit() or load a model")
 
-    def _coordinates(self, Xb: Batch, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    @staticmethod
+    def _anchor_layout(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Anchors transposed (feature-major, as the kernels read them) and their |a|^2."""
+        return np.ascontiguousarray(a.T), np.einsum("ij,ij->i", a, a)
+
+    def _coordinates(
+        self, Xb: Batch, layout: tuple[np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
         nbr, gam, _ = K.nearest_anchors(
-            Xb.indptr, Xb.indices, Xb.values, np.ascontiguousarray(a.T),
-            np.einsum("ij,ij->i", a, a), self.n_neighbours,
+            Xb.indptr, Xb.indices, Xb.values, layout[0], layout[1], self.n_neighbours,
             _WEIGHTINGS[self.weighting], self.beta,
         )  # fmt: skip
         return nbr, gam
@@ -332,13 +341,13 @@ class LLSVM:
     def local_coordinates(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(anchor indices (n, k), gamma (n, k))`` of each row, nearest anchor first."""
         self._check_fitted()
-        return self._coordinates(self._rows(X, self.n_features_), self.anchors_)
+        return self._coordinates(self._rows(X, self.n_features_), self._layout)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Class scores ``(n, n_classes)`` in the order of ``classes_``."""
         self._check_fitted()
         Xb = self._rows(X, self.n_features_)
-        nbr, gam = self._coordinates(Xb, self.anchors_)
+        nbr, gam = self._coordinates(Xb, self._layout)
         return K.decision(Xb.indptr, Xb.indices, Xb.values, nbr, gam, self.W_, self.b_)
 
     def predict(self, X: Any) -> np.ndarray:
@@ -399,6 +408,7 @@ class LLSVM:
                 f"W {W.shape}, b {b.shape} for {n_features} features and {n_c} classes"
             )
         model.anchors_, model.W_, model.b_, model.t_ = anchors, W, b, steps
+        model._layout = cls._anchor_layout(anchors)
         model.classes_ = np.asarray(classes, dtype=np.int64 if want is int else str)
         model.n_features_ = n_features
         meta = dict(art.meta)
