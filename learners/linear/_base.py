@@ -44,22 +44,30 @@ _NO_LOG = (np.empty((0, 2)), np.empty((0, 3), dtype=np.int64))  # update_diag: d
 _scratch = threading.local()
 
 
-def _scratch_buffer(name: str, n: int, dtype: type) -> np.ndarray:
-    """A reusable 1-d buffer of >= ``n`` items, one per thread, shared by every model.
+def _scratch_buffer(name: str, rows: int, cols: int, dtype: type) -> np.ndarray:
+    """A reusable (>= ``rows``, ``cols``) buffer, one per thread, shared by every model.
 
     Fresh buffers cost a page fault per 4 KiB (about 10 ms for a 2**20-dim state),
     so the largest one needed so far is kept, up to ``_KEEP_SCRATCH`` items; a
     bigger request gets a buffer that dies with the call.
     """
-    buf = getattr(_scratch, name, None)
-    if buf is not None and buf.shape[0] >= n:
+    key = f"{name}{cols}"
+    buf = getattr(_scratch, key, None)
+    if buf is not None and buf.shape[0] >= rows:
         return buf
-    if n > _KEEP_SCRATCH:
-        return np.empty(n, dtype=dtype)
+    if rows * cols > _KEEP_SCRATCH:
+        return np.empty((rows, cols), dtype=dtype)
     old = 0 if buf is None else buf.shape[0]
-    buf = np.empty(min(max(n, 4096, 2 * old), _KEEP_SCRATCH), dtype=dtype)
-    setattr(_scratch, name, buf)
+    buf = np.empty((min(max(rows, 4096, 2 * old), _KEEP_SCRATCH // cols), cols), dtype=dtype)
+    setattr(_scratch, key, buf)
     return buf
+
+
+def _copy_to_scratch(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` in the thread's reused snapshot buffer (valid until the next one)."""
+    snap = _scratch_buffer("state", a.size, 1, np.float64)[: a.size].reshape(a.shape)
+    np.copyto(snap, a)
+    return snap
 
 
 class NotFittedError(ValueError):
@@ -290,21 +298,46 @@ class LinearClassifier:
         y, new = label_codes(labels, n, self._index, self._int_table)
         if n == 0:
             return UpdateResult(applied=0)
-        # Growth happens at each new label's first row; with new labels the call
-        # spans several kernel runs, so keep a full snapshot for rollback (rare).
-        snapshot = self.state() if new else None
-        bounds = [pos for pos, _ in new] + [n]
+        if new:
+            correct, loss_sum, updates = self._update_growing(ip, ix, vs, y, new)
+        else:  # the usual case: one kernel run, which undoes itself on failure
+            fail, correct, loss_sum, updates = self._run(ip, ix, vs, y, 0, n)
+            if fail >= 0:
+                raise NonFiniteWeightsError(fail)
+        self.n_seen_ += n
+        self.n_updates_ += updates
+        return UpdateResult(applied=n, correct=correct, loss_sum=loss_sum, updates=updates)
+
+    def _update_growing(
+        self,
+        ip: np.ndarray,
+        ix: np.ndarray,
+        vs: np.ndarray,
+        y: np.ndarray,
+        new: list[tuple[int, Label]],
+    ) -> tuple[int, float, int]:
+        """``update`` of a batch with new labels: growth happens at each new label's
+        first row, so the call spans several kernel runs; one snapshot rolls all back."""
+        n = ip.shape[0] - 1
+        labels = list(self.labels_)
+        full = self.covariance == "full"
+        snapshot = self.state() if full else _copy_to_scratch(self._w)
         start = 0
         correct = 0
         loss_sum = 0.0
         updates = 0
         pending = list(new)
-        for stop in bounds:
+        for stop in [pos for pos, _ in new] + [n]:
             if stop > start:
-                fail, c, ls, u = self._run(ip, ix, vs, y, start, stop, snapshot is None)
+                fail, c, ls, u = self._run(ip, ix, vs, y, start, stop, False)
                 if fail >= 0:
-                    if snapshot is not None:
-                        self._restore(snapshot)
+                    if full:
+                        self._restore(snapshot)  # type: ignore[arg-type]
+                    else:
+                        self._w = np.array(snapshot)  # may differ in shape: labels were added
+                        self.labels_ = labels
+                        self._index = {lab: i for i, lab in enumerate(labels)}
+                        self._table = None
                     raise NonFiniteWeightsError(fail)
                 correct += c
                 loss_sum += ls
@@ -312,9 +345,7 @@ class LinearClassifier:
             if pending and pending[0][0] == stop:
                 self._add_label(pending.pop(0)[1])
             start = stop
-        self.n_seen_ += n
-        self.n_updates_ += updates
-        return UpdateResult(applied=n, correct=correct, loss_sum=loss_sum, updates=updates)
+        return correct, loss_sum, updates
 
     def _int_table(self) -> IntTable:
         # rebuilt only after the labels change (_add_label / _restore reset it)
@@ -354,18 +385,15 @@ class LinearClassifier:
         if n_coords >= w.shape[0] * w.shape[1]:
             # The log would outgrow the state (a long batch): copy the state instead
             # (a sequential copy), run without logging, restore the copy on failure.
-            snap = _scratch_buffer("state", w.size, np.float64)[: w.size].reshape(w.shape)
-            np.copyto(snap, w)
+            snap = _copy_to_scratch(w)
             res = K.update_diag(*args, *_NO_LOG)
             if res[0] >= 0:
                 np.copyto(w, snap)
             return res
         # Short batch: log the old values of the touched coordinates (O(nnz)).
-        C = w.shape[2]
-        n_rec = (stop - start) * sides
-        log_w = _scratch_buffer("log_w", n_coords * C, np.float64)[: n_coords * C]
-        log_u = _scratch_buffer("log_u", max(n_rec, 1) * 3, np.int64)[: max(n_rec, 1) * 3]
-        return K.update_diag(*args, log_w.reshape(n_coords, C), log_u.reshape(-1, 3))
+        log_w = _scratch_buffer("log_w", n_coords, w.shape[2], np.float64)
+        log_u = _scratch_buffer("log_u", (stop - start) * sides, 3, np.int64)
+        return K.update_diag(*args, log_w, log_u)
 
     # ------------------------------------------------------------------ prediction
 

@@ -439,7 +439,8 @@ def pair_variance_diag(indptr, indices, values, sig, ka, kb):  # pragma: no cove
 
 @njit(cache=True)
 def code_labels(labels, keys, codes):  # pragma: no cover - numba
-    """``codes[t]`` where ``labels[i] == keys[t]`` (``keys`` sorted), else -1, per label.
+    """(``codes[t]`` where ``labels[i] == keys[t]`` (``keys`` sorted) else -1, per label;
+    how many were not found).
 
     One pass over an int64 label array; a linear scan beats a bisection for the
     usual handful of labels.
@@ -447,6 +448,7 @@ def code_labels(labels, keys, codes):  # pragma: no cover - numba
     n = labels.shape[0]
     nk = keys.shape[0]
     out = np.empty(n, np.int64)
+    missing = 0
     for i in range(n):
         v = labels[i]
         c = -1
@@ -467,4 +469,5 @@ def code_labels(labels, keys, codes):  # pragma: no cover - numba
             if lo < nk and keys[lo] == v:
                 c = codes[lo]
         out[i] = c
-    return out
+        missing += c < 0
+    return out, missing

@@ -3,8 +3,8 @@
 Labels are strings or integers (``learners.base.check_label``); a model numbers
 them in order of first appearance. Three paths, all giving the same codes:
 
-- a small batch (≤ ``SMALL`` labels, e.g. one HTTP request) is one dict lookup per
-  label: numpy set-up costs more than the loop;
+- a short list (≤ ``SMALL`` labels, e.g. one HTTP request) of known labels is one
+  dict lookup per label: converting it to an array costs more;
 - an integer array (or an all-int list, converted once) is coded by one numba pass
   against the model's cached table of known integer labels;
 - anything else (strings) is validated at C speed (``set(map(type, ...))``) and
@@ -25,9 +25,10 @@ import numpy as np
 from learners.base import Label, check_label
 from learners.linear import _kernels as K
 
-SMALL = 64  # below this many labels a Python dict loop beats any numpy call
+SMALL = 16  # up to this many listed labels, dict lookups beat converting to an array
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
+_PLAIN = {int, str}
 IntTable = tuple[np.ndarray, np.ndarray]  # (sorted int64 keys, their codes)
 
 
@@ -67,8 +68,8 @@ def label_codes(
         raise ValueError(f"labels: expected a sequence of labels, got {type(labels).__name__}")
     if len(labels) != n:
         raise ValueError(f"labels: got {len(labels)} labels for a batch of {n} examples")
-    if n <= SMALL:
-        y = _known_codes(labels if arr is None else arr.tolist(), index)
+    if n <= SMALL and arr is None:
+        y = _known_codes(labels, index)
         if y is not None:
             return y, []
     if arr is None:
@@ -104,16 +105,11 @@ def _known_codes(labels: Sequence[Any], index: dict[Label, int]) -> np.ndarray |
     Known labels passed ``check_label`` when they were added; the type test keeps
     ``True`` and ``1.0`` (equal to, and hashing like, the key ``1``) off this path.
     """
-    get = index.get
-    out = []
-    for lab in labels:
-        t = type(lab)
-        if t is not int and t is not str:
-            return None
-        k = get(lab)
-        if k is None:
-            return None
-        out.append(k)
+    if not set(map(type, labels)) <= _PLAIN:
+        return None
+    out = list(map(index.get, labels))
+    if None in out:
+        return None
     return np.array(out, dtype=np.int64)
 
 
@@ -122,10 +118,10 @@ def _int64_codes(
 ) -> tuple[np.ndarray, list[tuple[int, Label]]]:
     """``label_codes`` for an int64 array: one numba pass, a second only if labels are new."""
     keys, codes = table
-    y = K.code_labels(arr, keys, codes)
-    rest = np.flatnonzero(y < 0)
-    if not rest.size:
+    y, n_unknown = K.code_labels(arr, keys, codes)
+    if not n_unknown:
         return y, []
+    rest = np.flatnonzero(y < 0)
     vals, first = np.unique(arr[rest], return_index=True)
     new: list[tuple[int, Label]] = sorted(
         (int(rest[f]), int(v)) for v, f in zip(vals.tolist(), first.tolist(), strict=True)
@@ -134,7 +130,7 @@ def _int64_codes(
     extra = {lab: len(index) + j for j, (_, lab) in enumerate(new)}
     new_keys = np.array(sorted(extra), dtype=np.int64)
     new_codes = np.array([extra[v] for v in new_keys.tolist()], dtype=np.int64)
-    y[rest] = K.code_labels(arr[rest], new_keys, new_codes)
+    y[rest] = K.code_labels(arr[rest], new_keys, new_codes)[0]
     return y, new
 
 

@@ -172,6 +172,39 @@ def test_numpy_and_list_labels_give_the_same_state() -> None:
     assert a.labels_ == list(dict.fromkeys(y.tolist()))  # order of first appearance
 
 
+def test_label_coding_paths_agree() -> None:
+    from learners.linear._labels import label_codes
+
+    def reference(labels: list[Any], index: dict[Any, int]) -> tuple[list[int], list[Any]]:
+        codes, new = dict(index), []
+        for i, lab in enumerate(labels):
+            if lab not in codes:
+                codes[lab] = len(codes)
+                new.append((i, lab))
+        return [codes[lab] for lab in labels], new
+
+    rng = np.random.default_rng(5)
+    for n_known in (0, 2, 12):  # 12 > 8: the kernel bisects instead of scanning
+        index = {int(v): k for k, v in enumerate(rng.permutation(40)[:n_known] - 5)}
+        for n in (1, 5, 16, 17, 300):
+            y = rng.integers(-5, 35, n)
+            want = reference(y.tolist(), index)
+            for labels in (y, y.tolist(), y.astype(np.int32)):
+                got, new = label_codes(labels, n, index)
+                assert got.dtype == np.int64 and got.tolist() == want[0] and new == want[1]
+            # uint64 (may exceed int64): its own path; labels shifted to be >= 0
+            got, new = label_codes(
+                (y + 5).astype(np.uint64), n, {k + 5: c for k, c in index.items()}
+            )
+            assert got.tolist() == want[0] and new == [(i, lab + 5) for i, lab in want[1]]
+    # known labels take the dict path; bool/float equal to a known key must not
+    clf = PA(dim=6)
+    clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}]), [1, 0])
+    for bad in (True, 1.0, np.int64(1)):
+        with pytest.raises(FeatureError, match=r"labels\[1\]"):
+            clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}]), [0, bad])
+
+
 def test_non_finite_weights_reject_the_batch_and_restore_state() -> None:
     clf = PA(dim=6)
     clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}]), ["a", "b"])
