@@ -10,7 +10,9 @@ Input formats (chosen from the file name):
 
 CSV and SVMlight features are used as written unless ``--scale C`` divides them
 by ``C``. The scale is saved in the model and applied again by ``evaluate``. With
-the default row normalisation of :class:`LLSVM` a constant scale has no effect.
+the default row normalisation of :class:`LLSVM` a constant scale has no effect;
+for low-dimensional data whose vector length matters (2-d points, say) pass
+``--no-normalize`` and scale the features to about [0, 1] yourself.
 
     learnserve train llsvm --train mnist/train-images-idx3-ubyte.gz -o mnist.lsart
     learnserve evaluate mnist.lsart --test mnist/t10k-images-idx3-ubyte.gz
