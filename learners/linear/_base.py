@@ -426,6 +426,22 @@ class LinearClassifier:
         """
         self._fitted()
         ip, ix, vs = self._check_batch(batch)
+        labels = self.labels_
+        if self._has_cov and self.covariance != "full" and len(labels) >= 2:
+            # the common serving case: one kernel call for scores, ranks and variances
+            s, best, margin, var = K.details_diag(ip, ix, vs, self._w, len(labels))
+            sqrt, cdf = math.sqrt, normal_cdf
+            return [
+                Prediction(
+                    labels[b],
+                    row[b],
+                    dict(zip(labels, row, strict=True)),
+                    cdf(m / sqrt(v)) if v > 0.0 else 0.5,
+                )
+                for row, b, m, v in zip(
+                    s.tolist(), best.tolist(), margin.tolist(), var.tolist(), strict=True
+                )
+            ]
         s = self._decision(ip, ix, vs)
         n, k = s.shape
         best, second, margin = K.best_two(s, k == 2)
@@ -440,7 +456,6 @@ class LinearClassifier:
                 normal_cdf(m / math.sqrt(v)) if v > 0.0 else 0.5
                 for m, v in zip(margin.tolist(), var.tolist(), strict=True)
             ]
-        labels = self.labels_
         return [
             Prediction(labels[b], row[b], dict(zip(labels, row, strict=True)), c)
             for row, b, c in zip(s.tolist(), best.tolist(), conf, strict=True)

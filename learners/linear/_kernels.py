@@ -471,3 +471,19 @@ def code_labels(labels, keys, codes):  # pragma: no cover - numba
         out[i] = c
         missing += c < 0
     return out, missing
+
+
+@njit(cache=True)
+def details_diag(indptr, indices, values, w, n_labels):  # pragma: no cover - numba
+    """``scores``, ``best_two`` and ``pair_variance_diag`` in one call (one dispatch
+    instead of three: a 1-row ``predict_details`` is mostly call overhead).
+
+    ``w`` is the (R, d, 2) diagonal state; the same kernels run on its μ and σ
+    views, so the results are identical to calling them one by one.
+    Returns (scores, best, margin, variance).
+    """
+    binary = n_labels == 2
+    s = scores(indptr, indices, values, w[:, :, 0], binary)
+    best, second, margin = best_two(s, binary)
+    ka = best if s.shape[1] > 2 else np.zeros(best.shape[0], np.int64)
+    return s, best, margin, pair_variance_diag(indptr, indices, values, w[:, :, 1], ka, second)
