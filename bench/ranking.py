@@ -24,6 +24,15 @@ min_sum_hessian_in_leaf 5, bagging_fraction 0.9, bagging_freq 1, seed 0):
   matrix for both; **2 threads for both** (numba's threads / LightGBM ``num_threads=2``).
   Documents per second of the best run; per CPU-second too (the machine is shared).
 
+- scoring through the service: ``uvicorn service.app:factory`` (1 worker, SQLite store in
+  a temp dir) on a free port, the trained model deployed with ``PUT /models/{name}/artifact``
+  (``index_base`` 1, so sparse keys are the file's), then ``POST /predict`` from one httpx
+  keep-alive client, back to back: ``instances`` batches of ``--http-batch`` documents
+  (rank.test replicated, 1-based sparse keys) and ``queries`` (rank.test's 50 queries, 768
+  documents, one request). Bodies are JSON-encoded once beforehand (the client's encoding is
+  not timed; its decoding of the answers is). Documents per second over ``--http-requests``
+  requests, next to in-process ``predict`` on the same batch (the HTTP + JSON overhead).
+
 Writes ``bench/results/ranking.json``. Goals: training time <= 3x LightGBM's, scoring
 >= 1,000,000 documents/s.
 """
@@ -43,7 +52,11 @@ from typing import Any
 import numpy as np
 
 if __package__ in (None, ""):  # run as a script: make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # ...and drop bench/ itself, whose http.py would shadow the standard library's
+    # ``http`` package (httpx needs it for the scoring-through-the-service part).
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_HERE.parent))
 
 from bench._common import (
     REPO_DIR,
@@ -109,12 +122,90 @@ def timing_doc(t: Timing) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def http_scoring(model: Any, te: Any, batch_size: int, n_requests: int) -> dict[str, Any]:
+    """Deploy ``model`` to a fresh service and score rank.test through ``POST /predict``."""
+    import httpx
+    import orjson
+
+    from learners.ranking.lambdamart import LambdaMART
+    from tests.service.procs import free_port, start_service, stop_process
+
+    model = LambdaMART.from_bytes(model.to_bytes())
+    model.meta_["index_base"] = 1  # rank.* are 1-based SVMlight files, read with zero_based=False
+    X = te.X
+    rows = [
+        {str(int(j) + 1): float(v) for j, v in zip(X.indices[a:b], X.values[a:b], strict=True)}
+        for a, b in zip(X.indptr[:-1], X.indptr[1:], strict=True)
+    ]
+    picks = np.arange(batch_size) % X.n_rows
+    inst_body = orjson.dumps({"model": "lm", "instances": [{"x": rows[i]} for i in picks]})
+    queries, start = [], 0
+    for q, n in enumerate(te.group_sizes.tolist()):
+        queries.append({"qid": q, "items": [{"x": rows[i]} for i in range(start, start + n)]})
+        start += n
+    query_body = orjson.dumps({"model": "lm", "queries": queries})
+    expect = model.predict(X.take(picks))
+    in_process = measure(lambda _: model.predict(X.take(picks)), repeats=5, n_items=batch_size)
+
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="bench-ranking-") as data_dir:
+        args = [sys.executable, "-m", "uvicorn", "service.app:factory", "--factory",
+                "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+                "--no-access-log"]  # fmt: skip
+        env = {"LEARNSERVE_DATA_DIR": data_dir, "LEARNSERVE_LOG_LEVEL": "warning"}
+        proc = start_service(args, env, port, health_path="/readyz")
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as c:
+                r = c.put(
+                    "/models/lm/artifact",
+                    content=model.to_bytes(),
+                    headers={"content-type": "application/octet-stream"},
+                )
+                assert r.status_code == 201, r.text
+                headers = {"content-type": "application/json"}
+
+                def post(body: bytes) -> Any:
+                    r = c.post("/predict", content=body, headers=headers)
+                    assert r.status_code == 200, r.text
+                    return r.json()
+
+                got = [p["score"] for p in post(inst_body)["predictions"]]
+                assert np.allclose(got, expect, rtol=0, atol=0), "HTTP scores differ"
+                post(query_body)
+                out: dict[str, Any] = {}
+                for key, body, docs in (
+                    ("instances", inst_body, batch_size),
+                    ("queries", query_body, X.n_rows),
+                ):
+                    lat = []
+                    t0 = time.perf_counter()
+                    for _ in range(n_requests):
+                        t1 = time.perf_counter()
+                        post(body)
+                        lat.append(time.perf_counter() - t1)
+                    elapsed = time.perf_counter() - t0
+                    lat.sort()
+                    out[key] = {
+                        "documents_per_request": docs, "requests": n_requests,
+                        "request_bytes": len(body), "seconds": elapsed,
+                        "docs_per_s": docs * n_requests / elapsed,
+                        "p50_ms": lat[len(lat) // 2] * 1e3, "max_ms": lat[-1] * 1e3,
+                    }  # fmt: skip
+        finally:
+            stop_process(proc)
+    out["in_process_same_batch"] = timing_doc(in_process)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3, help="timed runs (best is reported)")
     ap.add_argument("--score-n", type=int, default=1_000_000, help="documents scored")
     ap.add_argument("--no-cold", action="store_true", help="skip the empty-cache compile run")
     ap.add_argument("--out", default="ranking", help="results file stem in bench/results/")
+    ap.add_argument("--http-batch", type=int, default=1000, help="instances per /predict")
+    ap.add_argument("--http-requests", type=int, default=40, help="timed /predict requests")
+    ap.add_argument("--no-http", action="store_true", help="skip scoring through the service")
     args = ap.parse_args(argv)
 
     import lightgbm as lgb
@@ -184,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
     }
     same = np.allclose(ours.predict(te.X), booster.predict(csr(te.X)), atol=1e-4)
+    http = None if args.no_http else http_scoring(ours, te, args.http_batch, args.http_requests)
 
     # ------------------------------------------------------------------ report
     ratio = ours_train.best / lgb_train.best
@@ -215,6 +307,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         srows,
         caption=f"scores agree with LightGBM within 1e-4: {same}",
     )
+    if http is not None:
+        base = http["in_process_same_batch"]["rate"]
+        print_table(
+            "Scoring through the service (POST /predict, 1 worker, keep-alive, back to back)",
+            ["body", "docs/request", "request KB", "docs/s", "p50 ms", "x in-process"],
+            [
+                [key, f"{h['documents_per_request']:,}", f"{h['request_bytes'] / 1024:.0f}",
+                 fmt_rate(h["docs_per_s"]), f"{h['p50_ms']:.1f}", fmt_ratio(h["docs_per_s"] / base)]
+                for key, h in http.items() if key != "in_process_same_batch"
+            ],
+            caption=f"in-process predict of the same {args.http_batch:,}-document batch: "
+            f"{fmt_rate(base)} docs/s",
+        )  # fmt: skip
     payload = {
         "data": "lightgbm-lambdarank (rank.train -> rank.test)",
         "config": CONFIG,
@@ -227,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scoring_docs": n,
         "scoring": {k: timing_doc(v) for k, v in score.items()},
         "scores_agree_1e-4": bool(same),
+        "http_scoring": http,
         "goals": {
             "train_ratio_le_3": ratio <= 3,
             "scoring_ge_1M_per_s": score["ours_csr"].rate >= 1e6,

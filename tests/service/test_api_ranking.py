@@ -24,6 +24,7 @@ import service.models.queries
 from learners.features import FeatureSpec
 from learners.ranking.lambdamart import LambdaMART
 from learners.ranking.ranksvm import make_ranker
+from service.models.queries import sparse_rows
 from service.settings import Settings
 from tests.service.serving import ServerThread
 
@@ -95,6 +96,26 @@ def ranksvm_body(kind: str, **params: Any) -> dict[str, Any]:
 def test_query_helpers_doctest() -> None:
     result = doctest.testmod(service.models.queries)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_sparse_fast_path_is_spec_encode_bit_for_bit() -> None:
+    spec = FeatureSpec.sparse(DIM)
+    rows_sets: list[list[Any]] = [
+        [{"3": 1.0, "1": 2}, {"0": -0.0, "11": 5e-324}, {"2": 1}],  # unsorted keys
+        [{"1": 1.0, "01": 2.0, "5": 3}, {"4": 1.5}],  # "1" and "01" are one feature: summed
+        [{"0": 1.0, "1": 2.0}, {"0": 3.0}, {"7": 1.0, "9": 0.0}],  # sorted: no re-sort
+    ]
+    for rows in rows_sets:
+        fast = sparse_rows(spec, rows, 20)
+        ref = spec.encode(rows)
+        assert fast is not None
+        for a, b in ((fast.indptr, ref.indptr), (fast.indices, ref.indices)):
+            assert a.tolist() == b.tolist()
+        assert fast.values.view(np.uint64).tolist() == ref.values.view(np.uint64).tolist()
+    for odd in ([{"1": True}], [{"1": "2"}], [{"12": 1.0}], [{"-1": 1.0}], [{"a": 1}], [{}],
+                [[1.0]], [{"1": None}]):  # fmt: skip
+        assert sparse_rows(spec, odd, 20) is None  # the checked path names the problem
+    assert sparse_rows(spec, [{str(j): 1.0 for j in range(5)}], 4) is None  # too many
 
 
 @pytest.mark.parametrize("kind", ["sparse", "dense"])
