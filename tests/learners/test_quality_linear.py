@@ -64,9 +64,10 @@ def test_a9a_one_pass(a9a, algo: str, cov: str | None) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "issue floor not met: exact CW is a hard-constraint learner; on a9a's noisy "
-        "labels it reaches 0.803 (best 0.806 over eta 0.55-0.95 and initial variance "
-        "0.01-1 in one pass). SCW-I/II, its soft-margin fix, reach 0.849/0.847."
+        "issue floor not met by any faithful CW: exact full-covariance CW peaks at 0.7985 "
+        "(eta 0.53), the diagonal variants at 0.8087 (eta, initial variance, bias, label "
+        "sign all tried); CW has no slack and a9a is ~15% inseparable. SCW-I/II, its "
+        "soft-margin fix, reach 0.849/0.847. Evidence and reproduction: docs/cw-a9a.md"
     ),
 )
 def test_a9a_cw_meets_issue_floor(a9a) -> None:
