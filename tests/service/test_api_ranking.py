@@ -112,6 +112,7 @@ def test_sparse_fast_path_is_spec_encode_bit_for_bit() -> None:
         for a, b in ((fast.indptr, ref.indptr), (fast.indices, ref.indices)):
             assert a.tolist() == b.tolist()
         assert fast.values.view(np.uint64).tolist() == ref.values.view(np.uint64).tolist()
+    odd: list[Any]
     for odd in ([{"1": True}], [{"1": "2"}], [{"12": 1.0}], [{"-1": 1.0}], [{"a": 1}], [{}],
                 [[1.0]], [{"1": None}]):  # fmt: skip
         assert sparse_rows(spec, odd, 20) is None  # the checked path names the problem
