@@ -370,21 +370,31 @@ class FeatureSpec:
                     if len(row) == 0
                     else f"has {len(row)} values, expected {dim}",
                 )
+        # Without a dtype numpy keeps strings as strings ("3" must not become 3.0)
+        # and gives an object array for ragged or mixed rows; only an all-number
+        # matrix comes out as float or int.
         try:
-            X = np.array(rows, dtype=np.float64)
+            X = np.array(rows)
         except (TypeError, ValueError):
             X = None
-        if X is None or X.shape != (len(rows), dim) or not np.all(np.isfinite(X)):
+        if (
+            X is None
+            or X.dtype.kind not in "fiu"
+            or X.shape != (len(rows), dim)
+            or (X.dtype.kind == "f" and not np.all(np.isfinite(X)))
+            or _has_bool(rows)
+        ):
             # Slow path only to name the offending value precisely.
             for i, row in enumerate(rows):
                 for j, v in enumerate(row):
                     _number(v, f"{where}[{i}].{field}[{j}]")
             raise FeatureError(where, "could not read dense examples")  # pragma: no cover
-        if any(isinstance(v, bool) for row in rows for v in row):
-            for i, row in enumerate(rows):
-                for j, v in enumerate(row):
-                    _number(v, f"{where}[{i}].{field}[{j}]")
-        return Batch.from_dense(X)
+        return Batch.from_dense(X.astype(np.float64, copy=False))
+
+
+def _has_bool(rows: Sequence[Any]) -> bool:
+    # numpy turns [1.0, True] into [1.0, 1.0]; a JSON true is not a feature value.
+    return any(v is True or v is False for row in rows for v in row)
 
 
 def _check_dim(dim: Any) -> int:

@@ -130,3 +130,22 @@ def test_from_csr_validates() -> None:
         Batch.from_csr([0, 1], [1], [np.nan], 5)
     b = Batch.from_csr([0, 3], [4, 1, 4], [1.0, 2.0, 3.0], 5)
     assert b.indices.tolist() == [1, 4] and b.values.tolist() == [2.0, 4.0]
+
+
+def test_dense_refuses_numeric_strings() -> None:
+    with pytest.raises(FeatureError) as info:
+        FeatureSpec.dense(2).encode([[1.0, 2.0], [1.0, "3"]])
+    assert info.value.location == "examples[1].x[1]"
+    with pytest.raises(FeatureError):
+        FeatureSpec.dense(2).encode([["1", "2"]])
+
+
+def test_dense_integer_rows() -> None:
+    b = FeatureSpec.dense(2).encode([[1, 2], [0, 3]])
+    assert b.values.dtype == np.float64 and b.to_dense().tolist() == [[1, 2], [0, 3]]
+
+
+def test_dense_refuses_bools_in_integer_rows() -> None:
+    with pytest.raises(FeatureError) as info:
+        FeatureSpec.dense(2).encode([[1, True]])
+    assert info.value.location == "examples[0].x[1]"
