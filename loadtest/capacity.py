@@ -173,7 +173,7 @@ def measure(store: str, workers: int, opts: argparse.Namespace) -> dict[str, Any
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenario", default="PredictHeavyUser", help="Locust user class")
-    ap.add_argument("--rates", default="25,50,100,150,200,300,400",
+    ap.add_argument("--rates", default="25,50,75,100,125,150,200,300,400",
                     help="offered requests/s, in increasing order")  # fmt: skip
     ap.add_argument("--user-rate", type=float, default=5.0, help="requests/s per Locust user")
     ap.add_argument("--step", type=int, default=10, help="seconds per step")
@@ -189,13 +189,15 @@ def main() -> None:
         configs = [c for c in configs if c[0] != "redis"]
 
     t0 = time.time()
+    load_before = os.getloadavg()[0]
     results = []
     for store, workers in configs:
         print(f"{store} store, {workers} worker(s):", flush=True)
         results.append(measure(store, workers, opts))
 
     print(f"\nscenario {opts.scenario}, p99 < {opts.p99_ms:.0f} ms, 0 failures, "
-          f"{opts.step} s per step")  # fmt: skip
+          f"{opts.step} s per step, load average {load_before:.1f} -> "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")  # fmt: skip
     print(f"{'store':8}{'workers':>8}{'max sustained req/s':>22}{'p99 ms':>9}")
     for r in results:
         p99 = "-" if r["p99_ms_at_max"] is None else f"{r['p99_ms_at_max']:.0f}"
@@ -215,6 +217,9 @@ def main() -> None:
         },
         "note": "Locust runs on the same machine and shares its CPUs with the service.",
         "elapsed_seconds": round(time.time() - t0, 1),
+        # Other work on the machine skews the figures; the 1-min load average says how much.
+        "loadavg_1m_before": round(load_before, 2),
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
         "results": results,
     }
     out.write_text(json.dumps(report, indent=2) + "\n")
