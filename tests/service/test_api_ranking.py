@@ -427,6 +427,9 @@ def test_no_failed_request_while_deploying(client: httpx.Client, data_dir: str) 
             assert r.status_code == 201 and r.json()["version"] == v
             by_version[v] = "b" if m is b else "a"
             time.sleep(0.15)
+        deadline = time.monotonic() + 10  # until the last version has answered at least once
+        while not any(v == 4 for _, v, _ in seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         stop.set()
         t.join(30)
