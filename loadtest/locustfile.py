@@ -112,13 +112,16 @@ def _create_models(environment: Environment, **_kwargs: Any) -> None:
             status = _call("PUT", f"{base}/models/{name}", body, headers)
             _call("POST", f"{base}/update", seed, headers)
             log.info("model %s ready (HTTP %s)", name, status)
-        except urllib.error.HTTPError as e:
-            detail = e.read().decode(errors="replace")[:500]
-            log.error("%s -> HTTP %s: %s", e.url, e.code, detail)
+        except urllib.error.URLError as e:  # HTTPError (an answer) or no connection at all
+            if isinstance(e, urllib.error.HTTPError):
+                problem = f"HTTP {e.code} {e.read().decode(errors='replace')[:500]}"
+            else:
+                problem = str(e.reason)
+            log.error("cannot prepare model %s at %s: %s", name, base, problem)
             environment.process_exit_code = 1
             if environment.runner is not None:
                 environment.runner.quit()
-            raise RuntimeError(f"cannot prepare model {name}: HTTP {e.code} {detail}") from None
+            raise RuntimeError(f"cannot prepare model {name}: {problem}") from None
 
 
 # ----------------------------------------------------------------- synthetic data
