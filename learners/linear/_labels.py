@@ -75,8 +75,8 @@ def label_codes(
     if arr is None:
         types = set(map(type, labels))
         if types == {int}:
-            try:  # all-int lists take the vectorised path below
-                arr = np.array(labels, dtype=np.int64)
+            try:  # all-int lists take the vectorised path below (fromiter: no dtype guess)
+                arr = np.fromiter(labels, dtype=np.int64, count=n)
             except OverflowError:
                 arr = None
         if arr is None and (not types <= {str, int} or "" in set(labels)):

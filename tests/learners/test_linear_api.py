@@ -224,6 +224,61 @@ def test_non_finite_weights_reject_the_batch_and_restore_state() -> None:
     assert clf.n_seen_ == 2
 
 
+@pytest.mark.parametrize("cov", ["diagonal", "full"])
+@pytest.mark.parametrize("dim", [6, 400])  # dim 6: rollback from a state copy; 400: from the log
+@pytest.mark.parametrize("known", [True, False])  # False: a new label, several kernel runs
+def test_bad_rows_are_named_first_and_leave_state_unchanged(
+    cov: str, dim: int, known: bool
+) -> None:
+    # Whatever the rollback mode, a bad row is named (before bad labels and before
+    # non-finite weights at an earlier row) and the state is left unchanged.
+    rng = np.random.default_rng(7)
+    clf = AROW(dim=dim, covariance=cov if dim <= 64 else "diagonal")
+    X = np.zeros((40, dim))
+    X[:, :6] = rng.normal(size=(40, 6))
+    y = ["a", "b"] * 20
+    clf.update(Batch.from_dense(X), y)
+    before = clf.state_digest()
+    labels = y if known else [*y[:-1], "c"]
+    good = Batch.from_dense(X)
+
+    def with_value(row: int, value: float) -> Batch:
+        v = good.values.copy()
+        v[good.indptr[row]] = value
+        return Batch(good.indptr, good.indices, v, dim)
+
+    ix = good.indices.copy()
+    ix[good.indptr[30]] = dim  # out of range in row 30
+    cases: list[tuple[Batch, list[Any], str]] = [
+        (Batch(good.indptr, ix, good.values, dim), labels, r"batch\[30\]: a feature index"),
+        (with_value(25, math.nan), labels, r"batch\[25\]: a feature value is not finite"),
+        (with_value(25, math.nan), [*labels[:-1], None], r"batch\[25\]"),  # batch first
+        (with_value(25, math.inf), labels[:-1], r"batch\[25\]"),  # before the label count
+    ]
+    ix2 = good.indices.copy()
+    a = good.indptr[12]
+    ix2[a], ix2[a + 1] = ix2[a + 1], ix2[a]
+    cases.append((Batch(good.indptr, ix2, good.values, dim), labels, r"batch\[12\]: .* sorted"))
+    ip = good.indptr.copy()
+    ip[5] = ip[6] + 1
+    cases.append((Batch(ip, good.indices, good.values, dim), labels, r"batch.indptr"))
+    # weights overflow at row 10, but row 30 is bad: the bad row is named
+    v = good.values.copy()
+    v[good.indptr[10] : good.indptr[11]] = 1e300
+    v[good.indptr[30]] = math.nan
+    cases.append((Batch(good.indptr, good.indices, v, dim), labels, r"batch\[30\]"))
+    for batch, labs, match in cases:
+        with pytest.raises(ValueError, match=match) as e:
+            clf.update(batch, labs)
+        assert not isinstance(e.value, NonFiniteWeightsError)
+        assert clf.state_digest() == before and clf.labels_ == ["a", "b"]
+    v[good.indptr[30]] = 1.0
+    with pytest.raises(NonFiniteWeightsError, match=r"labels\[10\]"):
+        clf.update(Batch(good.indptr, good.indices, v, dim), labels)
+    assert clf.state_digest() == before and clf.n_seen_ == 40
+    assert clf.update(good, labels).applied == 40  # and it still learns
+
+
 def test_non_finite_full_covariance_restores_state() -> None:
     clf = AROW(dim=6, covariance="full")
     clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}, {"2": 1.0}]), ["a", "b", "c"])
