@@ -39,7 +39,7 @@ from learners.linear._params import _check_dim, _covariance
 
 ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
 KIND = "linear"
-_KEEP_SCRATCH = 1 << 23  # float64s of undo scratch kept per thread between calls (64 MiB)
+_KEEP_SCRATCH = 1 << 22  # items of each undo scratch buffer kept per thread between calls (32 MiB)
 _NO_LOG = (np.empty((0, 2)), np.empty((0, 3), dtype=np.int64))  # update_diag: don't log
 _scratch = threading.local()
 

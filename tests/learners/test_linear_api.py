@@ -364,7 +364,7 @@ def test_binary_confidence_is_phi_of_margin_over_std(cov: str) -> None:
     assert d.confidence == pytest.approx(norm.cdf(abs(s) / np.sqrt(v)), rel=1e-12)
 
 
-@pytest.mark.parametrize("keep", [8, 1 << 23])
+@pytest.mark.parametrize("keep", [8, 1 << 22])
 @pytest.mark.parametrize("dim", [6, 400])
 def test_undo_for_batches_bigger_than_the_kept_buffer(
     monkeypatch: pytest.MonkeyPatch, keep: int, dim: int
