@@ -133,6 +133,7 @@ class LinearClassifier:
             self._w = self._identity_diag(1)
         self.n_seen_ = 0
         self.n_updates_ = 0
+        self._fresh = True  # state as built: a rollback can rebuild it instead of copying
 
     @property
     def params(self) -> dict[str, Any]:
@@ -226,6 +227,7 @@ class LinearClassifier:
             self._w = np.ascontiguousarray(st.mu[:, :, None], dtype=np.float64)
         self.n_seen_ = st.n_seen
         self.n_updates_ = st.n_updates
+        self._fresh = False
 
     def _add_label(self, label: Label) -> None:
         self._index[label] = len(self.labels_)
@@ -305,6 +307,7 @@ class LinearClassifier:
             if fail >= 0:
                 raise NonFiniteWeightsError(fail)
         self.n_seen_ += n
+        self._fresh = False
         self.n_updates_ += updates
         return UpdateResult(applied=n, correct=correct, loss_sum=loss_sum, updates=updates)
 
@@ -321,7 +324,8 @@ class LinearClassifier:
         n = ip.shape[0] - 1
         labels = list(self.labels_)
         full = self.covariance == "full"
-        snapshot = self.state() if full else _copy_to_scratch(self._w)
+        fresh = self._fresh  # the first batch of a new model: nothing to copy
+        snapshot = self.state() if full else None if fresh else _copy_to_scratch(self._w)
         start = 0
         correct = 0
         loss_sum = 0.0
@@ -333,6 +337,8 @@ class LinearClassifier:
                 if fail >= 0:
                     if full:
                         self._restore(snapshot)  # type: ignore[arg-type]
+                    elif fresh:
+                        self._reset()
                     else:
                         self._w = np.array(snapshot)  # may differ in shape: labels were added
                         self.labels_ = labels

@@ -279,6 +279,24 @@ def test_bad_rows_are_named_first_and_leave_state_unchanged(
     assert clf.update(good, labels).applied == 40  # and it still learns
 
 
+@pytest.mark.parametrize("algo", ["pa", "arow", "scw1"])
+def test_failed_first_batch_leaves_a_new_model(algo: str) -> None:
+    # a new model's first batch rolls back by rebuilding the initial state (no copy)
+    clf, ref = make_classifier(algo, dim=6), make_classifier(algo, dim=6)
+    huge = SPEC.encode([{"2": 0.5}, {"0": 1e300, "3": 1e300}, {"1": 1.0}])
+    with pytest.raises(NonFiniteWeightsError, match=r"labels\[1\]"):
+        clf.update(huge, ["a", "b", "c"])
+    assert clf.state_digest() == ref.state_digest() and clf.labels_ == []
+    good = SPEC.encode([{"2": 0.5}, {"0": 1.0, "3": 1.0}])
+    clf.update(good, ["a", "b"])
+    ref.update(good, ["a", "b"])
+    assert clf.state_digest() == ref.state_digest()
+    before = clf.state_digest()
+    with pytest.raises(NonFiniteWeightsError):  # no longer new: restored from a copy
+        clf.update(huge, ["a", "b", "c"])
+    assert clf.state_digest() == before and clf.labels_ == ["a", "b"]
+
+
 def test_non_finite_full_covariance_restores_state() -> None:
     clf = AROW(dim=6, covariance="full")
     clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}, {"2": 1.0}]), ["a", "b", "c"])
