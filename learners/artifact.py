@@ -90,7 +90,7 @@ def dumps(
         if a.dtype.name not in _ALLOWED_DTYPES:
             raise ArtifactError(f"array {name!r} has unsupported dtype {a.dtype}")
         a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-        raw = memoryview(a.reshape(-1)).cast("B") if a.size else memoryview(b"")
+        raw = memoryview(a.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
         pad = (-raw.nbytes) % 8
         entries.append(
             {
