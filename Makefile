@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 DATA_DIR ?= ./data
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv serve test test-slow lint format typecheck bench clean
+.PHONY: venv serve system-deps test test-slow lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -70,9 +70,13 @@ def _lenient_loads(body: bytes) -> Any:
     non-finite value (``examples[3].x["17"]: value is NaN``) instead of a bare
     parse error. Every value still goes through the finiteness checks."""
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        obj = json.loads(body)
+        # Python's parser also takes what orjson refuses for good reasons (lone
+        # surrogates, integers beyond 64 bits); those must stay a parse error.
+        orjson.dumps(obj)
+    except (ValueError, TypeError, UnicodeDecodeError, RecursionError, orjson.JSONEncodeError):
         return None
+    return obj
 
 
 def _type_name(v: Any) -> str:

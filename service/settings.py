@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     max_batch_examples: int = Field(default=10_000, ge=1)
     max_features_per_example: int = Field(default=100_000, ge=1)
     max_dim: int = Field(default=1 << 24, ge=1)  # hashed bits <= log2(max_dim)
+    # Every label of a classifier holds a dim-sized weight row (and covariance): both
+    # caps stop one /update from asking every replica for unbounded memory.
+    max_labels: int = Field(default=1000, ge=2)
+    max_model_bytes: int = Field(default=4 << 30, ge=1 << 20)
     # /update bodies larger than this are encoded in a worker thread (the loop keeps
     # serving meanwhile); 0 = always, a huge value = never.
     parse_in_thread_bytes: int = Field(default=256 * 1024, ge=0)

@@ -150,11 +150,21 @@ class RankSVM:
         offsets = np.zeros(g.shape[0] + 1, dtype=np.int64)
         np.cumsum(g, out=offsets[1:])
         ndcg = np.zeros(g.shape[0])
+        # Huge (finite) feature values or a tiny lam can overflow the weights; keep
+        # the previous state so such a batch is refused and changes nothing. The
+        # copy is O(dim), small next to the pair updates of a realistic batch.
+        saved = (self.v_.copy(), self.state_.copy(), self.counters_.copy())
         active = K.update_groups(
             self.v_, self.state_, self.counters_, batch.indptr, batch.indices, batch.values,
             rel, offsets, self.lam, -1 if self.pairs_per_group is None else self.pairs_per_group,
             self.projection, self.seed, _METRIC_K, ndcg,
         )  # fmt: skip
+        if not (np.all(np.isfinite(self.state_)) and np.all(np.isfinite(self.v_))):
+            self.v_, self.state_, self.counters_ = saved
+            raise FloatingPointError(
+                "weights became non-finite (feature values too large for lam="
+                f"{self.lam}); the batch was refused and the model left unchanged"
+            )
         # left-to-right sum, so a batch reports what a loop of single groups adds up to
         metric = float(sum(ndcg.tolist()))
         return UpdateResult(

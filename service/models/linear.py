@@ -131,6 +131,7 @@ class LinearAdapter(ModelAdapter):
     ) -> tuple[bytes, int]:
         examples = require_list(body, "examples", settings.max_batch_examples)
         xs, labels = split_examples(examples)
+        self._check_label_budget(labels, settings)
         X = dense_matrix(self.spec, xs, raw)
         if X is not None:
             batch = dense_batch(X)
@@ -138,6 +139,41 @@ class LinearAdapter(ModelAdapter):
             batch = encode_fast(self.spec, xs, "examples", settings, b"")
         dense = self.spec.kind == "dense"
         return encode_payload(batch, labels, dense=dense, matrix=X), len(labels)
+
+    def _check_label_budget(self, labels: list[Any], settings: Settings) -> None:
+        """Refuse a batch whose new labels would grow the model past the limits.
+
+        Reads ``labels_`` without the model lock: a concurrent update can only add
+        labels, so the check may be a little lenient, never wrong the other way."""
+        known = self.model.labels_
+        new = set(labels).difference(known)
+        if not new:
+            return
+        total = len(known) + len(new)
+        # per label: a dim-sized mean row, plus the covariance (diagonal or d x d)
+        cov = self.model.params.get("covariance")
+        per_label = (
+            8
+            * self.spec.dim
+            * (1 + (self.spec.dim if cov == "full" else 1 if cov == "diagonal" else 0))
+        )
+        if total > settings.max_labels:
+            raise ApiError(
+                422,
+                "too_many_labels",
+                f"examples: {len(new)} new labels would give the model {total} labels, "
+                f"more than the limit of {settings.max_labels}",
+                "examples",
+            )
+        if total * per_label > settings.max_model_bytes:
+            raise ApiError(
+                422,
+                "model_too_large",
+                f"examples: {total} labels x {self.spec.dim} dimensions would need "
+                f"{total * per_label / 2**30:.1f} GiB of weights, more than the limit of "
+                f"{settings.max_model_bytes / 2**30:.1f} GiB",
+                "examples",
+            )
 
     def apply(self, payload: bytes) -> UpdateResult:
         batch, meta = decode_payload(payload, self.spec.dim)
