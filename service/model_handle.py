@@ -83,6 +83,9 @@ class ModelHandle:
         self.adapter = adapter
         self.config = adapter.config
         self.version = 0
+        # The store's id for this incarnation of the model: a model deleted and created
+        # again restarts its log at 1, so versions alone cannot tell the two apart.
+        self.generation = ""
         self.lock = asyncio.Lock()
         self.window = EvalWindow(settings.eval_window)
         self.examples_learned = 0  # over the model's whole life (kept in checkpoints)

@@ -116,8 +116,13 @@ class Registry:
     async def _restore_handle(
         self, name: str, cls: type[ModelAdapter], config: dict[str, Any]
     ) -> ModelHandle:
+        # Read before the state: if the model is re-created while we load, the handle
+        # carries the old generation and the next catalog sync reloads it.
+        generation = await self.store.get_generation(name) or ""
         if not cls.online:
-            return await self._load_batch(name, cls, config)
+            h = await self._load_batch(name, cls, config)
+            h.generation = generation
+            return h
         cp = await self.store.get_checkpoint(name)
         if cp is not None:
             meta, blob = unpack_checkpoint(cp.blob)
@@ -131,6 +136,7 @@ class Registry:
             h.window.load(meta.get("window", []))
         else:
             h = ModelHandle(name, cls.create(config), self.settings)
+        h.generation = generation
         h._m_version.set(h.version)
         async with h.lock:
             await self._catch_up_locked(h)
@@ -175,6 +181,7 @@ class Registry:
             raise invalid(f"artifact: cannot be loaded: {e}", "artifact") from None
         try:
             created = await self.store.create_model(name, config)
+            generation = await self.store.get_generation(name) or ""
             version = await self.store.add_artifact(name, blob, kind, adapter.state_digest())
         except ConfigConflict:
             raise ApiError(
@@ -187,6 +194,7 @@ class Registry:
             raise store_unavailable() from e
         h = ModelHandle(name, adapter, self.settings)
         h.version = version
+        h.generation = generation
         h._m_version.set(version)
         self.models[name] = h  # the swap: requests from now on see the new version
         M.DEPLOYS.labels(name).inc()
@@ -213,6 +221,7 @@ class Registry:
             raise not_found(name) from None
         new = ModelHandle(name, adapter, self.settings)
         new.version = version
+        new.generation = h.generation
         new._m_version.set(version)
         rollback = version < h.version
         self.models[name] = new
@@ -274,6 +283,18 @@ class Registry:
             self._drop(h.name)  # deleted by another worker meanwhile
             raise not_found(h.name) from None
         self.health.ok()
+        if position <= h.version:
+            # Already applied by the apply-loop, or our copy is of a model deleted and
+            # created again elsewhere (its log restarted at 1): then load the new one.
+            try:
+                if await self.store.get_generation(h.name) != h.generation:
+                    h = await self._reload(h.name)
+            except StoreUnavailable as e:
+                self.health.failed("read_log", e)
+                raise store_unavailable(
+                    "the update is stored but could not be applied yet; "
+                    "it will be applied when the store is back"
+                ) from e
         if position > h.version:
             h.local[position] = payload
         async with h.lock:
@@ -317,6 +338,7 @@ class Registry:
     ) -> tuple[ModelHandle, bool]:
         try:
             created = await self.store.create_model(name, config)
+            generation = await self.store.get_generation(name) or ""
         except ConfigConflict:
             raise ApiError(
                 409,
@@ -328,11 +350,16 @@ class Registry:
             self.health.failed("create_model", e)
             raise store_unavailable() from e
         h = self.models.get(name)
-        if h is None or h.config != config:
+        if h is None or h.config != config or h.generation != generation:
             async with self._catalog_lock:
                 h = self.models.get(name)
-                if h is None or h.config != config:
-                    h = await self._restore_handle(name, cls, config)
+                if h is None or h.config != config or h.generation != generation:
+                    try:
+                        h = await self._restore_handle(name, cls, config)
+                    except StoreUnavailable as e:
+                        # Created (or found) in the store; any worker loads it later.
+                        self.health.failed("create_model", e)
+                        raise store_unavailable() from e
                     self.models[name] = h
         self._update_kind_gauge()
         return h, created
@@ -379,6 +406,7 @@ class Registry:
             return
         async with self._catalog_lock:
             configs = await self.store.list_models()
+            generations = await self.store.list_generations()
             for name in [n for n in self.failed if n not in configs]:
                 del self.failed[name]
             for name in [n for n in self.models if n not in configs]:
@@ -386,7 +414,9 @@ class Registry:
                 self._drop(name)
             for name, config in configs.items():
                 h = self.models.get(name)
-                stale = h is not None and h.config != config
+                stale = h is not None and (
+                    h.config != config or h.generation != generations.get(name, h.generation)
+                )
                 if h is not None and not stale:
                     if h.adapter.online:  # deleted and re-created meanwhile?
                         stale = await self.store.last_position(name) < h.version
@@ -396,6 +426,20 @@ class Registry:
                     await self._load(name, config)
             self.epoch = epoch
         self._update_kind_gauge()
+
+    async def _reload(self, name: str) -> ModelHandle:
+        """Load the model afresh from the store (our copy belongs to a deleted one)."""
+        async with self._catalog_lock:
+            config = await self.store.get_config(name)
+            if config is None:
+                self._drop(name)
+                raise not_found(name)
+            log.info("model %r was re-created elsewhere; reloading it", name)
+            h = await self._load(name, config)
+        if h is None:
+            raise self._missing(name)
+        self._update_kind_gauge()
+        return h
 
     def _update_kind_gauge(self) -> None:
         counts = collections.Counter(h.adapter.kind for h in self.models.values())

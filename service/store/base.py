@@ -107,6 +107,18 @@ class Store(ABC):
         """Remove the model and everything stored for it. False if it did not exist."""
 
     @abstractmethod
+    async def get_generation(self, name: str) -> str | None:
+        """The id the store gave the model when it was created (a new one every time
+        a model of that name is created again after a delete), "" for a model stored
+        before generations existed, None if there is no such model. Replicas compare
+        it to tell a re-created model from the one they hold (log positions restart
+        at 1 after a delete). Not part of the config: ``create_model`` ignores it."""
+
+    @abstractmethod
+    async def list_generations(self) -> dict[str, str]:
+        """Every model's generation (see ``get_generation``), by name."""
+
+    @abstractmethod
     async def catalog_epoch(self) -> int:
         """A counter bumped by every create/delete of a model and every artifact
         add/activate, so other workers notice catalog changes cheaply."""

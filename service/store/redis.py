@@ -4,6 +4,7 @@ Key layout (``{name}`` is a Redis Cluster hash tag: one model's keys share a slo
 every per-model Lua script touches one slot only)::
 
     ls:{NAME}:config    string  canonical JSON config; its existence IS the model
+    ls:{NAME}:gen       string  random id given at creation (new after delete + create)
     ls:{NAME}:seq       string  last log position ever handed out (survives trimming)
     ls:{NAME}:log       stream  entry id "<position>-0", field p = payload
     ls:{NAME}:ckpt      hash    position, created_at, blob (written by one script)
@@ -49,6 +50,7 @@ import contextlib
 import functools
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -83,17 +85,22 @@ local pos = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
 return pos
 """
-# KEYS: config   ARGV: canonical config  ->  1 created, 0 equal, else the existing config
+# KEYS: config, gen   ARGV: canonical config, generation
+#   ->  1 created, 0 equal, else the existing config
 _CREATE = """
 local cur = redis.call('GET', KEYS[1])
-if not cur then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[2], ARGV[2])
+  return 1
+end
 if cur == ARGV[1] then return 0 end
 return cur
 """
-# KEYS: config, seq, log, ckpt, art, artmeta  ->  1 deleted, 0 absent
+# KEYS: config, seq, log, ckpt, art, artmeta, gen  ->  1 deleted, 0 absent
 _DELETE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 return 1
 """
 # KEYS: config, ckpt   ARGV: position, blob, created_at  ->  1 written, 0 older, -1 no model
@@ -140,7 +147,7 @@ _UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "LOADING", "NOREPLICAS")
 
 def _keys(name: str) -> dict[str, str]:
     p = f"ls:{{{name}}}:"
-    return {k: p + k for k in ("config", "seq", "log", "ckpt", "art", "artmeta")}
+    return {k: p + k for k in ("config", "seq", "log", "ckpt", "art", "artmeta", "gen")}
 
 
 def _pos(entry_id: bytes | str) -> int:
@@ -273,7 +280,7 @@ class RedisStore(Store):
     async def create_model(self, name: str, config: dict[str, Any]) -> bool:
         text = canonical_config(config)
         k = _keys(validate_name(name))
-        res = await self._script(_CREATE, [k["config"]], [text])
+        res = await self._script(_CREATE, [k["config"], k["gen"]], [text, secrets.token_hex(8)])
         if res == 1 or res == 0:
             # Index after the config: a crash in between leaves a model missing from
             # the index, which the next create_model (equal config) repairs.
@@ -308,6 +315,41 @@ class RedisStore(Store):
         texts = await self._call(configs)
         # A name without a config is a delete that crashed before un-indexing: skip it.
         return {n: json.loads(t) for n, t in zip(names, texts, strict=True) if t is not None}
+
+    async def get_generation(self, name: str) -> str | None:
+        k = _keys(name)
+
+        async def q() -> list[Any]:
+            async with self.r.pipeline(transaction=False) as p:
+                p.exists(k["config"])
+                p.get(k["gen"])
+                return await p.execute()
+
+        exists, gen = await self._call(q)
+        if not exists:
+            return None
+        return "" if gen is None else gen.decode()
+
+    async def list_generations(self) -> dict[str, str]:
+        members: Any = await self._call(lambda: self.r.smembers(MODELS_KEY))
+        names = sorted(n.decode() for n in members)
+        if not names:
+            return {}
+
+        async def q() -> list[Any]:
+            async with self.r.pipeline(transaction=False) as p:
+                for n in names:
+                    p.exists(_keys(n)["config"])
+                    p.get(_keys(n)["gen"])
+                return await p.execute()
+
+        res = await self._call(q)
+        out = {}
+        for i, n in enumerate(names):
+            if res[2 * i]:
+                gen = res[2 * i + 1]
+                out[n] = "" if gen is None else gen.decode()
+        return out
 
     async def delete_model(self, name: str) -> bool:
         k = _keys(name)

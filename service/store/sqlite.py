@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -65,7 +66,8 @@ CREATE TABLE IF NOT EXISTS models (
     last_pos INTEGER NOT NULL DEFAULT 0,   -- survives trim_log
     art_last INTEGER NOT NULL DEFAULT 0,
     active_version INTEGER,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    generation TEXT NOT NULL DEFAULT ''    -- new random id at every create
 );
 CREATE TABLE IF NOT EXISTS log (
     name TEXT NOT NULL,
@@ -180,6 +182,9 @@ class SQLiteStore(Store):
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     db.execute(stmt)
+            cols = {row[1] for row in db.execute("PRAGMA table_info(models)")}
+            if "generation" not in cols:  # a file written before generations existed
+                db.execute("ALTER TABLE models ADD COLUMN generation TEXT NOT NULL DEFAULT ''")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     async def close(self) -> None:
@@ -217,8 +222,8 @@ class SQLiteStore(Store):
             cur = self._q1("SELECT config FROM models WHERE name = ?", name)
             if cur is None:
                 db.execute(
-                    "INSERT INTO models (name, config, created_at) VALUES (?, ?, ?)",
-                    (name, text, time.time()),
+                    "INSERT INTO models (name, config, created_at, generation) VALUES (?, ?, ?, ?)",
+                    (name, text, time.time(), secrets.token_hex(8)),
                 )
                 self._bump_epoch(db)
                 return True
@@ -236,6 +241,17 @@ class SQLiteStore(Store):
             return self._db.execute("SELECT name, config FROM models ORDER BY name").fetchall()
 
         return {n: json.loads(c) for n, c in await self._run(q)}
+
+    async def get_generation(self, name: str) -> str | None:
+        gen = await self._run(self._q1, "SELECT generation FROM models WHERE name = ?", name)
+        return None if gen is None else str(gen)
+
+    async def list_generations(self) -> dict[str, str]:
+        def q() -> list[tuple[str, str]]:
+            assert self._db is not None
+            return self._db.execute("SELECT name, generation FROM models").fetchall()
+
+        return {n: str(g) for n, g in await self._run(q)}
 
     async def delete_model(self, name: str) -> bool:
         return await self._run(self._delete_sync, name)

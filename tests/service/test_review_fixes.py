@@ -1,0 +1,180 @@
+"""Regression tests for the review findings on replication and status codes.
+
+Two registries on one SQLite file stand in for two workers (as in
+test_durability_registry.py); the store-level checks run on SQLite and Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from learners.features import FeatureSpec
+from service.models import adapter_class
+from service.models.payload import encode_payload
+from service.registry import Registry
+from service.replication import Replicator
+from service.settings import Settings
+from service.store import open_store
+from service.store.base import Store
+
+BODY = {"algorithm": "arow", "features": {"kind": "dense", "dim": 3}}
+SPEC = FeatureSpec.dense(3)
+
+
+def payload(i: int) -> bytes:
+    x = [[float(i % 3), 1.0, -float(i % 2)], [1.0, float(i) / 3, 0.5]]
+    return encode_payload(SPEC.encode(x), ["p", "n"])
+
+
+async def two_workers(tmp_path: Any, **kw: Any) -> tuple[Registry, Registry, Store, Store]:
+    settings = Settings(data_dir=str(tmp_path), catalog_poll_seconds=0.05, **kw)
+    s1, s2 = open_store(None, tmp_path), open_store(None, tmp_path)
+    await s1.open()
+    await s2.open()
+    a, b = Registry(s1, settings), Registry(s2, settings)
+    await a.restore_all()
+    await b.restore_all()
+    return a, b, s1, s2
+
+
+async def until(cond: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+# ------------------------------------------------------------------ A: re-created models
+@pytest.mark.parametrize("old_updates", [2, 5])
+def test_replica_reloads_a_model_deleted_and_recreated_elsewhere(tmp_path, old_updates) -> None:
+    """B holds m at version 2 (below the new log's end) or 5 (above it); A deletes and
+    re-creates m with the same config and sends 3 updates: B ends with A's state."""
+
+    async def main() -> None:
+        a, b, s1, s2 = await two_workers(tmp_path)
+        rep = Replicator(b)
+        try:
+            cls = adapter_class("linear")
+            config = cls.normalize_config(BODY, a.settings)
+            h, _ = await a.create("m", cls, config)
+            for i in range(old_updates):
+                await a.submit_update(h, payload(100 + i))
+            await b.sync_catalog()
+            hb = b.get("m")
+            await b.catch_up(hb)
+            assert hb.version == old_updates
+            old_generation = hb.generation
+            assert old_generation
+
+            await a.delete("m")
+            h, created = await a.create("m", cls, config)
+            assert created and h.version == 0 and h.generation != old_generation
+            for i in range(3):
+                await a.submit_update(h, payload(i))
+            want = h.adapter.state_digest()
+
+            rep.start()
+
+            async def converged() -> bool:
+                hb = b.models.get("m")
+                return hb is not None and hb.version == 3 and hb.adapter.state_digest() == want
+
+            await until(converged)
+            assert b.get("m").generation == h.generation
+            assert b.get("m").examples_learned == h.examples_learned == 6
+        finally:
+            await rep.stop()
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
+
+
+def test_put_and_update_on_a_stale_replica_use_the_new_model(tmp_path) -> None:
+    """Without waiting for a catalog sync: PUT with the same config on B, and an update
+    sent through B's old handle, both land on the re-created model."""
+
+    async def main() -> None:
+        a, b, s1, s2 = await two_workers(tmp_path)
+        try:
+            cls = adapter_class("linear")
+            config = cls.normalize_config(BODY, a.settings)
+            h, _ = await a.create("m", cls, config)
+            for i in range(4):
+                await a.submit_update(h, payload(100 + i))
+            hb, created = await b.create("m", cls, config)
+            assert not created and hb.version == 4
+
+            await a.delete("m")
+            h, _ = await a.create("m", cls, config)
+            await a.submit_update(h, payload(0))
+            # PUT through B (idempotent, same config) must not keep the old copy.
+            hb2, created = await b.create("m", cls, config)
+            assert not created and hb2 is not hb
+            assert hb2.version == 1 and hb2.adapter.state_digest() == h.adapter.state_digest()
+
+            await a.delete("m")
+            h, _ = await a.create("m", cls, config)
+            await a.submit_update(h, payload(0))
+            # B still holds the previous generation at version 1; its update gets
+            # position 2 of the new log (> 1, so the position alone cannot tell).
+            b.epoch = await s2.catalog_epoch()  # B has not noticed anything yet
+            assert b.get("m") is hb2
+            pos = await b.submit_update(hb2, payload(1))
+            assert pos == 2
+            await a.catch_up(h)
+            await b.sync_catalog()
+            hb3 = b.get("m")
+            await b.catch_up(hb3)
+            assert hb3.version == h.version == 2
+            assert hb3.adapter.state_digest() == h.adapter.state_digest()
+
+            # Old handle at version 2 and a new log at 1: the update's position (1)
+            # is <= the handle's version, so B reloads before answering.
+            await a.delete("m")
+            h, _ = await a.create("m", cls, config)
+            b.epoch = await s2.catalog_epoch()
+            assert await b.submit_update(hb3, payload(5)) == 1
+            hb4 = b.get("m")
+            assert hb4 is not hb3 and hb4.version == 1
+            await a.catch_up(h)
+            assert hb4.adapter.state_digest() == h.adapter.state_digest()
+        finally:
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_store_generation_is_new_at_every_create(kind, tmp_path, request) -> None:
+    url = request.getfixturevalue("redis_url") if kind == "redis" else None
+
+    async def main() -> None:
+        s = open_store(url, tmp_path)
+        await s.open()
+        try:
+            assert await s.get_generation("m") is None
+            await s.create_model("m", {"kind": "x"})
+            g1 = await s.get_generation("m")
+            assert g1
+            assert await s.create_model("m", {"kind": "x"}) is False  # still idempotent
+            assert await s.get_generation("m") == g1
+            assert await s.get_config("m") == {"kind": "x"}  # not part of the config
+            await s.create_model("n", {"kind": "y"})
+            assert (await s.list_generations())["m"] == g1
+            await s.delete_model("m")
+            assert await s.get_generation("m") is None
+            assert "m" not in await s.list_generations()
+            await s.create_model("m", {"kind": "x"})
+            g2 = await s.get_generation("m")
+            assert g2 and g2 != g1
+        finally:
+            await s.close()
+
+    asyncio.run(main())
