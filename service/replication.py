@@ -15,10 +15,14 @@ import contextlib
 import logging
 import time
 
+from service.model_handle import ModelHandle
 from service.registry import Registry
 from service.store.base import StoreUnavailable
 
 log = logging.getLogger("learnserve.replication")
+
+_MODEL_BACKOFF = 1.0  # first retry of a model whose log cannot be applied (seconds)
+_MODEL_BACKOFF_MAX = 60.0
 
 
 class Replicator:
@@ -26,6 +30,8 @@ class Replicator:
         self.registry = registry
         self.settings = registry.settings
         self._task: asyncio.Task[None] | None = None
+        # Models whose log failed to apply: the handle, when to try again, the delay.
+        self._failing: dict[str, tuple[ModelHandle, float, float]] = {}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self.run(), name="replication")
@@ -37,6 +43,40 @@ class Replicator:
                 await self._task
             self._task = None
 
+    async def _catch_up_one(self, h: ModelHandle) -> None:
+        """Catch one model up; a model whose log cannot be applied (corrupt checkpoint,
+        a gap) is reported and retried with a backoff, never blocking the others."""
+        reg = self.registry
+        try:
+            await reg.catch_up(h)
+        except (asyncio.CancelledError, StoreUnavailable, ConnectionError, TimeoutError, OSError):
+            raise  # the store, not the model: the whole loop backs off
+        except Exception as e:
+            prev = self._failing.get(h.name)
+            delay = _MODEL_BACKOFF if prev is None else min(prev[2] * 2, _MODEL_BACKOFF_MAX)
+            self._failing[h.name] = (h, time.monotonic() + delay, delay)
+            reg.failed[h.name] = f"{type(e).__name__}: {e}"  # shown by /readyz
+            log.error(
+                "model %r: cannot apply its log (%s: %s); retrying in %.0fs",
+                h.name, type(e).__name__, e, delay,
+            )  # fmt: skip
+            return
+        if self._failing.pop(h.name, None) is not None:
+            if reg.models.get(h.name) is h:
+                reg.failed.pop(h.name, None)
+            log.warning("model %r: applying its log again", h.name)
+
+    def _due(self, h: ModelHandle) -> bool:
+        """False while ``h`` is backing off after a failure (a reloaded or re-created
+        model under the same name starts afresh)."""
+        failing = self._failing.get(h.name)
+        if failing is None:
+            return True
+        if failing[0] is not h:
+            del self._failing[h.name]
+            return True
+        return failing[1] <= time.monotonic()
+
     async def run(self) -> None:
         reg = self.registry
         backoff = 0.1
@@ -47,7 +87,7 @@ class Replicator:
                     await reg.restore_all()
                     reg.health.ok()
                     continue
-                online = [h for h in reg.models.values() if h.adapter.online]
+                online = [h for h in reg.models.values() if h.adapter.online and self._due(h)]
                 after = {h.name: h.version for h in online}
                 if after:
                     await reg.store.wait_for_entries(after, timeout=0.5)
@@ -59,7 +99,7 @@ class Replicator:
                     await asyncio.sleep(0.1)
                 for h in online:
                     if reg.models.get(h.name) is h:  # not dropped/replaced meanwhile
-                        await reg.catch_up(h)
+                        await self._catch_up_one(h)
                 now = time.monotonic()
                 if now - last_catalog >= self.settings.catalog_poll_seconds:
                     await reg.sync_catalog()

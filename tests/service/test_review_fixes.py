@@ -178,3 +178,58 @@ def test_store_generation_is_new_at_every_create(kind, tmp_path, request) -> Non
             await s.close()
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------ B: one broken model
+def test_a_model_whose_log_cannot_be_applied_does_not_stop_replication(tmp_path) -> None:
+    """B must reload "broken" from a corrupt checkpoint (its log was trimmed): the
+    apply-loop reports it and keeps replicating "good" and syncing the catalog."""
+
+    async def main() -> None:
+        a, b, s1, s2 = await two_workers(tmp_path)
+        rep = Replicator(b)
+        try:
+            cls = adapter_class("linear")
+            config = cls.normalize_config(BODY, a.settings)
+            hbroken, _ = await a.create("broken", cls, config)  # first in B's loop
+            hgood, _ = await a.create("good", cls, config)
+            await b.sync_catalog()
+            assert b.get("broken").version == 0
+            for i in range(3):
+                await a.submit_update(hbroken, payload(i))
+            await s1.put_checkpoint("broken", 3, b"LSCK\x02\x00\x00\x00{}not an artifact")
+            await s1.trim_log("broken", 3)
+            await a.submit_update(hbroken, payload(3))  # log = [4]: B needs the checkpoint
+
+            rep.start()
+            for i in range(3):
+                await a.submit_update(hgood, payload(i))
+            h3, _ = await a.create("later", cls, config)
+            await a.submit_update(h3, payload(0))
+
+            async def replicated() -> bool:
+                g, later = b.models.get("good"), b.models.get("later")
+                return g is not None and g.version == 3 and later is not None and later.version == 1
+
+            await until(replicated)
+            assert b.get("good").adapter.state_digest() == hgood.adapter.state_digest()
+            assert "broken" in b.failed and b.get("broken").version == 0
+            assert b.failed["broken"].startswith("ArtifactError:")
+            # Backing off: the broken model is not retried on every loop turn.
+            assert rep._failing["broken"][1] > time.monotonic()
+
+            # Repaired (a good checkpoint covering the log): B recovers on a retry.
+            await a.checkpoint(hbroken)
+            rep._failing["broken"] = (b.get("broken"), 0.0, 1.0)  # retry now
+
+            async def recovered() -> bool:
+                return "broken" not in b.failed and b.get("broken").version == 4
+
+            await until(recovered)
+            assert b.get("broken").adapter.state_digest() == hbroken.adapter.state_digest()
+        finally:
+            await rep.stop()
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
