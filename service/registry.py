@@ -29,7 +29,13 @@ from service.model_handle import ModelHandle, StoreHealth, pack_checkpoint, unpa
 from service.models import adapter_class, warmup_all
 from service.models.base import ModelAdapter
 from service.settings import Settings
-from service.store.base import ConfigConflict, ModelNotFound, Store, StoreUnavailable
+from service.store.base import (
+    ConfigConflict,
+    ModelNotFound,
+    Store,
+    StoreUnavailable,
+    ValueTooLarge,
+)
 
 log = logging.getLogger("learnserve.registry")
 
@@ -160,6 +166,35 @@ class Registry:
     async def deploy(self, name: str, blob: bytes) -> tuple[ModelHandle, bool]:
         """Store an artifact as the model's next version and swap it in atomically:
         the new model is loaded fully first; the old one serves until the switch."""
+        # Validation and loading hash and copy up to max_artifact_bytes: all of it in
+        # a thread, so the loop keeps serving meanwhile.
+        kind, config, adapter = await asyncio.to_thread(self._load_artifact, blob)
+        try:
+            created = await self.store.create_model(name, config)
+            generation = await self.store.get_generation(name) or ""
+            version = await self.store.add_artifact(name, blob, kind, adapter.state_digest())
+        except ConfigConflict:
+            raise ApiError(
+                409, "conflict", f"model {name!r} exists and is not a {kind} model", "name"
+            ) from None
+        except ModelNotFound:
+            raise ApiError(409, "conflict", f"model {name!r} was deleted meanwhile") from None
+        except StoreUnavailable as e:
+            self.health.failed("add_artifact", e)
+            raise store_unavailable() from e
+        except ValueTooLarge as e:
+            raise ApiError(413, "too_large", f"artifact: {e}", "artifact") from None
+        h = ModelHandle(name, adapter, self.settings)
+        h.version = version
+        h.generation = generation
+        h._m_version.set(version)
+        self.models[name] = h  # the swap: requests from now on see the new version
+        M.DEPLOYS.labels(name).inc()
+        self._update_kind_gauge()
+        return h, created
+
+    def _load_artifact(self, blob: bytes) -> tuple[str, dict[str, Any], ModelAdapter]:
+        """Validate an uploaded artifact and load it (runs in a thread)."""
         try:
             kind = artifact_loads(blob).kind
         except ArtifactError as e:
@@ -176,30 +211,10 @@ class Registry:
             raise invalid(f"artifact: the service cannot serve kind {kind!r}", "artifact") from None
         config = cls.normalize_config({}, self.settings)
         try:
-            adapter = await asyncio.to_thread(cls.from_checkpoint, config, blob)
+            adapter = cls.from_checkpoint(config, blob)
         except (ArtifactError, ValueError, KeyError) as e:
             raise invalid(f"artifact: cannot be loaded: {e}", "artifact") from None
-        try:
-            created = await self.store.create_model(name, config)
-            generation = await self.store.get_generation(name) or ""
-            version = await self.store.add_artifact(name, blob, kind, adapter.state_digest())
-        except ConfigConflict:
-            raise ApiError(
-                409, "conflict", f"model {name!r} exists and is not a {kind} model", "name"
-            ) from None
-        except ModelNotFound:
-            raise ApiError(409, "conflict", f"model {name!r} was deleted meanwhile") from None
-        except StoreUnavailable as e:
-            self.health.failed("add_artifact", e)
-            raise store_unavailable() from e
-        h = ModelHandle(name, adapter, self.settings)
-        h.version = version
-        h.generation = generation
-        h._m_version.set(version)
-        self.models[name] = h  # the swap: requests from now on see the new version
-        M.DEPLOYS.labels(name).inc()
-        self._update_kind_gauge()
-        return h, created
+        return kind, config, adapter
 
     async def activate(self, name: str, version: int) -> ModelHandle:
         """Make an earlier (or later) stored artifact version the active one (rollback)."""

@@ -76,7 +76,8 @@ class Settings(BaseSettings):
     otel: bool = False  # FastAPI's OpenTelemetry instrumentation (costs per request)
 
     max_body_bytes: int = Field(default=16 << 20, ge=1024)
-    max_artifact_bytes: int = Field(default=2 << 30, ge=1024)  # PUT /models/{name}/artifact
+    # PUT /models/{name}/artifact; Redis cannot store a value over 512 MB.
+    max_artifact_bytes: int = Field(default=256 << 20, ge=1024)
     max_batch_examples: int = Field(default=10_000, ge=1)
     max_features_per_example: int = Field(default=100_000, ge=1)
     max_dim: int = Field(default=1 << 24, ge=1)  # hashed bits <= log2(max_dim)

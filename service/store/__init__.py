@@ -22,6 +22,7 @@ from service.store.base import (
     ModelNotFound,
     Store,
     StoreUnavailable,
+    ValueTooLarge,
     canonical_config,
     validate_name,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "ModelNotFound",
     "Store",
     "StoreUnavailable",
+    "ValueTooLarge",
     "canonical_config",
     "open_store",
     "validate_name",

@@ -23,6 +23,12 @@ class ConfigConflict(RuntimeError):
     """A model of that name already exists with a different configuration."""
 
 
+class ValueTooLarge(ValueError):
+    """A value (artifact, checkpoint) is larger than the store can hold; the caller
+    answers 413. Redis refuses strings over 512 MB (``proto-max-bulk-len``), SQLite
+    blobs over ``SQLITE_MAX_LENGTH`` (1e9 bytes by default)."""
+
+
 class ModelNotFound(KeyError):
     """The model does not exist (never created, or deleted). Raised by writes that
     need the model (``append``, ``add_artifact``, ``set_active_version``); reads of a

@@ -68,6 +68,7 @@ from service.store.base import (
     ModelNotFound,
     Store,
     StoreUnavailable,
+    ValueTooLarge,
     canonical_config,
     validate_name,
 )
@@ -143,6 +144,13 @@ _MAX_GROUP = 500  # appends per pipeline
 _MAX_GROUP_BYTES = 8 << 20  # ... and payload bytes per pipeline
 
 _UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "LOADING", "NOREPLICAS")
+_MAX_VALUE = 512 << 20  # Redis's default proto-max-bulk-len: larger strings are refused
+
+
+def _check_size(what: str, blob: bytes) -> None:
+    # Refused here: Redis would drop the connection mid-write (seen as "unreachable").
+    if len(blob) > _MAX_VALUE:
+        raise ValueTooLarge(f"{what} of {len(blob)} bytes exceeds Redis's {_MAX_VALUE} byte limit")
 
 
 def _keys(name: str) -> dict[str, str]:
@@ -216,6 +224,8 @@ class RedisStore(Store):
         except rex.ResponseError as e:
             if str(e).startswith(_UNAVAILABLE_PREFIXES):
                 raise StoreUnavailable(f"redis {self._where()}: {e}") from e
+            if "exceeds maximum allowed size" in str(e):  # proto-max-bulk-len set lower
+                raise ValueTooLarge(f"redis {self._where()}: {e}") from e
             raise
 
     def _where(self) -> str:
@@ -474,6 +484,7 @@ class RedisStore(Store):
 
     # ------------------------------------------------------------------ checkpoints
     async def put_checkpoint(self, name: str, position: int, blob: bytes) -> None:
+        _check_size("checkpoint", blob)
         k = _keys(name)
         await self._script(
             _CKPT, [k["config"], k["ckpt"]], [int(position), bytes(blob), repr(time.time())]
@@ -487,6 +498,7 @@ class RedisStore(Store):
 
     # ------------------------------------------------------------------ artifacts
     async def add_artifact(self, name: str, blob: bytes, kind: str, checksum: str) -> int:
+        _check_size("artifact", blob)
         k = _keys(name)
         meta = json.dumps(
             {"size": len(blob), "checksum": checksum, "created_at": time.time(), "kind": kind}

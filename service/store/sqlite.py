@@ -48,6 +48,7 @@ from service.store.base import (
     ModelNotFound,
     Store,
     StoreUnavailable,
+    ValueTooLarge,
     canonical_config,
     validate_name,
 )
@@ -134,6 +135,8 @@ class SQLiteStore(Store):
             return await asyncio.get_running_loop().run_in_executor(self._ex, fn, *args)
         except sqlite3.OperationalError as e:  # locked past busy_timeout, disk I/O, ...
             raise StoreUnavailable(f"sqlite {self.path}: {e}") from e
+        except sqlite3.DataError as e:  # "string or blob too big"
+            raise ValueTooLarge(f"sqlite {self.path}: {e}") from e
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from learners.features import FeatureSpec
+from service.api.errors import ApiError
 from service.models import adapter_class
 from service.models.payload import encode_payload
 from service.registry import Registry
@@ -231,5 +232,81 @@ def test_a_model_whose_log_cannot_be_applied_does_not_stop_replication(tmp_path)
             await rep.stop()
             await s1.close()
             await s2.close()
+
+    asyncio.run(main())
+
+
+# ------------------------------------------------------------------ C: deploy
+def small_ranker() -> bytes:
+    import numpy as np
+
+    from learners.ranking.lambdamart import LambdaMART
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = np.clip((X[:, 0] * 2 + 2).round(), 0, 4).astype(int)
+    m = LambdaMART(n_estimators=3, num_leaves=4, min_data_in_leaf=5).fit(X, y, [20] * 3)
+    blob: bytes = m.to_bytes()
+    return blob
+
+
+def test_deploy_validates_and_loads_off_the_event_loop(tmp_path, monkeypatch) -> None:
+    import threading
+
+    import service.registry as reg_mod
+
+    threads: list[threading.Thread] = []
+    real = reg_mod.artifact_loads
+
+    def spy(blob: bytes, **kw: Any) -> Any:
+        threads.append(threading.current_thread())
+        return real(blob, **kw)
+
+    monkeypatch.setattr(reg_mod, "artifact_loads", spy)
+
+    async def main() -> None:
+        a, _b, s1, s2 = await two_workers(tmp_path)
+        try:
+            h, created = await a.deploy("rank", small_ranker())
+            assert created and h.version == 1
+            assert threads and all(t is not threading.main_thread() for t in threads)
+            with pytest.raises(ApiError) as e:
+                await a.deploy("rank", b"LSAF" + b"\0" * 40)
+            assert e.value.status == 422 and e.value.field == "artifact"
+        finally:
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_artifact_too_large_for_the_store_is_413(kind, tmp_path, request, monkeypatch) -> None:
+    url = request.getfixturevalue("redis_url") if kind == "redis" else None
+    assert Settings().max_artifact_bytes == 256 << 20  # below Redis's 512 MB value limit
+    blob = small_ranker()
+
+    async def main() -> None:
+        store = open_store(url, tmp_path)
+        await store.open()
+        try:
+            if kind == "redis":
+                import service.store.redis as redis_mod
+
+                monkeypatch.setattr(redis_mod, "_MAX_VALUE", len(blob) - 1)
+            else:
+                import sqlite3
+
+                db = store._db  # type: ignore[attr-defined]
+                await store._run(db.setlimit, sqlite3.SQLITE_LIMIT_LENGTH, len(blob) - 1)  # type: ignore[attr-defined]
+            reg = Registry(store, Settings(data_dir=str(tmp_path)))
+            await reg.restore_all()
+            with pytest.raises(ApiError) as e:
+                await reg.deploy("big", blob)
+            assert e.value.status == 413 and e.value.field == "artifact"
+            assert "big" not in reg.models
+            assert await store.list_artifacts("big") == []
+        finally:
+            await store.close()
 
     asyncio.run(main())
