@@ -267,11 +267,11 @@ def test_deploy_validates_and_loads_off_the_event_loop(tmp_path, monkeypatch) ->
     async def main() -> None:
         a, _b, s1, s2 = await two_workers(tmp_path)
         try:
-            h, created = await a.deploy("rank", small_ranker())
+            h, created = await a.deploy("offloop", small_ranker())
             assert created and h.version == 1
             assert threads and all(t is not threading.main_thread() for t in threads)
             with pytest.raises(ApiError) as e:
-                await a.deploy("rank", b"LSAF" + b"\0" * 40)
+                await a.deploy("offloop", b"LSAF" + b"\0" * 40)
             assert e.value.status == 422 and e.value.field == "artifact"
         finally:
             await s1.close()
