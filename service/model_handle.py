@@ -98,6 +98,7 @@ class ModelHandle:
         self.checkpoint_position = 0
         self.checkpoint_at: float | None = None
         self.checkpointing = False
+        self._advanced: asyncio.Event | None = None  # set when the version moves on
         self.next_time_checkpoint = time.monotonic() + settings.checkpoint_every_seconds * (
             0.5 + random.random()  # jitter: replicas rarely checkpoint the same model together
         )
@@ -133,6 +134,29 @@ class ModelHandle:
                 self._m_ndcg.set(s.metric / s.groups)
         self.version = position
         self._m_version.set(position)
+        self.notify_advanced()
+
+    def notify_advanced(self) -> None:
+        """Wake ``wait_applied`` callers (cheap when nobody waits)."""
+        if self._advanced is not None:
+            self._advanced.set()
+            self._advanced = None
+
+    async def wait_applied(self, version: int, timeout: float) -> bool:
+        """Until ``version`` is applied here or ``timeout`` seconds passed; never
+        touches the store or the lock (the apply-loop does the applying)."""
+        deadline = time.monotonic() + timeout
+        while self.version < version:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._advanced is None:
+                self._advanced = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._advanced.wait(), left)
+            except TimeoutError:
+                return self.version >= version
+        return True
 
     def checkpoint_meta(self) -> dict[str, Any]:
         return {

@@ -286,6 +286,7 @@ class Registry:
         h.checkpoint_at = cp.created_at
         h.examples_learned = int(meta.get("examples_learned", h.examples_learned))
         h.local = {p: v for p, v in h.local.items() if p > h.version}
+        h.notify_advanced()
 
     async def submit_update(self, h: ModelHandle, payload: bytes) -> int:
         """Append durably, apply in log order up to our entry, return its position."""
@@ -334,18 +335,33 @@ class Registry:
         if h.version >= version:
             return True
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                await self.catch_up(h, version)
-            except StoreUnavailable as e:
-                self.health.failed("read_log", e)
-                return h.version >= version
-            if h.version >= version:
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            await asyncio.sleep(min(0.02, left))
+        try:
+            # One cheap read: a version the log has not reached yet is refused at
+            # once, so it can never hold the model's lock or poll the store.
+            if h.adapter.online:
+                last = await self.store.last_position(h.name)
+                what = f"log (last position {last})"
+            else:
+                last = await self.store.get_active_version(h.name) or 0
+                what = f"active artifact version ({last})"
+            if version > last:
+                raise invalid(
+                    f"min_version: {version} is ahead of the model's {what}", "min_version"
+                )
+            if h.adapter.online and not h.lock.locked():
+                # The entries exist: apply them now (one read) unless someone holding
+                # the lock is at it already; then we wait for them below.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.catch_up(h, version), timeout)
+        except StoreUnavailable as e:
+            self.health.failed("read_log", e)
+            return h.version >= version
+        if h.version >= version or not h.adapter.online:
+            # A batch model's new version comes as a new handle (catalog sync): the
+            # client retries on the 503 instead of waiting on this one.
+            return h.version >= version
+        # Someone else holds the work (e.g. a reload): wait until the version moves.
+        return await h.wait_applied(version, max(0.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------ catalog
     async def create(

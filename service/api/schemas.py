@@ -117,7 +117,9 @@ class PredictRequest(BaseModel):
         "have n_features values",
     )
     min_version: int | None = Field(
-        None, description="wait briefly until this worker has applied this version, else 503"
+        None,
+        description="wait briefly until this worker has applied this version, else 503; "
+        "422 at once if the model's log has not reached it",
     )
 
 

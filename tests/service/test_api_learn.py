@@ -271,8 +271,9 @@ def test_min_version(client: httpx.Client) -> None:
     r = client.post(
         "/predict", json={"model": "mv", "instances": [{"x": GOOD["x"]}], "min_version": v + 5}
     )
-    assert r.status_code == 503 and r.headers["retry-after"] == "1"
-    assert err(r)["error"] == "version_not_reached"
+    # Beyond the log's end: refused at once, never waited for.
+    assert r.status_code == 422 and err(r)["field"] == "min_version"
+    assert f"ahead of the model's log (last position {v})" in err(r)["message"]
 
 
 def test_metrics_use_route_templates_and_model_names(client: httpx.Client) -> None:

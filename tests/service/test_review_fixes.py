@@ -310,3 +310,47 @@ def test_artifact_too_large_for_the_store_is_413(kind, tmp_path, request, monkey
             await store.close()
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------ D: min_version
+def test_min_version_ahead_of_the_log_is_refused_at_once(tmp_path) -> None:
+    async def main() -> None:
+        a, b, s1, s2 = await two_workers(tmp_path)
+        try:
+            cls = adapter_class("linear")
+            h, _ = await a.create("m", cls, cls.normalize_config(BODY, a.settings))
+            for i in range(3):
+                await a.submit_update(h, payload(i))
+            await b.sync_catalog()
+            hb = b.get("m")
+            assert hb.version == 3
+            async with hb.lock:  # an unreachable version never needs the model's lock
+                with pytest.raises(ApiError) as e:
+                    await asyncio.wait_for(b.wait_for_version(hb, 4, 30.0), 5.0)
+            assert e.value.status == 422 and e.value.field == "min_version"
+            assert "ahead of the model's log (last position 3)" in e.value.message
+
+            await a.submit_update(h, payload(3))
+            assert await b.wait_for_version(hb, 4, 5.0)  # exists: applied on demand
+            assert hb.version == 4
+            assert hb.adapter.state_digest() == h.adapter.state_digest()
+
+            # Entry 5 exists, but another task holds the lock (applying, say): wait
+            # for the apply, not for the lock.
+            await a.submit_update(h, payload(4))
+            async with hb.lock:
+                waiter = asyncio.create_task(b.wait_for_version(hb, 5, 30.0))
+                await asyncio.sleep(0.05)
+                assert not waiter.done()
+                await b._catch_up_locked(hb)
+                assert await asyncio.wait_for(waiter, 5.0) is True
+            assert hb.version == 5
+            # ... and gives up after its timeout when nothing is applied.
+            await a.submit_update(h, payload(5))
+            async with hb.lock:
+                assert await b.wait_for_version(hb, 6, 0.1) is False
+        finally:
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
