@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -175,8 +175,8 @@ class LinearClassifier:
         cov = self._cov
         return LinearState(
             list(self.labels_),
-            np.ascontiguousarray(self._mean).copy(),
-            None if cov is None else np.ascontiguousarray(cov).copy(),
+            np.array(self._mean, dtype=np.float64, order="C"),  # one copy, contiguous
+            None if cov is None else np.array(cov, dtype=np.float64, order="C"),
             self.n_seen_,
             self.n_updates_,
         )
@@ -476,15 +476,40 @@ class LinearClassifier:
         return digest_arrays(*meta, *arrays)
 
     def to_bytes(self) -> bytes:
+        return self._dumps(self.state())
+
+    def snapshot(self) -> Callable[[], bytes]:
+        """Copy the learned state now and return a function that serialises the copy.
+
+        The copy is one memcpy of the (interleaved) weights; the slow part, splitting
+        and serialising, can then run in a worker thread while updates go on (the
+        service's checkpoints do this). ``snapshot()()`` equals ``to_bytes()`` taken
+        at the moment of the snapshot (up to the artifact's creation time).
+        """
+        if self.covariance == "full":
+            st = self.state()
+            return lambda: self._dumps(st)
+        w = self._w.copy()
+        labels, n_seen, n_updates = list(self.labels_), self.n_seen_, self.n_updates_
+        has_cov = self._has_cov
+
+        def dump() -> bytes:
+            mu = np.ascontiguousarray(w[:, :, 0])
+            sigma = np.ascontiguousarray(w[:, :, 1]) if has_cov else None
+            return self._dumps(LinearState(labels, mu, sigma, n_seen, n_updates))
+
+        return dump
+
+    def _dumps(self, st: LinearState) -> bytes:
+        # algorithm, dim and hyperparameters never change after construction
         params = {
             "algorithm": self.algorithm,
             "dim": self.dim,
             "hyperparameters": self.params,
-            "labels": list(self.labels_),
-            "n_seen": self.n_seen_,
-            "n_updates": self.n_updates_,
+            "labels": list(st.labels),
+            "n_seen": st.n_seen,
+            "n_updates": st.n_updates,
         }
-        st = self.state()
         arrays = {"mu": st.mu}
         if st.sigma is not None:
             arrays["sigma"] = st.sigma
