@@ -227,7 +227,17 @@ class Registry:
                 raise ApiError(
                     404, "version_not_found", f"model {name!r} has no version {version}", "version"
                 )
-            adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
+            try:
+                adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
+            except (ArtifactError, ValueError, KeyError) as e:
+                # Stored but unreadable (corrupted at rest): keep serving the active one.
+                raise ApiError(
+                    409,
+                    "artifact_unreadable",
+                    f"model {name!r} version {version} cannot be loaded: {e}; "
+                    f"version {h.version} stays active",
+                    "version",
+                ) from None
             await self.store.set_active_version(name, version)
         except StoreUnavailable as e:
             self.health.failed("set_active_version", e)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from service.api.deps import RegistryDep, SettingsDep
-from service.api.errors import invalid, json_response, store_unavailable
+from service.api.errors import ApiError, invalid, json_response, store_unavailable
 from service.api.schemas import ModelCreate, ModelInfo, ModelList, body_doc, error_responses
 from service.auth import AdminScope, PredictScope
 from service.limits import read_json_object
@@ -75,13 +75,17 @@ async def get_model(
 @router.post(
     "/models/{name}/checkpoint",
     summary="Write a checkpoint of the model now (e.g. before maintenance)",
-    responses=error_responses(401, 403, 404, 503),
+    responses=error_responses(401, 403, 404, 409, 503),
 )
 async def checkpoint_model(
     name: str, request: Request, registry: RegistryDep, _: AdminScope
 ) -> Response:
     h = await registry.find(name)
     request.state.model = name
+    if not h.adapter.online:
+        raise ApiError(
+            409, "not_online", f"model {name!r} is a batch model; its artifacts are stored as is"
+        )
     t0 = time.perf_counter()
     while h.checkpointing:  # one at a time per model: wait for the running one
         await asyncio.sleep(0.01)

@@ -147,10 +147,14 @@ class SQLiteStore(Store):
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # Also after a failed COMMIT (disk full, I/O error): a transaction left open
+            # would make every later BEGIN fail. SQLite may have rolled back already.
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
 
     @staticmethod
     def _bump_epoch(db: sqlite3.Connection) -> None:

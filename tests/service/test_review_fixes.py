@@ -7,6 +7,7 @@ test_durability_registry.py); the store-level checks run on SQLite and Redis.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,7 +22,7 @@ from service.registry import Registry
 from service.replication import Replicator
 from service.settings import Settings
 from service.store import open_store
-from service.store.base import Store
+from service.store.base import Store, StoreUnavailable
 
 BODY = {"algorithm": "arow", "features": {"kind": "dense", "dim": 3}}
 SPEC = FeatureSpec.dense(3)
@@ -354,3 +355,117 @@ def test_min_version_ahead_of_the_log_is_refused_at_once(tmp_path) -> None:
             await s2.close()
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------ E: status codes
+def test_create_maps_a_store_outage_during_restore_to_503(tmp_path, monkeypatch) -> None:
+    async def main() -> None:
+        a, _b, s1, s2 = await two_workers(tmp_path)
+        try:
+            cls = adapter_class("linear")
+            config = cls.normalize_config(BODY, a.settings)
+
+            async def down(name: str) -> None:
+                raise StoreUnavailable("sqlite: disk I/O error")
+
+            monkeypatch.setattr(s1, "get_checkpoint", down)
+            with pytest.raises(ApiError) as e:
+                await a.create("m", cls, config)
+            assert e.value.status == 503 and e.value.headers == {"Retry-After": "1"}
+            monkeypatch.undo()
+            h, created = await a.create("m", cls, config)  # created before: 200 now
+            assert not created and a.get("m") is h
+        finally:
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
+
+
+def test_activating_a_corrupt_stored_artifact_keeps_the_active_version(tmp_path) -> None:
+    async def main() -> None:
+        a, _b, s1, s2 = await two_workers(tmp_path)
+        try:
+            blob = small_ranker()
+            await a.deploy("corrupt", blob)
+            h2, _ = await a.deploy("corrupt", blob)
+            assert h2.version == 2
+
+            def corrupt() -> None:
+                s1._db.execute(  # type: ignore[attr-defined]
+                    "UPDATE artifacts SET blob = ? WHERE name = 'corrupt' AND version = 1",
+                    (blob[:-1] + bytes([blob[-1] ^ 1]),),
+                )
+
+            await s1._run(corrupt)  # type: ignore[attr-defined]
+            with pytest.raises(ApiError) as e:
+                await a.activate("corrupt", 1)
+            assert e.value.status == 409 and e.value.field == "version"
+            assert "checksum" in e.value.message and "version 2 stays active" in e.value.message
+            assert a.get("corrupt") is h2
+            assert await s1.get_active_version("corrupt") == 2
+        finally:
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
+
+
+class _CommitFailsOnce:
+    """A sqlite3 connection whose next COMMIT fails (disk full, I/O error...)."""
+
+    def __init__(self, db: Any) -> None:
+        self._db = db
+        self.fail = True
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and self.fail:
+            self.fail = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self._db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+def test_sqlite_writes_work_again_after_a_failed_commit(tmp_path) -> None:
+    async def main() -> None:
+        store = open_store(None, tmp_path)
+        await store.open()
+        try:
+            await store.create_model("m", {"kind": "x"})
+            real = store._db  # type: ignore[attr-defined]
+            store._db = _CommitFailsOnce(real)  # type: ignore[attr-defined]
+            with pytest.raises(StoreUnavailable):
+                await store.append("m", b"lost")
+            assert await store.append("m", b"kept") == 1  # not "within a transaction"
+            await store.create_model("n", {"kind": "y"})
+            store._db = real  # type: ignore[attr-defined]
+            assert [e.payload for e in await store.read_log("m", 0)] == [b"kept"]
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def test_http_checkpoint_of_a_batch_model_and_unreachable_min_version(tmp_path) -> None:
+    from tests.service.serving import ServerThread
+
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
+        r = c.put(
+            "/models/cp_batch/artifact",
+            content=small_ranker(),
+            headers={"content-type": "application/octet-stream"},
+        )
+        assert r.status_code == 201, r.text
+        r = c.post("/models/cp_batch/checkpoint")
+        assert r.status_code == 409 and r.json()["detail"]["error"] == "not_online"
+
+        assert c.put("/models/mv_far", json=BODY).status_code == 201
+        r = c.post(
+            "/predict",
+            json={"model": "mv_far", "instances": [{"x": [1, 2, 3]}], "min_version": 10**9},
+        )
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"]["field"] == "min_version"
+        assert "last position 0" in r.json()["detail"]["message"]
