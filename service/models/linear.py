@@ -11,6 +11,7 @@ integers and come back exactly as sent.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -61,6 +62,41 @@ def encode_features(spec: FeatureSpec, rows: list[Any], where: str, settings: Se
         raise invalid(str(e), e.location) from None
 
 
+def online_model_config(
+    kind: str,
+    body: dict[str, Any],
+    settings: Settings,
+    algorithms: Sequence[str],
+    build: Callable[[str, FeatureSpec, dict[str, Any]], Any],
+) -> dict[str, Any]:
+    """Validate a ``PUT /models/{name}`` body of an online kind; return the stored config.
+
+    ``build(algorithm, spec, params)`` constructs the learner once, so bad
+    hyperparameters are refused here with the learner's own message
+    (``params.r: must be > 0``) instead of when the first update arrives."""
+    extra = set(body) - CONFIG_KEYS
+    if extra:
+        raise invalid(f"unknown field(s) {sorted(extra)}", sorted(extra)[0])
+    algorithm = body.get("algorithm")
+    if not isinstance(algorithm, str) or algorithm not in algorithms:
+        raise invalid(
+            f"algorithm: must be one of {list(algorithms)}, got {algorithm!r}", "algorithm"
+        )
+    params = body.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise invalid(f"params: must be an object, got {type_name(params)}", "params")
+    spec = feature_spec(body, settings)
+    try:
+        build(algorithm, spec, dict(params))
+    except (ValueError, TypeError) as e:
+        msg = str(e)
+        field = msg.split(":", 1)[0] if msg.startswith("params.") else "params"
+        raise invalid(msg if msg.startswith("params") else f"params: {msg}", field) from None
+    return {"kind": kind, "algorithm": algorithm, "params": params, "features": spec.to_config()}
+
+
 class LinearAdapter(ModelAdapter):
     kind: ClassVar[str] = "linear"
 
@@ -73,32 +109,13 @@ class LinearAdapter(ModelAdapter):
     def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
         from learners.linear import ALGORITHMS, make_classifier
 
-        extra = set(body) - CONFIG_KEYS
-        if extra:
-            raise invalid(f"unknown field(s) {sorted(extra)}", sorted(extra)[0])
-        algorithm = body.get("algorithm")
-        if algorithm not in ALGORITHMS:
-            raise invalid(
-                f"algorithm: must be one of {list(ALGORITHMS)}, got {algorithm!r}", "algorithm"
-            )
-        params = body.get("params", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise invalid(f"params: must be an object, got {type_name(params)}", "params")
-        spec = feature_spec(body, settings)
-        try:
-            make_classifier(algorithm, dim=spec.dim, params=dict(params))
-        except (ValueError, TypeError) as e:
-            msg = str(e)
-            field = msg.split(":", 1)[0] if msg.startswith("params.") else "params"
-            raise invalid(msg if msg.startswith("params") else f"params: {msg}", field) from None
-        return {
-            "kind": cls.kind,
-            "algorithm": algorithm,
-            "params": params,
-            "features": spec.to_config(),
-        }
+        return online_model_config(
+            cls.kind,
+            body,
+            settings,
+            ALGORITHMS,
+            lambda algorithm, spec, params: make_classifier(algorithm, spec.dim, params),
+        )
 
     @classmethod
     def create(cls, config: dict[str, Any]) -> LinearAdapter:

@@ -32,10 +32,9 @@ import numpy as np
 
 from learners.base import UpdateResult
 from learners.features import FeatureSpec
-from service.api.errors import invalid
-from service.limits import items_field, require_list, type_name
+from service.limits import items_field, require_list
 from service.models.base import ModelAdapter
-from service.models.linear import feature_spec
+from service.models.linear import online_model_config
 from service.models.payload import decode_payload, encode_payload
 from service.models.queries import (
     encode_rows,
@@ -47,8 +46,6 @@ from service.models.queries import (
 
 if TYPE_CHECKING:
     from service.settings import Settings
-
-CONFIG_KEYS = frozenset({"algorithm", "params", "features"})
 
 
 class RankSVMAdapter(ModelAdapter):
@@ -63,29 +60,9 @@ class RankSVMAdapter(ModelAdapter):
     def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
         from learners.ranking.ranksvm import make_ranker
 
-        extra = set(body) - CONFIG_KEYS
-        if extra:
-            raise invalid(f"unknown field(s) {sorted(extra)}", sorted(extra)[0])
-        if body.get("algorithm") != "ranksvm":
-            raise invalid(f"algorithm: must be 'ranksvm', got {body.get('algorithm')!r}")
-        params = body.get("params", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise invalid(f"params: must be an object, got {type_name(params)}", "params")
-        spec = feature_spec(body, settings)
-        try:
-            make_ranker(spec.dim, dict(params))
-        except (ValueError, TypeError) as e:
-            msg = str(e)
-            field = msg.split(":", 1)[0] if msg.startswith("params.") else "params"
-            raise invalid(msg if msg.startswith("params") else f"params: {msg}", field) from None
-        return {
-            "kind": cls.kind,
-            "algorithm": "ranksvm",
-            "params": params,
-            "features": spec.to_config(),
-        }
+        return online_model_config(
+            cls.kind, body, settings, ("ranksvm",), lambda _, spec, p: make_ranker(spec.dim, p)
+        )
 
     @classmethod
     def create(cls, config: dict[str, Any]) -> RankSVMAdapter:
