@@ -20,22 +20,14 @@ import os
 import time
 from typing import Any
 
-from learners.artifact import ArtifactError
-from learners.artifact import loads as artifact_loads
-from learners.registry import BATCH_KINDS
+from service import batch_deploys
 from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.model_handle import ModelHandle, StoreHealth, pack_checkpoint, unpack_checkpoint
 from service.models import adapter_class, warmup_all
 from service.models.base import ModelAdapter
 from service.settings import Settings
-from service.store.base import (
-    ConfigConflict,
-    ModelNotFound,
-    Store,
-    StoreUnavailable,
-    ValueTooLarge,
-)
+from service.store.base import ConfigConflict, ModelNotFound, Store, StoreUnavailable
 
 log = logging.getLogger("learnserve.registry")
 
@@ -126,7 +118,7 @@ class Registry:
         # carries the old generation and the next catalog sync reloads it.
         generation = await self.store.get_generation(name) or ""
         if not cls.online:
-            h = await self._load_batch(name, cls, config)
+            h = await batch_deploys.load_batch(self, name, cls, config)
             h.generation = generation
             return h
         cp = await self.store.get_checkpoint(name)
@@ -148,110 +140,16 @@ class Registry:
             await self._catch_up_locked(h)
         return h
 
-    async def _load_batch(
-        self, name: str, cls: type[ModelAdapter], config: dict[str, Any]
-    ) -> ModelHandle:
-        """A batch model at its active artifact version (loaded fully before use)."""
-        version = await self.store.get_active_version(name)
-        blob = None if version is None else await self.store.get_artifact(name, version)
-        if version is None or blob is None:
-            h = ModelHandle(name, cls.create(config), self.settings)
-        else:
-            adapter = await asyncio.to_thread(cls.from_checkpoint, config, blob)
-            h = ModelHandle(name, adapter, self.settings)
-            h.version = version
-        h._m_version.set(h.version)
-        return h
-
+    # ------------------------------------------------------------ batch models
+    # Deploy and activate live in service.batch_deploys (a batch model has no log);
+    # these keep the names the API and tests call.
     async def deploy(self, name: str, blob: bytes) -> tuple[ModelHandle, bool]:
-        """Store an artifact as the model's next version and swap it in atomically:
-        the new model is loaded fully first; the old one serves until the switch."""
-        # Validation and loading hash and copy up to max_artifact_bytes: all of it in
-        # a thread, so the loop keeps serving meanwhile.
-        kind, config, adapter = await asyncio.to_thread(self._load_artifact, blob)
-        try:
-            created = await self.store.create_model(name, config)
-            generation = await self.store.get_generation(name) or ""
-            version = await self.store.add_artifact(name, blob, kind, adapter.state_digest())
-        except ConfigConflict:
-            raise ApiError(
-                409, "conflict", f"model {name!r} exists and is not a {kind} model", "name"
-            ) from None
-        except ModelNotFound:
-            raise ApiError(409, "conflict", f"model {name!r} was deleted meanwhile") from None
-        except StoreUnavailable as e:
-            self.health.failed("add_artifact", e)
-            raise store_unavailable() from e
-        except ValueTooLarge as e:
-            raise ApiError(413, "too_large", f"artifact: {e}", "artifact") from None
-        h = ModelHandle(name, adapter, self.settings)
-        h.version = version
-        h.generation = generation
-        h._m_version.set(version)
-        self.models[name] = h  # the swap: requests from now on see the new version
-        M.DEPLOYS.labels(name).inc()
-        self._update_kind_gauge()
-        return h, created
-
-    def _load_artifact(self, blob: bytes) -> tuple[str, dict[str, Any], ModelAdapter]:
-        """Validate an uploaded artifact and load it (runs in a thread)."""
-        try:
-            kind = artifact_loads(blob).kind
-        except ArtifactError as e:
-            raise invalid(f"artifact: {e}", "artifact") from None
-        if kind not in BATCH_KINDS:
-            raise invalid(
-                f"artifact: kind {kind!r} is not a batch model kind {sorted(BATCH_KINDS)}; "
-                "online models are created with PUT /models/{name}",
-                "artifact",
-            )
-        try:
-            cls = adapter_class(kind)
-        except ValueError:
-            raise invalid(f"artifact: the service cannot serve kind {kind!r}", "artifact") from None
-        config = cls.normalize_config({}, self.settings)
-        try:
-            adapter = cls.from_checkpoint(config, blob)
-        except (ArtifactError, ValueError, KeyError) as e:
-            raise invalid(f"artifact: cannot be loaded: {e}", "artifact") from None
-        return kind, config, adapter
+        """Store an artifact as the model's next version and swap it in atomically."""
+        return await batch_deploys.deploy(self, name, blob)
 
     async def activate(self, name: str, version: int) -> ModelHandle:
         """Make an earlier (or later) stored artifact version the active one (rollback)."""
-        h = await self.find(name)
-        if h.adapter.online:
-            raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
-        try:
-            blob = await self.store.get_artifact(name, version)
-            if blob is None:
-                raise ApiError(
-                    404, "version_not_found", f"model {name!r} has no version {version}", "version"
-                )
-            try:
-                adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
-            except (ArtifactError, ValueError, KeyError) as e:
-                # Stored but unreadable (corrupted at rest): keep serving the active one.
-                raise ApiError(
-                    409,
-                    "artifact_unreadable",
-                    f"model {name!r} version {version} cannot be loaded: {e}; "
-                    f"version {h.version} stays active",
-                    "version",
-                ) from None
-            await self.store.set_active_version(name, version)
-        except StoreUnavailable as e:
-            self.health.failed("set_active_version", e)
-            raise store_unavailable() from e
-        except ModelNotFound:
-            raise not_found(name) from None
-        new = ModelHandle(name, adapter, self.settings)
-        new.version = version
-        new.generation = h.generation
-        new._m_version.set(version)
-        rollback = version < h.version
-        self.models[name] = new
-        (M.ROLLBACKS if rollback else M.DEPLOYS).labels(name).inc()
-        return new
+        return await batch_deploys.activate(self, name, version)
 
     # ------------------------------------------------------------ log application
     async def catch_up(self, h: ModelHandle, target: int | None = None) -> None:

@@ -254,7 +254,7 @@ def small_ranker() -> bytes:
 def test_deploy_validates_and_loads_off_the_event_loop(tmp_path, monkeypatch) -> None:
     import threading
 
-    import service.registry as reg_mod
+    import service.batch_deploys as reg_mod
 
     threads: list[threading.Thread] = []
     real = reg_mod.artifact_loads
