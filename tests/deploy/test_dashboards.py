@@ -264,14 +264,22 @@ def deploy_and_roll_back(c: httpx.Client) -> None:
     assert r.status_code == 200 and r.json()["version"] == 1, r.text
 
 
-def redis_outage(c: httpx.Client, redis: RedisServer) -> None:
+def redis_outage(c: httpx.Client, redis: RedisServer, prom: str) -> None:
     """Stop Redis: /update fails with 503 (store_up -> 0, store errors counted); restart."""
     redis.stop()
     try:
         ex = {"model": "clf-a", "examples": [{"x": {"a": 1.0}, "y": "+1"}]}
         r = c.post("/update", json=ex)
         assert r.status_code == 503, r.text
-        time.sleep(2.5)  # at least two scrapes see the store down
+        # Keep the store down until Prometheus has scraped it down (a fixed sleep was
+        # not always enough on a loaded machine), at most 15 s.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            q = httpx.get(f"{prom}/api/v1/query", params={"query": "min(learnserve_store_up)"})
+            res = q.json()["data"]["result"]
+            if res and res[0]["value"][1] == "0":
+                break
+            time.sleep(0.5)
     finally:
         redis.start()
     deadline = time.monotonic() + 30
@@ -308,7 +316,7 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
         ):
             drive_traffic(c)
             deploy_and_roll_back(c)
-            redis_outage(c, deploy_redis)
+            redis_outage(c, deploy_redis, prom)
             drive_traffic(c, rounds=2)
             time.sleep(3)  # checkpoints (every 1 s) and two more scrapes (every 1 s)
             up = query_until_nonempty(prom, 'up{job="learnserve"}', time.monotonic() + 10)
