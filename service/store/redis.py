@@ -55,7 +55,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import redis
 import redis.asyncio as aioredis
 from redis import exceptions as rex
 from redis.backoff import NoBackoff
@@ -140,7 +139,6 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     TimeoutError,
     OSError,
 )
-_MAPPED_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, rex.ResponseError)
 _Pending = tuple[str, bytes, "asyncio.Future[int]"]
 _MAX_GROUP = 500  # appends per pipeline
 _MAX_GROUP_BYTES = 8 << 20  # ... and payload bytes per pipeline
@@ -192,7 +190,6 @@ class RedisStore(Store):
         self.server_version: tuple[int, ...] | None = None
         self._r: aioredis.Redis | None = None
         self._blocking: aioredis.Redis | None = None
-        self._bulk: redis.Redis | None = None  # blocking client for multi-MB writes
         self._pending: list[_Pending] = []  # appends waiting for the next pipeline
         self._flusher: asyncio.Task[None] | None = None
 
@@ -222,51 +219,14 @@ class RedisStore(Store):
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
         try:
             return await fn()
-        except _MAPPED_ERRORS as e:
-            mapped = self._mapped(e)
-            if mapped is e:
-                raise
-            raise mapped from e
-
-    def _mapped(self, e: BaseException) -> BaseException:
-        if isinstance(e, _UNAVAILABLE):
-            return StoreUnavailable(f"redis {self._where()}: {e}")
-        if str(e).startswith(_UNAVAILABLE_PREFIXES):
-            return StoreUnavailable(f"redis {self._where()}: {e}")
-        if "exceeds maximum allowed size" in str(e):  # proto-max-bulk-len set lower
-            return ValueTooLarge(f"redis {self._where()}: {e}")
-        return e
-
-    async def _bulk_script(self, src: str, keys: list[str], args: list[Any]) -> Any:
-        """A script whose arguments are large (checkpoints, artifacts), sent from a
-        worker thread with a blocking client. The asyncio transport joins and buffers
-        what it cannot send at once, copying a 16 MB checkpoint several times on the
-        event loop (tens of ms of stall); the blocking client hands the big argument
-        to ``sendall`` as it is, with the GIL released while the kernel copies."""
-        if self._bulk is None:
-            pool = redis.BlockingConnectionPool.from_url(
-                self.url,
-                max_connections=4,  # callers beyond that wait for a free connection
-                timeout=max(self.socket_timeout, 30.0),
-                socket_timeout=max(self.socket_timeout, 30.0),
-                socket_connect_timeout=self.connect_timeout,
-                health_check_interval=self.health_check_interval,
-                retry=Retry(NoBackoff(), 0),
-                client_name="learnserve-bulk",
-            )
-            self._bulk = redis.Redis(connection_pool=pool)
-        bulk = self._bulk
-
-        def run() -> Any:
-            try:
-                return bulk.eval(src, len(keys), *keys, *args)
-            except _MAPPED_ERRORS as e:
-                mapped = self._mapped(e)
-                if mapped is e:
-                    raise
-                raise mapped from e
-
-        return await asyncio.to_thread(run)
+        except _UNAVAILABLE as e:
+            raise StoreUnavailable(f"redis {self._where()}: {e}") from e
+        except rex.ResponseError as e:
+            if str(e).startswith(_UNAVAILABLE_PREFIXES):
+                raise StoreUnavailable(f"redis {self._where()}: {e}") from e
+            if "exceeds maximum allowed size" in str(e):  # proto-max-bulk-len set lower
+                raise ValueTooLarge(f"redis {self._where()}: {e}") from e
+            raise
 
     def _where(self) -> str:
         return self.url.split("@")[-1]  # never put a password in an error message
@@ -317,9 +277,6 @@ class RedisStore(Store):
             if c is not None:
                 await c.aclose(close_connection_pool=True)
         self._r = self._blocking = None
-        if self._bulk is not None:
-            bulk, self._bulk = self._bulk, None
-            await asyncio.to_thread(bulk.close)
 
     async def ping(self) -> bool:
         if self._r is None:
@@ -529,7 +486,7 @@ class RedisStore(Store):
     async def put_checkpoint(self, name: str, position: int, blob: bytes) -> None:
         _check_size("checkpoint", blob)
         k = _keys(name)
-        await self._bulk_script(
+        await self._script(
             _CKPT, [k["config"], k["ckpt"]], [int(position), bytes(blob), repr(time.time())]
         )
 
@@ -546,9 +503,7 @@ class RedisStore(Store):
         meta = json.dumps(
             {"size": len(blob), "checksum": checksum, "created_at": time.time(), "kind": kind}
         )
-        v = await self._bulk_script(
-            _ADD_ART, [k["config"], k["art"], k["artmeta"]], [bytes(blob), meta]
-        )
+        v = await self._script(_ADD_ART, [k["config"], k["art"], k["artmeta"]], [bytes(blob), meta])
         if v == -1:
             raise ModelNotFound(name)
         await self._bump_epoch()
