@@ -196,6 +196,14 @@ class Registry:
         h.local = {p: v for p, v in h.local.items() if p > h.version}
         h.notify_advanced()
 
+    def _stored_not_applied(self, e: StoreUnavailable) -> ApiError:
+        """The 503 for an update that is in the log but could not be applied here yet."""
+        self.health.failed("read_log", e)
+        return store_unavailable(
+            "the update is stored but could not be applied yet; "
+            "it will be applied when the store is back"
+        )
+
     async def submit_update(self, h: ModelHandle, payload: bytes) -> int:
         """Append durably, apply in log order up to our entry, return its position."""
         try:
@@ -214,11 +222,7 @@ class Registry:
                 if await self.store.get_generation(h.name) != h.generation:
                     h = await self._reload(h.name)
             except StoreUnavailable as e:
-                self.health.failed("read_log", e)
-                raise store_unavailable(
-                    "the update is stored but could not be applied yet; "
-                    "it will be applied when the store is back"
-                ) from e
+                raise self._stored_not_applied(e) from e
         if position > h.version:
             h.local[position] = payload
         async with h.lock:
@@ -226,11 +230,7 @@ class Registry:
                 try:
                     await self._catch_up_locked(h, position)
                 except StoreUnavailable as e:
-                    self.health.failed("read_log", e)
-                    raise store_unavailable(
-                        "the update is stored but could not be applied yet; "
-                        "it will be applied when the store is back"
-                    ) from e
+                    raise self._stored_not_applied(e) from e
             h.local.pop(position, None)
             error = h.failed.get(position)
         if error is not None:
