@@ -176,7 +176,7 @@ class SQLiteStore(Store):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-        db.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
+        self._enable_wal(db)
         db.execute("PRAGMA synchronous = FULL")  # fsync the WAL at every commit
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -193,6 +193,25 @@ class SQLiteStore(Store):
             if "generation" not in cols:  # a file written before generations existed
                 db.execute("ALTER TABLE models ADD COLUMN generation TEXT NOT NULL DEFAULT ''")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _enable_wal(self, db: sqlite3.Connection) -> None:
+        """``journal_mode = WAL`` (persistent: readers never block the writer).
+
+        Switching the journal mode needs an exclusive lock and SQLite answers
+        "database is locked" at once, without its busy handler, while another
+        process holds the file, as two workers starting together on a new file
+        do. So retry for up to ``busy_timeout``."""
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
 
     async def close(self) -> None:
         if self._ex is None:
