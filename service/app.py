@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service import metrics as M
 from service.api import artifacts, learn, models, ops
 from service.api.errors import install_handlers
+from service.api.hot import HotRoutes
 from service.api.schemas import DOC_MODELS
 from service.auth import KeyRing
 from service.registry import Registry
@@ -34,7 +35,6 @@ from service.settings import Settings
 
 log = logging.getLogger("learnserve")
 
-HOT_PATHS = frozenset({"/predict", "/update"})
 _NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 
 
@@ -45,7 +45,8 @@ def _telemetry_kwargs(settings: Settings) -> dict[str, Any]:
 class MetricsMiddleware:
     """Requests, latency and in-flight per route template (never the raw path) and model.
 
-    Pure ASGI (no BaseHTTPMiddleware) to keep the per-request cost low. Also adds
+    Pure ASGI (no BaseHTTPMiddleware) to keep the per-request cost low; the
+    outermost layer, so it also counts what the hot routes answer. Also adds
     ``X-Worker: <pid>`` so clients and tests can tell workers apart.
     """
 
@@ -118,6 +119,14 @@ def _open_store(settings: Settings) -> Any:
     )
 
 
+class LearnserveAPI(FastAPI):
+    """FastAPI with the hot routes (``service.api.hot``) and the metrics outside its stack."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        routes = [r for r in self.router.routes if isinstance(r, Route)]
+        return MetricsMiddleware(HotRoutes(super().build_middleware_stack(), self.state), routes)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     if not settings.auth_enabled and not settings.is_loopback():
@@ -148,7 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
                 multiprocess.mark_process_dead(os.getpid())
 
-    app = FastAPI(
+    app = LearnserveAPI(
         title="learnserve",
         version="0.1.0",
         summary="Models that learn while they serve.",
@@ -167,9 +176,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.keyring = KeyRing(settings.api_keys)
     install_handlers(app)
     _add_routes(app, [learn.router, models.router, artifacts.router, ops.router])
-    app.add_middleware(
-        MetricsMiddleware, routes=[r for r in app.router.routes if isinstance(r, Route)]
-    )
     _install_openapi(app)
     return app
 
@@ -179,18 +185,9 @@ def _add_routes(app: FastAPI, routers: list[APIRouter]) -> None:
 
     ``include_router`` (FastAPI >= 0.16x) wraps each router and matches through the
     wrappers (~50-90 us more per request, measured); our routers carry no prefix or
-    router-level dependencies, so the route objects are used as they are. The two hot
-    routes (``/predict``, ``/update``) are also served by plain Starlette routes put
-    first: their handlers take only the request, so FastAPI's per-request dependency
-    solving is pure overhead there; the FastAPI routes behind them stay for the
-    OpenAPI document (same handler, same path)."""
-    ours = [r for router in routers for r in router.routes]
-    fast: list[BaseRoute] = [
-        Route(r.path, r.endpoint, methods=list(r.methods or ()), include_in_schema=False)
-        for r in ours
-        if isinstance(r, Route) and r.path in HOT_PATHS
-    ]
-    app.router.routes[:0] = fast + ours
+    router-level dependencies, so the route objects are used as they are."""
+    ours: list[BaseRoute] = [r for router in routers for r in router.routes]
+    app.router.routes[:0] = ours
     mark = getattr(app.router, "_mark_routes_changed", None)
     if mark is not None:
         mark()

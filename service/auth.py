@@ -15,7 +15,7 @@ only as SHA-256 digests, looked up by digest (no timing leak of key prefixes).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -31,10 +31,11 @@ class KeyRing:
     def enabled(self) -> bool:
         return bool(self._by_digest)
 
-    def check(self, request: Request, scope: str) -> None:
+    def check(self, headers: Mapping[str, str], scope: str) -> None:
+        """Raise 401/403 unless ``headers`` (lower-case names) carry a key with ``scope``."""
         if not self._by_digest:
             return
-        key = _presented_key(request)
+        key = _presented_key(headers)
         if key is None:
             raise ApiError(
                 401,
@@ -55,19 +56,19 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
-def _presented_key(request: Request) -> str | None:
-    auth = request.headers.get("authorization")
+def _presented_key(headers: Mapping[str, str]) -> str | None:
+    auth = headers.get("authorization")
     if auth:
         kind, _, token = auth.partition(" ")
         if kind.lower() == "bearer" and token.strip():
             return token.strip()
-    key = request.headers.get("x-api-key")
+    key = headers.get("x-api-key")
     return key.strip() if key and key.strip() else None
 
 
 def require(scope: str) -> Callable[[Request], Coroutine[Any, Any, None]]:
     async def dependency(request: Request) -> None:
-        request.app.state.keyring.check(request, scope)
+        request.app.state.keyring.check(request.headers, scope)
 
     dependency.__name__ = f"require_{scope}"
     return dependency

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 from fastapi import Request
+from starlette.types import Receive
 
 from service.api.errors import ApiError, invalid
 
@@ -42,6 +43,34 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
             raise too_large(f"body exceeds the limit of {max_bytes} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body was read (nothing to answer)."""
+
+
+async def receive_body(receive: Receive, declared: str | None, max_bytes: int) -> bytes:
+    """``read_body`` for a plain ASGI ``receive``: the same limits and messages."""
+    if declared is not None:
+        try:
+            n = int(declared)
+        except ValueError:
+            raise ApiError(400, "bad_request", "Content-Length is not a number") from None
+        if n > max_bytes:
+            raise too_large(f"body of {n} bytes exceeds the limit of {max_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large(f"body exceeds the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def read_json_object(request: Request, max_bytes: int) -> dict[str, Any]:

@@ -71,6 +71,13 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
     )
 
 
+def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    detail: dict[str, Any] = {"error": code, "message": message}
+    if field is not None:
+        detail["field"] = field
+    return {"detail": detail}
+
+
 def error_response(
     status: int,
     code: str,
@@ -78,10 +85,7 @@ def error_response(
     field: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    detail: dict[str, Any] = {"error": code, "message": message}
-    if field is not None:
-        detail["field"] = field
-    return json_response({"detail": detail}, status, headers)
+    return json_response(error_body(code, message, field), status, headers)
 
 
 def install_handlers(app: FastAPI) -> None:

@@ -1,12 +1,16 @@
 """``POST /update`` (learn) and ``POST /predict`` (score), the hot paths.
 
 Bodies are read as bytes, parsed with orjson and validated by the model's
-adapter; no per-example pydantic objects are built.
+adapter; no per-example pydantic objects are built. Requests are served by
+:mod:`service.api.hot` (plain ASGI, ahead of FastAPI's stack); the FastAPI routes
+here document the two routes in OpenAPI and run the same handlers when a request
+does reach them.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -29,31 +33,17 @@ from service.settings import Settings
 router = APIRouter(tags=["learning"])
 
 
-def hot_path(request: Request, scope: str) -> tuple[Registry, Settings]:
-    """Auth + readiness as plain calls: on these two routes FastAPI's dependency
-    resolution costs as much as the work itself (measured with bench/http.py).
-    Same checks as the ``AdminScope``/``RegistryDep`` dependencies elsewhere."""
-    state = request.app.state
-    state.keyring.check(request, scope)
-    registry: Registry = state.registry
-    if not registry.ready:
-        raise not_ready()
-    return registry, state.settings
+async def update_body(
+    registry: Registry, settings: Settings, raw: bytes, state: dict[str, Any]
+) -> dict[str, Any]:
+    """Learn from one ``/update`` body; the answer once it is durable and applied.
 
-
-@router.post(
-    "/update",
-    summary="Learn from a batch of labelled examples (answers once durable and applied)",
-    responses={200: {"model": UpdateResponse}, **error_responses(401, 403, 404, 413, 422, 503)},
-    openapi_extra=body_doc(UpdateRequest),
-)
-async def update(request: Request) -> Response:
-    registry, settings = hot_path(request, "update")
-    raw = await read_body(request, settings.max_body_bytes)
+    ``state`` is the request's scope state: the model's name goes there for the
+    per-model metrics."""
     body = parse_json_object(raw)
     name = require_str(body, "model")
     h = await registry.find(name)
-    request.state.model = name
+    state["model"] = name
     if not h.adapter.online:
         raise ApiError(
             409, "not_online", f"model {name!r} is a batch model; it cannot learn online"
@@ -68,25 +58,17 @@ async def update(request: Request) -> Response:
         payload, n = h.adapter.parse_update(body, settings, raw)
     version = await registry.submit_update(h, payload)
     M.EXAMPLES_ACCEPTED.labels(name).inc(n)
-    return json_response({"model": name, "applied": n, "version": version})
+    return {"model": name, "applied": n, "version": version}
 
 
-@router.post(
-    "/predict",
-    summary="Score instances (labels come back with the type they were learned with)",
-    responses={
-        200: {"model": PredictResponse},
-        **error_responses(401, 403, 404, 409, 413, 422, 503),
-    },
-    openapi_extra=body_doc(PredictRequest),
-)
-async def predict(request: Request) -> Response:
-    registry, settings = hot_path(request, "predict")
-    raw = await read_body(request, settings.max_body_bytes)
+async def predict_body(
+    registry: Registry, settings: Settings, raw: bytes, state: dict[str, Any]
+) -> dict[str, Any]:
+    """Score one ``/predict`` body (after waiting for ``min_version`` if asked)."""
     body = parse_json_object(raw)
     name = require_str(body, "model")
     h = await registry.find(name)
-    request.state.model = name
+    state["model"] = name
     min_version = optional_int(body, "min_version")
     if min_version is not None and h.version < min_version:
         ok = await registry.wait_for_version(h, min_version, settings.min_version_wait_seconds)
@@ -100,4 +82,43 @@ async def predict(request: Request) -> Response:
                 headers={"Retry-After": "1"},
             )
     predictions = h.adapter.predict(body, settings, raw)
-    return json_response({"model": name, "version": h.version, "predictions": predictions})
+    return {"model": name, "version": h.version, "predictions": predictions}
+
+
+def ready_registry(registry: Registry) -> Registry:
+    if not registry.ready:
+        raise not_ready()
+    return registry
+
+
+async def _serve(request: Request, scope: str, handler: Any) -> Response:
+    state = request.app.state
+    state.keyring.check(request.headers, scope)
+    registry = ready_registry(state.registry)
+    settings: Settings = state.settings
+    raw = await read_body(request, settings.max_body_bytes)
+    answer = await handler(registry, settings, raw, request.scope.setdefault("state", {}))
+    return json_response(answer)
+
+
+@router.post(
+    "/update",
+    summary="Learn from a batch of labelled examples (answers once durable and applied)",
+    responses={200: {"model": UpdateResponse}, **error_responses(401, 403, 404, 413, 422, 503)},
+    openapi_extra=body_doc(UpdateRequest),
+)
+async def update(request: Request) -> Response:
+    return await _serve(request, "update", update_body)
+
+
+@router.post(
+    "/predict",
+    summary="Score instances (labels come back with the type they were learned with)",
+    responses={
+        200: {"model": PredictResponse},
+        **error_responses(401, 403, 404, 409, 413, 422, 503),
+    },
+    openapi_extra=body_doc(PredictRequest),
+)
+async def predict(request: Request) -> Response:
+    return await _serve(request, "predict", predict_body)

@@ -36,7 +36,7 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     settings = request.app.state.settings
     if not settings.metrics_public:
-        request.app.state.keyring.check(request, "admin")
+        request.app.state.keyring.check(request.headers, "admin")
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 

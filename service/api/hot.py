@@ -1,0 +1,92 @@
+"""``POST /predict`` and ``POST /update`` served as plain ASGI, ahead of FastAPI.
+
+Between uvicorn and a route handler, FastAPI and Starlette put about seven layers
+(error middleware, exception middleware, the router's matching, a ``Request``,
+the handler's exception wrapper, a ``Response``). On a one-instance ``/predict``
+those cost more than the scoring itself (``bench/http.py``: a no-op FastAPI route
+runs at ~0.3x a bare ASGI app). These two routes take nothing but a JSON body,
+so this layer answers them directly and hands every other request to FastAPI.
+
+They keep everything the other routes have: API keys and scopes
+(:class:`service.auth.KeyRing`), the readiness check, the body limit, the one
+error body (:func:`service.api.errors.error_body`) and the metrics
+(``MetricsMiddleware`` wraps this layer). The handlers are the ones in
+:mod:`service.api.learn`, whose FastAPI routes document the two paths.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.api.errors import ApiError, error_body
+from service.api.learn import predict_body, ready_registry, update_body
+from service.limits import ClientGone, receive_body
+from service.registry import Registry
+from service.settings import Settings
+
+log = logging.getLogger("learnserve.api")
+
+Handler = Callable[[Registry, Settings, bytes, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+# path -> (API-key scope, handler)
+ROUTES: dict[str, tuple[str, Handler]] = {
+    "/predict": ("predict", predict_body),
+    "/update": ("update", update_body),
+}
+# The only request headers these routes read.
+_WANTED = frozenset({b"content-length", b"authorization", b"x-api-key"})
+_JSON = (b"content-type", b"application/json")
+
+
+class HotRoutes:
+    """Answer ``POST`` to :data:`ROUTES`; pass everything else to ``app``.
+
+    ``state`` is the application's ``app.state`` (registry, settings, keyring),
+    read per request because the lifespan sets the registry after start-up."""
+
+    def __init__(self, app: ASGIApp, state: Any) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = ROUTES.get(scope["path"]) if scope["type"] == "http" else None
+        if route is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        key_scope, handler = route
+        headers: dict[str, str] = {}
+        for k, v in scope["headers"]:
+            if k in _WANTED and k not in headers:
+                headers[k.decode("latin-1")] = v.decode("latin-1")
+        extra: dict[str, str] | None = None
+        status = 200
+        try:
+            state = self.state
+            state.keyring.check(headers, key_scope)
+            registry = ready_registry(state.registry)
+            settings: Settings = state.settings
+            raw = await receive_body(
+                receive, headers.get("content-length"), settings.max_body_bytes
+            )
+            answer = await handler(registry, settings, raw, scope.setdefault("state", {}))
+        except ApiError as e:
+            status, extra = e.status, e.headers
+            answer = error_body(e.code, e.message, e.field)
+        except ClientGone:
+            return
+        except Exception:
+            # A bug on our side, never the client's input: log it with the traceback.
+            log.exception("unhandled error on POST %s", scope["path"])
+            status = 500
+            answer = error_body("internal_error", "internal error (see the server log)")
+        body = orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
+        out = [_JSON, (b"content-length", str(len(body)).encode())]
+        if extra:
+            out += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
+        await send({"type": "http.response.start", "status": status, "headers": out})
+        await send({"type": "http.response.body", "body": body})
