@@ -36,7 +36,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "Artifact", "ArtifactError", "dumps", "load", "loads", "save"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "Artifact",
+    "ArtifactError",
+    "dumps",
+    "dumps_buffer",
+    "load",
+    "loads",
+    "save",
+]
 
 MAGIC = b"LSRNART\x00"
 FORMAT_VERSION = 1
@@ -70,41 +80,37 @@ class Artifact:
             raise ArtifactError(f"artifact of kind {self.kind!r} has no array {name!r}") from None
 
 
-def dumps(
+def _plan(
     kind: str,
     params: Mapping[str, Any],
     arrays: Mapping[str, np.ndarray],
-    meta: Mapping[str, Any] | None = None,
-    *,
-    created_at: float | None = None,
-) -> bytes:
-    """Serialise a model to bytes."""
-    # The arrays are referenced, not copied, until the single join at the end: a
-    # checkpoint of a 2**20-dimension model runs in a thread while the event loop
-    # serves requests, and every extra copy of tens of MB would hold the GIL.
+    meta: Mapping[str, Any] | None,
+    created_at: float | None,
+) -> tuple[bytes, list[tuple[np.ndarray, np.dtype[Any], int, int]], int]:
+    """The artifact's prefix + JSON header, and where each array goes in the body:
+    ``(array, little-endian dtype, offset, nbytes)``; plus the body length."""
     entries = []
-    chunks: list[memoryview | bytes] = []
+    parts: list[tuple[np.ndarray, np.dtype[Any], int, int]] = []
     offset = 0
     for name, arr in arrays.items():
         a = np.asarray(arr)
         if a.dtype.name not in _ALLOWED_DTYPES:
             raise ArtifactError(f"array {name!r} has unsupported dtype {a.dtype}")
-        a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-        raw = memoryview(a.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
-        pad = (-raw.nbytes) % 8
+        if a.ndim == 0:
+            a = a.reshape(1)  # stored with shape [1], as np.ascontiguousarray gives
+        le = a.dtype.newbyteorder("<")
+        nbytes = a.size * a.dtype.itemsize
         entries.append(
             {
                 "name": name,
                 "dtype": a.dtype.name,
                 "shape": list(a.shape),
                 "offset": offset,
-                "nbytes": raw.nbytes,
+                "nbytes": nbytes,
             }
         )
-        chunks.append(raw)
-        if pad:
-            chunks.append(b"\x00" * pad)
-        offset += raw.nbytes + pad
+        parts.append((a, le, offset, nbytes))
+        offset += nbytes + (-nbytes) % 8
     header = {
         "kind": kind,
         "format_version": FORMAT_VERSION,
@@ -117,11 +123,63 @@ def dumps(
         hbytes = json.dumps(header, sort_keys=True, allow_nan=False).encode("utf-8")
     except ValueError as exc:
         raise ArtifactError(f"params/meta are not JSON-serialisable: {exc}") from None
-    prefix = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(hbytes), offset)
+    return _PREFIX.pack(MAGIC, FORMAT_VERSION, len(hbytes), offset) + hbytes, parts, offset
+
+
+def dumps(
+    kind: str,
+    params: Mapping[str, Any],
+    arrays: Mapping[str, np.ndarray],
+    meta: Mapping[str, Any] | None = None,
+    *,
+    created_at: float | None = None,
+) -> bytes:
+    """Serialise a model to bytes (see :func:`dumps_buffer` for big models off-loop)."""
+    # The arrays are referenced, not copied, until the single join at the end.
+    head, parts, _ = _plan(kind, params, arrays, meta, created_at)
+    chunks: list[memoryview | bytes] = [head]
+    for a, le, _off, nbytes in parts:
+        c = np.ascontiguousarray(a, dtype=le)
+        chunks.append(memoryview(c.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
+        pad = (-nbytes) % 8
+        if pad:
+            chunks.append(b"\x00" * pad)
     h = hashlib.sha256()
-    for part in (prefix, hbytes, *chunks):
+    for part in chunks:
         h.update(part)  # hashlib releases the GIL on large buffers
-    return b"".join([prefix, hbytes, *chunks, h.digest()])
+    return b"".join([*chunks, h.digest()])
+
+
+def dumps_buffer(
+    kind: str,
+    params: Mapping[str, Any],
+    arrays: Mapping[str, np.ndarray],
+    meta: Mapping[str, Any] | None = None,
+    *,
+    created_at: float | None = None,
+) -> memoryview:
+    """:func:`dumps` into a fresh buffer (the same bytes), holding the GIL only briefly.
+
+    Meant for a worker thread serialising a big model while the event loop runs:
+    the arrays (contiguous or not, e.g. the columns of an interleaved state) are
+    copied straight into place with ``np.copyto`` and hashed with hashlib, both of
+    which release the GIL; a ``b"".join`` of tens of MB would hold it throughout
+    (about 10 ms for 16 MB, page faults included), stalling the loop thread.
+    """
+    head, parts, body_len = _plan(kind, params, arrays, meta, created_at)
+    start = len(head)
+    total = start + body_len + _DIGEST
+    out = np.empty(total, dtype=np.uint8)
+    out[:start] = np.frombuffer(head, dtype=np.uint8)
+    for a, le, off, nbytes in parts:
+        lo = start + off
+        np.copyto(out[lo : lo + nbytes].view(le).reshape(a.shape), a, casting="equiv")
+        out[lo + nbytes : lo + nbytes + (-nbytes) % 8] = 0
+    mv = memoryview(out)  # type: ignore[arg-type]
+    h = hashlib.sha256()
+    h.update(mv[: total - _DIGEST])  # one big update: the GIL is released while hashing
+    out[total - _DIGEST :] = np.frombuffer(h.digest(), dtype=np.uint8)
+    return mv
 
 
 def loads(blob: bytes | bytearray | memoryview, *, expected_kind: str | None = None) -> Artifact:

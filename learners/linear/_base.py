@@ -478,29 +478,33 @@ class LinearClassifier:
     def to_bytes(self) -> bytes:
         return self._dumps(self.state())
 
-    def snapshot(self) -> Callable[[], bytes]:
+    def snapshot(self) -> Callable[[], memoryview]:
         """Copy the learned state now and return a function that serialises the copy.
 
         The copy is one memcpy of the (interleaved) weights; the slow part, splitting
         and serialising, can then run in a worker thread while updates go on (the
-        service's checkpoints do this). ``snapshot()()`` equals ``to_bytes()`` taken
-        at the moment of the snapshot (up to the artifact's creation time).
+        service's checkpoints do this). ``snapshot()()`` holds the same bytes as
+        ``to_bytes()`` taken at the moment of the snapshot (up to the artifact's
+        creation time), in a buffer written by :func:`learners.artifact.dumps_buffer`
+        (numpy copies and hashlib, which release the GIL: the event loop thread keeps
+        running while a worker serialises a 2**20-dimension model).
         """
         if self.covariance == "full":
             st = self.state()
-            return lambda: self._dumps(st)
-        w = self._w.copy()
+            return lambda: artifact.dumps_buffer(KIND, *self._artifact_parts(st))
+        w = self._w.copy()  # numpy releases the GIL for the copy
         labels, n_seen, n_updates = list(self.labels_), self.n_seen_, self.n_updates_
         has_cov = self._has_cov
 
-        def dump() -> bytes:
-            mu = np.ascontiguousarray(w[:, :, 0])
-            sigma = np.ascontiguousarray(w[:, :, 1]) if has_cov else None
-            return self._dumps(LinearState(labels, mu, sigma, n_seen, n_updates))
+        def dump() -> memoryview:
+            # strided views of the copy: dumps_buffer copies each column straight into place
+            sigma = w[:, :, 1] if has_cov else None
+            st = LinearState(labels, w[:, :, 0], sigma, n_seen, n_updates)
+            return artifact.dumps_buffer(KIND, *self._artifact_parts(st))
 
         return dump
 
-    def _dumps(self, st: LinearState) -> bytes:
+    def _artifact_parts(self, st: LinearState) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         # algorithm, dim and hyperparameters never change after construction
         params = {
             "algorithm": self.algorithm,
@@ -513,7 +517,10 @@ class LinearClassifier:
         arrays = {"mu": st.mu}
         if st.sigma is not None:
             arrays["sigma"] = st.sigma
-        return artifact.dumps(KIND, params, arrays)
+        return params, arrays
+
+    def _dumps(self, st: LinearState) -> bytes:
+        return artifact.dumps(KIND, *self._artifact_parts(st))
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> LinearClassifier:

@@ -157,9 +157,11 @@ class Store(ABC):
 
     # -------------------------------------------------------------- checkpoints
     @abstractmethod
-    async def put_checkpoint(self, name: str, position: int, blob: bytes) -> None:
+    async def put_checkpoint(self, name: str, position: int, blob: bytes | memoryview) -> None:
         """Write state + position atomically; an older position never replaces a newer one
-        (an equal one does). Silently ignored if the model no longer exists."""
+        (an equal one does). Silently ignored if the model no longer exists. ``blob`` may
+        be any contiguous byte buffer (the service passes a memoryview: no copy on the
+        event loop); it is not modified, nor kept after the call."""
 
     @abstractmethod
     async def get_checkpoint(self, name: str) -> Checkpoint | None: ...

@@ -418,7 +418,7 @@ class SQLiteStore(Store):
         return False
 
     # ------------------------------------------------------------------ checkpoints
-    async def put_checkpoint(self, name: str, position: int, blob: bytes) -> None:
+    async def put_checkpoint(self, name: str, position: int, blob: bytes | memoryview) -> None:
         def q() -> None:
             with self._tx() as db:
                 # The WHERE clauses give both guards in one statement: the model must
@@ -429,7 +429,8 @@ class SQLiteStore(Store):
                     "ON CONFLICT (name) DO UPDATE SET position = excluded.position, "
                     "created_at = excluded.created_at, blob = excluded.blob "
                     "WHERE excluded.position >= checkpoints.position",
-                    (name, int(position), time.time(), bytes(blob), name),
+                    # a buffer binds as a BLOB (no bytes() copy of a memoryview)
+                    (name, int(position), time.time(), memoryview(blob), name),
                 )
 
         await self._run(q)
