@@ -76,6 +76,11 @@ CHECKPOINT_DURATION = Histogram(
     ["model"],
     buckets=_LATENCY_BUCKETS,
 )
+EVENT_LOOP_LAG = Histogram(
+    "learnserve_event_loop_lag_seconds",
+    "How late the event loop woke a sleeping task: time it could not serve (GIL, blocking calls).",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+)
 LOG_LAG = Gauge(
     "learnserve_log_lag_entries",
     "Update-log entries not yet applied by this worker.",

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     min_version_wait_seconds: float = Field(default=2.0, ge=0)
     eval_window: int = Field(default=1000, ge=1)  # examples in the progressive-evaluation window
     catalog_poll_seconds: float = Field(default=0.5, gt=0)
+    # The event-loop lag monitor sleeps this long and records the oversleep in
+    # learnserve_event_loop_lag_seconds (how long the loop could not run anything).
+    loop_lag_interval_seconds: float = Field(default=0.025, gt=0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
