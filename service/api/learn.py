@@ -10,6 +10,7 @@ does reach them.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -27,6 +28,7 @@ from service.api.schemas import (
     error_responses,
 )
 from service.limits import optional_int, parse_json_object, read_body, require_str
+from service.model_handle import ModelHandle
 from service.registry import Registry
 from service.settings import Settings
 
@@ -40,25 +42,52 @@ async def update_body(
 
     ``state`` is the request's scope state: the model's name goes there for the
     per-model metrics."""
-    body = parse_json_object(raw)
-    name = require_str(body, "model")
-    h = await registry.find(name)
-    state["model"] = name
-    if not h.adapter.online:
-        raise ApiError(
-            409, "not_online", f"model {name!r} is a batch model; it cannot learn online"
-        )
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
-    if len(raw) > settings.parse_in_thread_bytes:
-        # Encoding a big batch takes tens of ms: off the loop, so predicts keep
-        # flowing (parse_update reads only the model's config, never its state).
-        payload, n = await asyncio.to_thread(h.adapter.parse_update, body, settings, raw)
-    else:
-        payload, n = h.adapter.parse_update(body, settings, raw)
+    parsed = await _parse_raw(registry, settings, raw)
+    if parsed is not None:
+        h, payload, n = parsed
+    else:  # the general path: every body, with errors naming the field
+        body = parse_json_object(raw)
+        name = require_str(body, "model")
+        h = await registry.find(name)
+        if not h.adapter.online:
+            raise ApiError(
+                409, "not_online", f"model {name!r} is a batch model; it cannot learn online"
+            )
+        payload, n = await _off_loop_if_big(
+            settings, raw, h.adapter.parse_update, body, settings, raw
+        )
+    state["model"] = h.name
     version = await registry.submit_update(h, payload)
-    M.EXAMPLES_ACCEPTED.labels(name).inc(n)
-    return {"model": name, "applied": n, "version": version}
+    M.EXAMPLES_ACCEPTED.labels(h.name).inc(n)
+    return {"model": h.name, "applied": n, "version": version}
+
+
+# The top-level "model" key: in a body the fast parsers accept, the only key so named.
+_MODEL_KEY = re.compile(rb'"model"\s*:\s*"([A-Za-z0-9._-]{1,64})"')
+
+
+async def _parse_raw(
+    registry: Registry, settings: Settings, raw: bytes
+) -> tuple[ModelHandle, bytes, int] | None:
+    """The adapter's bytes-only parse (``parse_update_raw``), when it takes the body."""
+    m = _MODEL_KEY.search(raw)
+    h = registry.models.get(m.group(1).decode()) if m else None
+    if h is None or not h.adapter.online:
+        return None
+    fast = await _off_loop_if_big(settings, raw, h.adapter.parse_update_raw, raw, settings)
+    if fast is None or fast.model != h.name:
+        return None
+    return h, fast.payload, fast.n
+
+
+async def _off_loop_if_big(settings: Settings, raw: bytes, fn: Any, *args: Any) -> Any:
+    # Encoding a big batch takes tens of ms: off the loop, so predicts keep flowing
+    # (parsing reads only the model's config, never its state).
+    if len(raw) > settings.parse_in_thread_bytes:
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
 
 
 async def predict_body(

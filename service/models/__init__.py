@@ -47,9 +47,10 @@ def adapter_class(kind: str) -> type[ModelAdapter]:
 def warmup_all() -> None:
     """Compile every online kind's kernels (numba caches them on disk; later runs just
     load). Batch kinds compile when their first artifact is loaded, off the loop."""
-    from service.models.payload import warmup as warmup_payload
+    from service.models import fast_json, payload
 
-    warmup_payload()
+    payload.warmup()
+    fast_json.warmup()
     for kind in ADAPTERS:
         cls = adapter_class(kind)
         if cls.online:

@@ -13,6 +13,9 @@ An adapter wraps one learner instance and knows the wire format of its kind:
   :mod:`service.models.payload`). Must not read or change mutable model state,
   so it runs outside the model lock. Raise :class:`ApiError` (422/413) naming
   the field.
+- ``parse_update_raw(raw, settings) -> FastUpdate | None`` (optional): the same,
+  from the bytes alone, for bodies it can prove well-formed (e.g. dense rows
+  scanned straight into a matrix); ``None`` sends the body to ``parse_update``.
 - ``apply(payload) -> UpdateResult``: apply one log entry. Deterministic; on
   error raises and leaves the state unchanged (the entry is then skipped by every
   replica alike).
@@ -31,6 +34,7 @@ to ``ADAPTERS`` (and its algorithm names to ``ALGORITHMS``) in
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -39,6 +43,15 @@ from learners.base import UpdateResult
 
 if TYPE_CHECKING:
     from service.settings import Settings
+
+
+@dataclass(frozen=True)
+class FastUpdate:
+    """What ``parse_update_raw`` read: the body's model name, the log entry, its size."""
+
+    model: str
+    payload: bytes
+    n: int
 
 
 class ModelAdapter(ABC):
@@ -67,6 +80,12 @@ class ModelAdapter(ABC):
     def parse_update(
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> tuple[bytes, int]: ...
+
+    def parse_update_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
+        """``parse_update`` straight from the body's bytes, for the bodies a kind can
+        prove well-formed without building Python objects; ``None`` for any other
+        body (the caller then takes ``parse_update``, which names what is wrong)."""
+        return None
 
     @abstractmethod
     def apply(self, payload: bytes) -> UpdateResult: ...

@@ -20,8 +20,13 @@ from learners.base import UpdateResult, check_label
 from learners.features import FeatureError, FeatureSpec
 from service.api.errors import ApiError, invalid
 from service.limits import items_field, require_list, too_large, type_name
-from service.models.base import ModelAdapter
-from service.models.payload import decode_payload, dense_batch, encode_payload
+from service.models.base import FastUpdate, ModelAdapter
+from service.models.payload import (
+    decode_payload,
+    dense_batch,
+    encode_dense_payload,
+    encode_payload,
+)
 
 if TYPE_CHECKING:
     from service.settings import Settings
@@ -151,11 +156,22 @@ class LinearAdapter(ModelAdapter):
         self._check_label_budget(labels, settings)
         X = dense_matrix(self.spec, xs, raw)
         if X is not None:
-            batch = dense_batch(X)
-        else:  # the checked path, with errors naming the example and field
-            batch = encode_fast(self.spec, xs, "examples", settings, b"")
-        dense = self.spec.kind == "dense"
-        return encode_payload(batch, labels, dense=dense, matrix=X), len(labels)
+            return encode_dense_payload(X, labels), len(labels)
+        # the checked path, with errors naming the example and field
+        batch = encode_fast(self.spec, xs, "examples", settings, b"")
+        return encode_payload(batch, labels, dense=self.spec.kind == "dense"), len(labels)
+
+    def parse_update_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
+        if self.spec.kind != "dense":
+            return None
+        from service.models.fast_json import scan_dense_examples
+
+        scanned = scan_dense_examples(raw, self.spec.dim, settings.max_batch_examples)
+        if scanned is None:
+            return None
+        self._check_label_budget(scanned.labels, settings)
+        payload = encode_dense_payload(scanned.X, scanned.labels)
+        return FastUpdate(scanned.model, payload, len(scanned.labels))
 
     def _check_label_budget(self, labels: list[Any], settings: Settings) -> None:
         """Refuse a batch whose new labels would grow the model past the limits.

@@ -58,12 +58,8 @@ def encode_payload(
     """``matrix``: the dense ``X`` the batch was built from, if at hand (saves a copy)."""
     meta = orjson.dumps({"y": labels, **extra})
     n, nnz = batch.n_rows, batch.nnz
-    # The matrix form only where it is the smaller one (mostly non-zero rows).
-    if dense and 8 * n * batch.dim <= 12 * nnz + 4 * (n + 1):
-        X = matrix if matrix is not None else batch.to_dense()
-        return b"".join(
-            (_HEAD.pack(DENSE_MAGIC, n, batch.dim, len(meta)), meta, X.astype("<f8").tobytes())
-        )
+    if dense and _matrix_is_smaller(n, batch.dim, nnz):
+        return _matrix_entry(matrix if matrix is not None else batch.to_dense(), meta)
     return b"".join(
         (
             _HEAD.pack(MAGIC, n, nnz, len(meta)),
@@ -73,6 +69,26 @@ def encode_payload(
             batch.values.astype("<f8", copy=False).tobytes(),
         )
     )
+
+
+def encode_dense_payload(X: np.ndarray, labels: list[Any], **extra: Any) -> bytes:
+    """``encode_payload(dense_batch(X), labels, dense=True, matrix=X)`` without building
+    the CSR arrays when the matrix form is the one stored (the usual case)."""
+    n, dim = X.shape
+    if _matrix_is_smaller(n, dim, int(np.count_nonzero(X))):
+        return _matrix_entry(X, orjson.dumps({"y": labels, **extra}))
+    return encode_payload(dense_batch(X), labels, **extra)
+
+
+def _matrix_is_smaller(n: int, dim: int, nnz: int) -> bool:
+    # The matrix form only where it is the smaller one (mostly non-zero rows).
+    return 8 * n * dim <= 12 * nnz + 4 * (n + 1)
+
+
+def _matrix_entry(X: np.ndarray, meta: bytes) -> bytes:
+    n, dim = X.shape
+    head = _HEAD.pack(DENSE_MAGIC, n, dim, len(meta))
+    return b"".join((head, meta, X.astype("<f8", copy=False).tobytes()))
 
 
 def decode_payload(blob: bytes, dim: int) -> tuple[Batch, dict[str, Any]]:
