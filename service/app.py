@@ -29,6 +29,7 @@ from service.api.errors import install_handlers
 from service.api.hot import HotRoutes
 from service.api.schemas import DOC_MODELS
 from service.auth import KeyRing
+from service.loop_monitor import start_loop_monitor, stop_loop_monitor
 from service.registry import Registry
 from service.replication import Replicator
 from service.settings import Settings
@@ -146,9 +147,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # The replicator restores every model first (retrying while the store is
         # unreachable); /readyz turns 200 once that is done.
         replicator.start()
+        lag_monitor = start_loop_monitor(settings)
         try:
             yield
         finally:
+            await stop_loop_monitor(lag_monitor)
             await replicator.stop()
             await registry.close()
             await store.close()
