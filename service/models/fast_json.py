@@ -118,9 +118,11 @@ def _key(buf: np.ndarray, s: int, e: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _number(buf: np.ndarray, i: int, n: int, pow10: np.ndarray) -> tuple[int, float]:
+def _number_checked(buf: np.ndarray, i: int, n: int) -> tuple[int, float]:
     """A strict JSON number at ``buf[i]``: (index after it, value), or (-1, 0.0)
-    when it is malformed or outside the exact fast path."""
+    when it is malformed or outside the exact fast path. Digit by digit with an
+    overflow check (for numbers of many digits; see :func:`_number`)."""
+    pow10 = _POW10
     neg = False
     if i < n and buf[i] == 45:  # -
         neg = True
@@ -203,6 +205,97 @@ def _number(buf: np.ndarray, i: int, n: int, pow10: np.ndarray) -> tuple[int, fl
 
 
 @numba.njit(cache=True, nogil=True)
+def _number(buf: np.ndarray, i: int, n: int) -> tuple[int, float]:
+    """:func:`_number_checked` without a check per digit: up to 18 digits cannot
+    overflow int64; longer numbers are read again by :func:`_number_checked`."""
+    if i >= n:
+        return -1, 0.0
+    start = i
+    neg = buf[i] == 45  # -
+    if neg:
+        i += 1
+        if i >= n:
+            return -1, 0.0
+    c = int(buf[i]) - 48
+    w = 0
+    nd = 0
+    if c == 0:
+        i += 1
+        if i < n and np.uint64(int(buf[i]) - 48) <= np.uint64(9):
+            return -1, 0.0
+    elif 0 < c <= 9:
+        s = i
+        while i < n:
+            d = int(buf[i]) - 48
+            if np.uint64(d) > np.uint64(9):
+                break
+            w = w * 10 + d
+            i += 1
+        nd = i - s
+    else:
+        return -1, 0.0
+    e = 0
+    is_int = True
+    if i < n and buf[i] == 46:  # .
+        is_int = False
+        i += 1
+        s = i
+        while i < n:
+            d = int(buf[i]) - 48
+            if np.uint64(d) > np.uint64(9):
+                break
+            w = w * 10 + d
+            i += 1
+        e = s - i
+        if e == 0:
+            return -1, 0.0
+        nd -= e
+    if nd > 18:
+        return _number_checked(buf, start, n)
+    if i < n and (buf[i] == 101 or buf[i] == 69):  # e E
+        is_int = False
+        i += 1
+        eneg = False
+        if i < n and (buf[i] == 43 or buf[i] == 45):
+            eneg = buf[i] == 45
+            i += 1
+        s = i
+        x = 0
+        while i < n:
+            d = int(buf[i]) - 48
+            if np.uint64(d) > np.uint64(9):
+                break
+            if x < 100000:
+                x = x * 10 + d
+            i += 1
+        if i == s:
+            return -1, 0.0
+        e = e - x if eneg else e + x
+    if w == 0:
+        # orjson reads "-0" as the int 0 (then 0.0); "-0.0", "-0e1" as -0.0
+        return i, (-0.0 if (neg and not is_int) else 0.0)
+    if w > _TWO53:
+        return -1, 0.0
+    if e == 0:
+        v = float(w)
+    elif 0 < e <= 22:
+        v = float(w) * _POW10[e]
+    elif -22 <= e < 0:
+        v = float(w) / _POW10[-e]
+    elif e > 22:
+        k = e - 22
+        while k > 0:
+            w *= 10
+            if w > _TWO53:
+                return -1, 0.0
+            k -= 1
+        v = float(w) * _POW10[22]
+    else:
+        return -1, 0.0
+    return i, (-v if neg else v)
+
+
+@numba.njit(cache=True, nogil=True)
 def _int_label(buf: np.ndarray, i: int, n: int) -> tuple[int, int]:
     """A JSON integer label within int64 at ``buf[i]``: (index after it, value),
     or (-1, 0) (malformed, a fraction/exponent, or out of range)."""
@@ -264,7 +357,6 @@ def _scan(
     X: np.ndarray,
     meta: np.ndarray,
     rcap: int,
-    pow10: np.ndarray,
 ) -> int:
     """Fill ``X`` (row-major) and ``meta``; return the number of examples, or 0 for
     "not the supported shape".
@@ -349,7 +441,7 @@ def _scan(
                         if dim == 0 and (i >= n or buf[i] != 93):
                             return 0
                         for j in range(dim):
-                            i, v = _number(buf, i, n, pow10)
+                            i, v = _number(buf, i, n)
                             if i < 0:
                                 return 0
                             X[base + j] = v
@@ -505,7 +597,7 @@ def scan_dense_examples(raw: bytes, dim: int, max_examples: int) -> DenseExample
     rcap = min(max_examples, size // 8 + 1)
     X = np.empty(xcap, np.float64)
     meta = np.empty(3 + 4 * rcap, np.int64)
-    rows = _scan(np.frombuffer(raw, np.uint8), dim, max_examples, X, meta, rcap, _POW10)
+    rows = _scan(np.frombuffer(raw, np.uint8), dim, max_examples, X, meta, rcap)
     if rows <= 0:
         return None
     model = _decode(raw[meta[0] : meta[1]])
