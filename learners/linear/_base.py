@@ -523,7 +523,7 @@ class LinearClassifier:
         return artifact.dumps(KIND, *self._artifact_parts(st))
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> LinearClassifier:
+    def from_bytes(cls, blob: bytes | bytearray | memoryview) -> LinearClassifier:
         """Read a model written by :meth:`to_bytes` (any algorithm), validated."""
         from learners.linear import make_classifier
 

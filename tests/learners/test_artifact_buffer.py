@@ -20,7 +20,7 @@ def _arrays() -> dict[str, np.ndarray]:
         "small": np.arange(5, dtype=np.int16),  # 10 bytes: padded to 16
         "big_endian": np.arange(7, dtype=">i4"),
         "fortran": np.asfortranarray(rng.normal(size=(4, 3))),
-        "scalar": np.float32(3.5),
+        "scalar": np.array(np.float32(3.5)),  # 0-d: stored with shape [1]
         "empty": np.zeros((0, 3)),
         "bytes": np.arange(3, dtype=np.uint8),
     }
