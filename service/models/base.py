@@ -22,8 +22,9 @@ An adapter wraps one learner instance and knows the wire format of its kind:
 - ``predict(body, settings, raw) -> list[dict]``: answer a ``/predict`` body's
   ``instances``. (``raw`` is the request's bytes, for fast paths that can prove
   something from them, e.g. "no JSON booleans anywhere".)
-- ``snapshot() -> Callable[[], bytes]``: a consistent copy taken quickly (called
-  under the model lock), whose call serialises it (run in a thread, off-lock).
+- ``snapshot() -> Callable[[], bytes | memoryview]``: a consistent copy taken
+  quickly (called under the model lock), whose call serialises it (run in a
+  thread, off-lock).
 - ``state_digest()``, ``describe()`` (extra fields for ``GET /models/{name}``).
 
 To add a kind: write ``service/models/<kind>.py`` with a subclass, then add it
@@ -103,14 +104,16 @@ class ModelAdapter(ABC):
         return None  # optional hook: nothing to warm up by default
 
     # ------------------------------------------------------------ state
-    def snapshot(self) -> Callable[[], bytes]:
+    def snapshot(self) -> Callable[[], bytes | memoryview]:
         # Copying the arrays is a memcpy; serialising + hashing is the slow part
         # and runs on the copy in a worker thread while updates go on. A learner
         # with its own snapshot() copies only its weights (a deepcopy of a 2**20-dim
-        # model also copies scratch buffers and takes tens of ms on the event loop).
+        # model also copies scratch buffers and takes tens of ms on the event loop);
+        # the linear ones serialise into a buffer without holding the GIL and return
+        # a memoryview of it (the stores write it without a copy).
         own = getattr(self.model, "snapshot", None)
         if callable(own):
-            fn: Callable[[], bytes] = own()
+            fn: Callable[[], bytes | memoryview] = own()
             return fn
         clone = copy.deepcopy(self.model)
         return clone.to_bytes
