@@ -18,6 +18,7 @@ import numpy as np
 
 from learners.base import UpdateResult, check_label
 from learners.features import FeatureError, FeatureSpec
+from learners.linear import NotFittedError
 from service.api.errors import ApiError, invalid
 from service.limits import items_field, require_list, too_large, type_name
 from service.models.base import FastUpdate, ModelAdapter
@@ -216,8 +217,6 @@ class LinearAdapter(ModelAdapter):
     def predict(
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> list[dict[str, Any]]:
-        from learners.linear import NotFittedError
-
         instances = require_list(body, "instances", settings.max_batch_examples)
         xs = items_field(instances, "instances", "x")
         batch = encode_fast(self.spec, xs, "instances", settings, raw)
