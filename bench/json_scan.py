@@ -5,7 +5,9 @@ the numba scanner (``service/models/fast_json.py``), in one run.
 
 Bodies: ``{"model": "adult", "examples": [{"x": [...28 floats...], "y": "s"|"h"}, ...]}``
 with 1, 100 and 1000 examples, ``x`` = ``np.round(N(0, 1) * scale, 5).tolist()``
-serialized by ``json.dumps`` (what a typical client sends). Measured per body:
+serialized by ``json.dumps`` (case ``round5``), and ``rng.normal(size=28).tolist()``
+serialized by ``json.dumps`` (case ``full``: full-precision doubles, 16-17 significant
+digits, what a client sending numpy output as is sends). Measured per body:
 
 - ``orjson``: ``orjson.loads(raw)``, then the x/y split loop (the type checks of
   ``service/models/linear.py``'s ``split_examples``), then
@@ -41,9 +43,12 @@ from service.models.fast_json import scan_dense_examples, warmup  # noqa: E402
 DIM = 28
 
 
-def make_body(n: int, seed: int = 0) -> bytes:
+def make_body(n: int, seed: int = 0, kind: str = "round5") -> bytes:
     rng = np.random.default_rng(seed)
-    X = np.round(rng.normal(size=(n, DIM)) * rng.uniform(0.1, 100, size=DIM), 5)
+    if kind == "full":  # numpy output as is: the repr of computed doubles (~17 digits)
+        X = rng.normal(size=(n, DIM))
+    else:
+        X = np.round(rng.normal(size=(n, DIM)) * rng.uniform(0.1, 100, size=DIM), 5)
     examples = [{"x": row, "y": "s" if row[0] > 0 else "h"} for row in X.tolist()]
     return json.dumps({"model": "adult", "examples": examples}).encode()
 
@@ -67,6 +72,7 @@ def orjson_path(raw: bytes) -> tuple[str, np.ndarray, list[Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="1,100,1000", help="examples per body")
+    ap.add_argument("--kinds", default="round5,full", help="number formats (round5, full)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--examples-per-run", type=int, default=100_000)
     ap.add_argument("--out", default="json_scan")
@@ -75,14 +81,15 @@ def main() -> None:
     warmup()
     results = []
     table = []
-    for n in (int(s) for s in args.rows.split(",")):
-        raw = make_body(n)
+    cases = [(k, int(s)) for k in args.kinds.split(",") for s in args.rows.split(",")]
+    for kind, n in cases:
+        raw = make_body(n, kind=kind)
         got = scan_dense_examples(raw, DIM, max(n, 1000))
         model, X, ys = orjson_path(raw)
         if got is None or got.model != model or got.labels != ys:
-            raise SystemExit(f"the scanner did not read the {n}-row body like orjson")
+            raise SystemExit(f"the scanner did not read the {kind} {n}-row body like orjson")
         if not np.array_equal(got.X.view(np.uint64), X.view(np.uint64)):
-            raise SystemExit(f"the scanner's matrix differs from orjson's ({n} rows)")
+            raise SystemExit(f"the scanner's matrix differs from orjson's ({kind}, {n} rows)")
         calls = max(20, args.examples_per_run // n)
 
         def run_orjson(_: Any, raw: bytes = raw, calls: int = calls) -> None:
@@ -98,6 +105,7 @@ def main() -> None:
         us_or = t_or.best / calls * 1e6
         us_sc = t_sc.best / calls * 1e6
         entry = {
+            "kind": kind,
             "rows": n,
             "dim": DIM,
             "body_bytes": len(raw),
@@ -115,6 +123,7 @@ def main() -> None:
         results.append(entry)
         table.append(
             [
+                kind,
                 n,
                 f"{len(raw):,}",
                 f"{us_or:,.1f}",
@@ -126,7 +135,7 @@ def main() -> None:
         )
     print_table(
         f"dense /update body -> matrix ({DIM} dims, best of {args.repeats})",
-        ["rows", "bytes", "orjson us", "scan us", "ratio", "orjson ex/s", "scan ex/s"],
+        ["numbers", "rows", "bytes", "orjson us", "scan us", "ratio", "orjson ex/s", "scan ex/s"],
         table,
     )
     path = write_results(args.out, {"rows": results}, extra_packages=("orjson",))

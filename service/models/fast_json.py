@@ -11,11 +11,13 @@ label, a number outside the exact fast path, ...) gives ``None`` and the caller
 takes the orjson path, which also words the 4xx errors. The scanner never raises
 on bad input.
 
-Numbers are converted with Clinger's fast path only: the decimal significand ``w``
-(at most 2**53) times or divided by an exact power of ten (at most 10**22), one
-correctly rounded IEEE operation. Numbers needing more (over 15-16 significant
-digits, like the ``repr`` of most random doubles, or exponents beyond +-22) send
-the whole body to the slow path.
+Numbers are converted with Clinger's fast path when it applies (a decimal
+significand ``w`` of at most 2**53 times or divided by an exact power of ten, at
+most 10**22: one correctly rounded IEEE operation), else with Eisel-Lemire (``w``
+of up to 19 digits times a 128-bit power of five; see :func:`_eisel_lemire`), so
+the ``repr`` of any normal double takes the fast path. The whole body goes to the
+slow path for a number of more than 19 significant digits, a subnormal or
+non-finite result, or one of the rare products Eisel-Lemire leaves undecided.
 
 >>> r = scan_dense_examples(b'{"model": "m", "examples": [{"x": [1.5, -2], "y": "a"}]}', 2, 10)
 >>> r.model, r.X.tolist(), r.labels
@@ -45,7 +47,6 @@ class DenseExamples:
 
 # 10**0 .. 10**22 are exact doubles (float() of an int rounds correctly).
 _POW10 = np.array([float(10**k) for k in range(23)], dtype=np.float64)
-_TWO53 = 2**53
 # String labels compared against this many distinct earlier labels in the kernel;
 # beyond that new labels are appended undeduplicated (the Python side still caches).
 _MAX_DEDUP = 64
@@ -117,119 +118,177 @@ def _key(buf: np.ndarray, s: int, e: int) -> int:
     return _K_OTHER
 
 
+# ---------------------------------------------------------------- Eisel-Lemire
+#
+# Numbers outside Clinger's exact window (a significand over 2**53, like the 16-17
+# digits of ``repr`` of a computed double, or an exponent beyond +-22) are converted
+# by the Eisel-Lemire algorithm, as in Go's ``strconv.eiselLemire64`` (Lemire 2021,
+# "Number parsing at a gigabyte per second"): normalize the significand ``w``
+# (< 2**64) and multiply it by a 128-bit truncation of 5**q (a table); the top 54
+# bits of the product give the correctly rounded double unless the truncation
+# leaves the rounding undecided (then "no answer", and the body takes the slow
+# path). Results in the subnormal range or beyond the largest double also give no
+# answer; below 10**-342 the value rounds to zero for any 19-digit significand.
+
+_EL_MIN_Q = -342
+_EL_MAX_Q = 308
+
+
+def _pow5_128(q: int) -> int:
+    """5**q (q may be negative) as a 128-bit integer with its top bit set: the
+    truncated value for q >= 0, the reciprocal rounded up for q < 0 (the table of
+    fast_float / Go's strconv, computed with Python integers, no floating point)."""
+    if q >= 0:
+        p = 5**q
+        while p < 1 << 127:
+            p <<= 1
+        while p >= 1 << 128:
+            p >>= 1
+        return p
+    p = 5**-q
+    z = p.bit_length()  # the least z with 2**z >= p (p is not a power of two)
+    if q >= -27:
+        return (1 << (z + 127)) // p + 1
+    c = (1 << (2 * z + 128)) // p + 1
+    while c >= 1 << 128:
+        c >>= 1
+    return c
+
+
+_M64 = (1 << 64) - 1
+_POW5_HI = np.array([_pow5_128(q) >> 64 for q in range(_EL_MIN_Q, _EL_MAX_Q + 1)], np.uint64)
+_POW5_LO = np.array([_pow5_128(q) & _M64 for q in range(_EL_MIN_Q, _EL_MAX_Q + 1)], np.uint64)
+# 2.0**(k - 1075) for a biased exponent k in 1..2046: float(53-bit mantissa) * this
+# is the double (exact: every factor and the product are representable).
+_POW2 = np.array([0.0] + [2.0 ** (k - 1075) for k in range(1, 2047)], np.float64)
+
+_U1 = np.uint64(1)
+_U3 = np.uint64(3)
+_U9 = np.uint64(9)
+_U10 = np.uint64(10)
+_U32 = np.uint64(32)
+_U48 = np.uint64(48)
+_U53 = np.uint64(53)
+_U63 = np.uint64(63)
+_U0x1FF = np.uint64(0x1FF)
+_UM32 = np.uint64(0xFFFFFFFF)
+_UMAX = np.uint64(_M64)
+_UTWO53 = np.uint64(2**53)
+_UMANT = np.uint64((1 << 52) - 1)
+
+
 @numba.njit(cache=True, nogil=True)
-def _number_checked(buf: np.ndarray, i: int, n: int) -> tuple[int, float]:
-    """A strict JSON number at ``buf[i]``: (index after it, value), or (-1, 0.0)
-    when it is malformed or outside the exact fast path. Digit by digit with an
-    overflow check (for numbers of many digits; see :func:`_number`)."""
-    pow10 = _POW10
-    neg = False
-    if i < n and buf[i] == 45:  # -
-        neg = True
-        i += 1
-    if i >= n:
-        return -1, 0.0
-    c = buf[i]
-    w = 0
-    e = 0
-    is_int = True
-    if c == 48:  # 0: no more integer digits may follow
-        i += 1
-        if i < n and 48 <= buf[i] <= 57:
-            return -1, 0.0
-    elif 49 <= c <= 57:
-        while i < n:
-            c = buf[i]
-            if c < 48 or c > 57:
-                break
-            w = w * 10 + (c - 48)
-            if w > _TWO53:
-                return -1, 0.0
-            i += 1
-    else:
-        return -1, 0.0
-    if i < n and buf[i] == 46:  # .
-        is_int = False
-        i += 1
-        start = i
-        while i < n:
-            c = buf[i]
-            if c < 48 or c > 57:
-                break
-            w = w * 10 + (c - 48)
-            if w > _TWO53:
-                return -1, 0.0
-            e -= 1
-            i += 1
-        if i == start:
-            return -1, 0.0
-    if i < n and (buf[i] == 101 or buf[i] == 69):  # e E
-        is_int = False
-        i += 1
-        eneg = False
-        if i < n and (buf[i] == 43 or buf[i] == 45):
-            eneg = buf[i] == 45
-            i += 1
-        start = i
-        x = 0
-        while i < n:
-            c = buf[i]
-            if c < 48 or c > 57:
-                break
-            if x < 100000:
-                x = x * 10 + (c - 48)
-            i += 1
-        if i == start:
-            return -1, 0.0
-        e = e - x if eneg else e + x
-    if w == 0:
-        # orjson reads "-0" as the int 0 (then 0.0); "-0.0", "-0e1" as -0.0
-        return i, (-0.0 if (neg and not is_int) else 0.0)
-    if e == 0:
-        v = float(w)
-    elif 0 < e <= 22:
-        v = float(w) * pow10[e]
-    elif -22 <= e < 0:
-        v = float(w) / pow10[-e]
-    elif e > 22:
-        k = e - 22
-        while k > 0:
-            w *= 10
-            if w > _TWO53:
-                return -1, 0.0
-            k -= 1
-        v = float(w) * pow10[22]
-    else:
-        return -1, 0.0
-    return i, (-v if neg else v)
+def _mul64(a: np.uint64, b: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """The 128-bit product of two uint64: (high, low), from 32-bit halves."""
+    a0 = a & _UM32
+    a1 = a >> _U32
+    b0 = b & _UM32
+    b1 = b >> _U32
+    p00 = a0 * b0
+    p01 = a0 * b1
+    p10 = a1 * b0
+    p11 = a1 * b1
+    mid = (p00 >> _U32) + (p01 & _UM32) + (p10 & _UM32)
+    lo = (mid << _U32) | (p00 & _UM32)
+    hi = p11 + (p01 >> _U32) + (p10 >> _U32) + (mid >> _U32)
+    return hi, lo
+
+
+@numba.njit(cache=True, nogil=True)
+def _clz64(x: np.uint64) -> int:
+    """Leading zero bits of a nonzero uint64."""
+    n = 0
+    if x >> _U32 == 0:
+        n += 32
+        x <<= _U32
+    if x >> np.uint64(48) == 0:
+        n += 16
+        x <<= np.uint64(16)
+    if x >> np.uint64(56) == 0:
+        n += 8
+        x <<= np.uint64(8)
+    if x >> np.uint64(60) == 0:
+        n += 4
+        x <<= np.uint64(4)
+    if x >> np.uint64(62) == 0:
+        n += 2
+        x <<= np.uint64(2)
+    if x >> _U63 == 0:
+        n += 1
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _eisel_lemire(w: np.uint64, q: int) -> float:
+    """The double nearest to ``w * 10**q`` (``w`` > 0), or NaN when it cannot be
+    decided cheaply, is subnormal or overflows (the caller then gives up).
+    Go's ``eiselLemire64``, plus fast_float's exact ties for 0 <= q <= 23."""
+    if q < _EL_MIN_Q:
+        return 0.0
+    if q > _EL_MAX_Q:
+        return np.nan
+    clz = _clz64(w)
+    w = w << np.uint64(clz)
+    exp2 = ((217706 * q) >> 16) + 64 + 1023 - clz
+    k = q - _EL_MIN_Q
+    xhi, xlo = _mul64(w, _POW5_HI[k])
+    if (xhi & _U0x1FF) == _U0x1FF and xlo + w < w:
+        yhi, ylo = _mul64(w, _POW5_LO[k])
+        mlo = xlo + yhi
+        mhi = xhi
+        if mlo < xlo:
+            mhi += _U1
+        if (mhi & _U0x1FF) == _U0x1FF and mlo == _UMAX and ylo + w < w:
+            return np.nan
+        xhi = mhi
+        xlo = mlo
+    msb = xhi >> _U63
+    mant = xhi >> (msb + _U9)
+    if msb == 0:
+        exp2 -= 1
+    if xlo == 0 and (xhi & _U0x1FF) == 0 and (mant & _U3) == _U1:
+        # halfway between two doubles as far as the truncated product tells
+        if 0 <= q <= 23 and (mant << (msb + _U9)) == xhi:
+            # 5**q < 2**54 is exact in the table and w * 5**q in the product: a
+            # true tie, rounded to even (down: the bit above the round bit is 0)
+            mant ^= _U1
+        else:
+            return np.nan  # undecided
+    mant = (mant + (mant & _U1)) >> _U1
+    if mant >> _U53 != 0:
+        mant >>= _U1
+        exp2 += 1
+    if exp2 < 1 or exp2 > 2046:
+        return np.nan
+    return float(mant) * _POW2[exp2]
 
 
 @numba.njit(cache=True, nogil=True)
 def _number(buf: np.ndarray, i: int, n: int) -> tuple[int, float]:
-    """:func:`_number_checked` without a check per digit: up to 18 digits cannot
-    overflow int64; longer numbers are read again by :func:`_number_checked`."""
+    """A strict JSON number at ``buf[i]``: (index after it, value), or (-1, 0.0)
+    when it is malformed, has more than 19 significant digits or its value is not
+    decided by the fast paths (Clinger, then Eisel-Lemire)."""
     if i >= n:
         return -1, 0.0
-    start = i
     neg = buf[i] == 45  # -
     if neg:
         i += 1
         if i >= n:
             return -1, 0.0
-    c = int(buf[i]) - 48
-    w = 0
-    nd = 0
-    if c == 0:
+    c = buf[i]
+    w = np.uint64(0)
+    nd = 0  # significant digits (no leading zeros) in w
+    if c == 48:  # 0: no more integer digits may follow
         i += 1
-        if i < n and np.uint64(int(buf[i]) - 48) <= np.uint64(9):
+        if i < n and np.uint64(buf[i]) - _U48 <= _U9:
             return -1, 0.0
-    elif 0 < c <= 9:
+    elif 49 <= c <= 57:
         s = i
         while i < n:
-            d = int(buf[i]) - 48
-            if np.uint64(d) > np.uint64(9):
+            d = np.uint64(buf[i]) - _U48
+            if d > _U9:
                 break
-            w = w * 10 + d
+            w = w * _U10 + d
             i += 1
         nd = i - s
     else:
@@ -240,18 +299,20 @@ def _number(buf: np.ndarray, i: int, n: int) -> tuple[int, float]:
         is_int = False
         i += 1
         s = i
+        if nd == 0:  # 0.000ddd: the zeros are not significant
+            while i < n and buf[i] == 48:
+                i += 1
+        z = i
         while i < n:
-            d = int(buf[i]) - 48
-            if np.uint64(d) > np.uint64(9):
+            d = np.uint64(buf[i]) - _U48
+            if d > _U9:
                 break
-            w = w * 10 + d
+            w = w * _U10 + d
             i += 1
-        e = s - i
-        if e == 0:
+        if i == s:
             return -1, 0.0
-        nd -= e
-    if nd > 18:
-        return _number_checked(buf, start, n)
+        e = s - i
+        nd += i - z
     if i < n and (buf[i] == 101 or buf[i] == 69):  # e E
         is_int = False
         i += 1
@@ -262,36 +323,34 @@ def _number(buf: np.ndarray, i: int, n: int) -> tuple[int, float]:
         s = i
         x = 0
         while i < n:
-            d = int(buf[i]) - 48
-            if np.uint64(d) > np.uint64(9):
+            d = np.uint64(buf[i]) - _U48
+            if d > _U9:
                 break
             if x < 100000:
-                x = x * 10 + d
+                x = x * 10 + int(d)
             i += 1
         if i == s:
             return -1, 0.0
         e = e - x if eneg else e + x
     if w == 0:
-        # orjson reads "-0" as the int 0 (then 0.0); "-0.0", "-0e1" as -0.0
-        return i, (-0.0 if (neg and not is_int) else 0.0)
-    if w > _TWO53:
+        if nd == 0:
+            # orjson reads "-0" as the int 0 (then 0.0); "-0.0", "-0e1" as -0.0
+            return i, (-0.0 if (neg and not is_int) else 0.0)
+        return -1, 0.0  # 20+ digits that wrapped around to 0
+    if nd > 19:  # w wrapped around
         return -1, 0.0
-    if e == 0:
-        v = float(w)
-    elif 0 < e <= 22:
-        v = float(w) * _POW10[e]
-    elif -22 <= e < 0:
-        v = float(w) / _POW10[-e]
-    elif e > 22:
-        k = e - 22
-        while k > 0:
-            w *= 10
-            if w > _TWO53:
-                return -1, 0.0
-            k -= 1
-        v = float(w) * _POW10[22]
+    if w <= _UTWO53 and -22 <= e <= 22:
+        # Clinger: one correctly rounded operation on exact operands
+        if e == 0:
+            v = float(w)
+        elif e > 0:
+            v = float(w) * _POW10[e]
+        else:
+            v = float(w) / _POW10[-e]
     else:
-        return -1, 0.0
+        v = _eisel_lemire(w, e)
+        if v != v:
+            return -1, 0.0
     return i, (-v if neg else v)
 
 
