@@ -28,7 +28,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -36,8 +36,7 @@ import numpy as np
 __all__ = ["DenseExamples", "scan_dense_examples", "warmup"]
 
 
-@dataclass(frozen=True, slots=True)
-class DenseExamples:
+class DenseExamples(NamedTuple):
     """A scanned body: ``X`` is float64, C-contiguous, shape ``(len(labels), dim)``."""
 
     model: str
@@ -410,30 +409,33 @@ def _int_end_ok(buf: np.ndarray, i: int, n: int) -> bool:
 
 @numba.njit(cache=True, nogil=True)
 def _scan(
-    buf: np.ndarray,
+    buf: bytes,
     dim: int,
     max_examples: int,
     X: np.ndarray,
     meta: np.ndarray,
-    rcap: int,
-) -> int:
-    """Fill ``X`` (row-major) and ``meta``; return the number of examples, or 0 for
-    "not the supported shape".
+) -> tuple[int, int, int, int]:
+    """Fill ``X`` (``(rows, dim)``, as many rows as there is room for) and ``meta``;
+    return (number of examples, start and end of the model name, number of distinct
+    labels ``u``), the number of examples 0 for "not the supported shape".
 
-    ``meta``: [0:2] model name span, [2] number of distinct labels ``u``,
-    [3:3+rcap] per-example index into the distinct labels,
-    [3+rcap:3+rcap+3u] per distinct label (kind, a, b): kind 0 a string at
-    ``raw[a:b]``, kind 1 the integer ``a``.
+    ``meta``: [0:rcap] per-example index into the distinct labels,
+    [rcap:rcap+3u] per distinct label (kind, a, b): kind 0 a string at
+    ``raw[a:b]``, kind 1 the integer ``a``; ``rcap = len(meta) // 4``.
     """
-    n = buf.shape[0]
-    xcap = X.shape[0]
-    codes0 = 3
-    uniq0 = 3 + rcap
+    n = len(buf)
+    xrows = X.shape[0]
+    rcap = meta.shape[0] // 4
+    codes0 = 0
+    uniq0 = rcap
+    fail = (0, 0, 0, 0)
+    ms = 0
+    me = 0
     nu = 0
     last = -1  # the distinct label of the previous example
     i = _ws(buf, 0, n)
     if i >= n or buf[i] != 123:
-        return 0
+        return fail
     i += 1
     have_model = False
     have_examples = False
@@ -441,91 +443,90 @@ def _scan(
     while True:
         i = _ws(buf, i, n)
         if i >= n or buf[i] != 34:
-            return 0
+            return fail
         ke = _string_end(buf, i + 1, n)
         if ke < 0:
-            return 0
+            return fail
         key = _key(buf, i + 1, ke)
         i = _ws(buf, ke + 1, n)
         if i >= n or buf[i] != 58:
-            return 0
+            return fail
         i = _ws(buf, i + 1, n)
         if i >= n:
-            return 0
+            return fail
         if key == _K_MODEL:
             if have_model or buf[i] != 34:
-                return 0
+                return fail
             have_model = True
             se = _string_end(buf, i + 1, n)
             if se < 0:
-                return 0
-            meta[0] = i + 1
-            meta[1] = se
+                return fail
+            ms = i + 1
+            me = se
             i = se + 1
         elif key == _K_EXAMPLES:
             if have_examples or buf[i] != 91:
-                return 0
+                return fail
             have_examples = True
             i = _ws(buf, i + 1, n)
             if i >= n or buf[i] == 93:  # empty (or truncated)
-                return 0
+                return fail
             while True:  # one example per iteration
-                if rows >= max_examples or rows >= rcap or (rows + 1) * dim > xcap:
-                    return 0
+                if rows >= max_examples or rows >= rcap or rows >= xrows:
+                    return fail
                 if i >= n or buf[i] != 123:
-                    return 0
+                    return fail
                 i += 1
                 have_x = False
                 have_y = False
                 while True:  # one key per iteration
                     i = _ws(buf, i, n)
                     if i >= n or buf[i] != 34:
-                        return 0
+                        return fail
                     ke = _string_end(buf, i + 1, n)
                     if ke < 0:
-                        return 0
+                        return fail
                     key = _key(buf, i + 1, ke)
                     i = _ws(buf, ke + 1, n)
                     if i >= n or buf[i] != 58:
-                        return 0
+                        return fail
                     i = _ws(buf, i + 1, n)
                     if i >= n:
-                        return 0
+                        return fail
                     if key == _K_X:
                         if have_x or buf[i] != 91:
-                            return 0
+                            return fail
                         have_x = True
                         i = _ws(buf, i + 1, n)
-                        base = rows * dim
                         if dim == 0 and (i >= n or buf[i] != 93):
-                            return 0
+                            return fail
                         for j in range(dim):
                             i, v = _number(buf, i, n)
                             if i < 0:
-                                return 0
-                            X[base + j] = v
+                                return fail
+                            X[rows, j] = v
                             i = _ws(buf, i, n)
                             if i >= n:
-                                return 0
+                                return fail
                             c = buf[i]
                             if j == dim - 1:
                                 if c != 93:
-                                    return 0
+                                    return fail
                             elif c != 44:
-                                return 0
+                                return fail
                             else:
                                 i = _ws(buf, i + 1, n)
                         i += 1  # past ]
                     elif key == _K_Y:
                         if have_y:
-                            return 0
+                            return fail
                         have_y = True
                         c = buf[i]
                         if c == 34:
                             s = i + 1
                             se = _string_end(buf, s, n)
                             if se <= s:  # bad or empty
-                                return 0
+                                return fail
                             i = se + 1
                             ln = se - s
                             code = -1
@@ -567,7 +568,7 @@ def _scan(
                         elif c == 45 or (48 <= c <= 57):
                             i, val = _int_label(buf, i, n)
                             if i < 0:
-                                return 0
+                                return fail
                             code = -1
                             for u in range(min(nu, _MAX_DEDUP)):
                                 p = uniq0 + 3 * u
@@ -582,50 +583,49 @@ def _scan(
                                 code = nu
                                 nu += 1
                         else:
-                            return 0
+                            return fail
                         meta[codes0 + rows] = code
                         last = code
                     else:
-                        return 0
+                        return fail
                     i = _ws(buf, i, n)
                     if i >= n:
-                        return 0
+                        return fail
                     c = buf[i]
                     i += 1
                     if c == 125:  # }
                         break
                     if c != 44:
-                        return 0
+                        return fail
                 if not (have_x and have_y):
-                    return 0
+                    return fail
                 rows += 1
                 i = _ws(buf, i, n)
                 if i >= n:
-                    return 0
+                    return fail
                 c = buf[i]
                 if c == 93:  # ]
                     i += 1
                     break
                 if c != 44:
-                    return 0
+                    return fail
                 i = _ws(buf, i + 1, n)
         else:
-            return 0
+            return fail
         i = _ws(buf, i, n)
         if i >= n:
-            return 0
+            return fail
         c = buf[i]
         i += 1
         if c == 125:
             break
         if c != 44:
-            return 0
+            return fail
     if not (have_model and have_examples):
-        return 0
+        return fail
     if _ws(buf, i, n) != n:
-        return 0
-    meta[2] = nu
-    return rows
+        return fail
+    return rows, ms, me, nu
 
 
 # raw label/model bytes -> str, shared by all requests (a few distinct labels)
@@ -651,20 +651,17 @@ def scan_dense_examples(raw: bytes, dim: int, max_examples: int) -> DenseExample
     size = len(raw)
     if size < 20 or dim < 0 or max_examples < 1:
         return None
-    # every value takes a digit and a separator, every example > 8 bytes
-    xcap = min(max_examples * dim, size // 2 + 1)
+    # every example takes > 8 bytes, every value a digit and a separator
     rcap = min(max_examples, size // 8 + 1)
-    X = np.empty(xcap, np.float64)
-    meta = np.empty(3 + 4 * rcap, np.int64)
-    rows = _scan(np.frombuffer(raw, np.uint8), dim, max_examples, X, meta, rcap)
+    X = np.empty((min(rcap, size // (2 * dim) + 1) if dim else rcap, dim), np.float64)
+    meta = np.empty(4 * rcap, np.int64)
+    rows, ms, me, nu = _scan(raw, dim, max_examples, X, meta)
     if rows <= 0:
         return None
-    model = _decode(raw[meta[0] : meta[1]])
+    model = _decode(raw[ms:me])
     if model is None:
         return None
-    nu = int(meta[2])
-    u0 = 3 + rcap
-    spec = meta[u0 : u0 + 3 * nu].tolist()
+    spec = meta[rcap : rcap + 3 * nu].tolist()
     uniq: list[str | int] = []
     for k in range(0, 3 * nu, 3):
         if spec[k] == 0:
@@ -675,8 +672,8 @@ def scan_dense_examples(raw: bytes, dim: int, max_examples: int) -> DenseExample
         else:
             uniq.append(spec[k + 1])
     # one distinct label: no per-example lookup
-    labels = uniq * rows if nu == 1 else list(map(uniq.__getitem__, meta[3 : 3 + rows].tolist()))
-    return DenseExamples(model, X[: rows * dim].reshape(rows, dim), labels)
+    labels = uniq * rows if nu == 1 else list(map(uniq.__getitem__, meta[:rows].tolist()))
+    return DenseExamples(model, X[:rows], labels)
 
 
 def warmup() -> None:
