@@ -44,6 +44,9 @@ class DenseExamples(NamedTuple):
     labels: list[str | int]
 
 
+# the kernels read a bytes object (the service) or a uint8 array (tests)
+_Buf = np.ndarray | bytes
+
 # 10**0 .. 10**22 are exact doubles (float() of an int rounds correctly).
 _POW10 = np.array([float(10**k) for k in range(23)], dtype=np.float64)
 # String labels compared against this many distinct earlier labels in the kernel;
@@ -59,7 +62,7 @@ _K_Y = 4
 
 
 @numba.njit(cache=True, nogil=True)
-def _ws(buf: np.ndarray, i: int, n: int) -> int:
+def _ws(buf: _Buf, i: int, n: int) -> int:
     while i < n:
         c = buf[i]
         if c == 32 or c == 10 or c == 13 or c == 9:
@@ -70,7 +73,7 @@ def _ws(buf: np.ndarray, i: int, n: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _string_end(buf: np.ndarray, i: int, n: int) -> int:
+def _string_end(buf: _Buf, i: int, n: int) -> int:
     """``buf[i]`` is just after an opening quote: the index of the closing quote,
     or -1 (end of input, a backslash escape or a control character)."""
     while i < n:
@@ -84,7 +87,7 @@ def _string_end(buf: np.ndarray, i: int, n: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _key(buf: np.ndarray, s: int, e: int) -> int:
+def _key(buf: _Buf, s: int, e: int) -> int:
     ln = e - s
     if ln == 1:
         if buf[s] == 120:  # x
@@ -263,7 +266,7 @@ def _eisel_lemire(w: np.uint64, q: int) -> float:
 
 
 @numba.njit(cache=True, nogil=True)
-def _number(buf: np.ndarray, i: int, n: int) -> tuple[int, float]:
+def _number(buf: _Buf, i: int, n: int) -> tuple[int, float]:
     """A strict JSON number at ``buf[i]``: (index after it, value), or (-1, 0.0)
     when it is malformed, has more than 19 significant digits or its value is not
     decided by the fast paths (Clinger, then Eisel-Lemire)."""
@@ -354,7 +357,7 @@ def _number(buf: np.ndarray, i: int, n: int) -> tuple[int, float]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _int_label(buf: np.ndarray, i: int, n: int) -> tuple[int, int]:
+def _int_label(buf: _Buf, i: int, n: int) -> tuple[int, int]:
     """A JSON integer label within int64 at ``buf[i]``: (index after it, value),
     or (-1, 0) (malformed, a fraction/exponent, or out of range)."""
     neg = False
@@ -397,7 +400,7 @@ def _int_label(buf: np.ndarray, i: int, n: int) -> tuple[int, int]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _int_end_ok(buf: np.ndarray, i: int, n: int) -> bool:
+def _int_end_ok(buf: _Buf, i: int, n: int) -> bool:
     # a fraction or exponent makes the label a float (refused); a digit after a
     # leading 0 is malformed
     if i < n:
@@ -409,7 +412,7 @@ def _int_end_ok(buf: np.ndarray, i: int, n: int) -> bool:
 
 @numba.njit(cache=True, nogil=True)
 def _scan(
-    buf: bytes,
+    buf: _Buf,
     dim: int,
     max_examples: int,
     X: np.ndarray,
