@@ -68,8 +68,11 @@ def uvicorn_args(target: str, port: int, factory: bool = False) -> list[str]:
     return args + (["--factory"] if factory else [])
 
 
-def rows(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
-    X = rng.normal(size=(n, DIM)).round(5)
+def rows(rng: np.random.Generator, n: int, decimals: int | None = 5) -> list[dict[str, Any]]:
+    """``decimals=None``: full-precision doubles (``repr``, up to 17 digits), what a
+    client sending ``numpy.tolist()`` output writes."""
+    X = rng.normal(size=(n, DIM))
+    X = X if decimals is None else X.round(decimals)
     w = np.linspace(-1, 1, DIM)
     y = np.where(X @ w + rng.normal(scale=0.5, size=n) > 0, "s", "b")
     return [{"x": x, "y": str(t)} for x, t in zip(X.tolist(), y.tolist(), strict=True)]
@@ -296,6 +299,12 @@ def main() -> None:
             ]
             reqs = [build_request("POST", "/update", b) for b in bodies]
             scenarios.append((f"learnserve /update ({n} per request)", port, reqs, n))
+        full = [
+            json.dumps({"model": "bench", "examples": rows(rng, 100, None)}).encode()
+            for _ in range(64)
+        ]
+        reqs = [build_request("POST", "/update", b) for b in full]
+        scenarios.append(("learnserve /update (100, full-precision floats)", port, reqs, 100))
         for _ in range(args.rounds):
             for name, p, reqs, n in scenarios:
                 res = load(p, reqs, args.connections, args.duration)
