@@ -29,6 +29,11 @@ class ValueTooLarge(ValueError):
     blobs over ``SQLITE_MAX_LENGTH`` (1e9 bytes by default)."""
 
 
+class IdempotencyKeyReused(ValueError):
+    """``append_once`` found the key recorded for the model with a different payload
+    hash: the client reused an idempotency key for another body (the API answers 409)."""
+
+
 class ModelNotFound(KeyError):
     """The model does not exist (never created, or deleted). Raised by writes that
     need the model (``append``, ``add_artifact``, ``set_active_version``); reads of a
@@ -135,6 +140,26 @@ class Store(ABC):
         """Append one entry; returns its position (1, 2, ...) once durable.
         Raises ModelNotFound if the model does not exist (so a concurrent delete can
         never leave stray entries that a re-created model would inherit)."""
+
+    @abstractmethod
+    async def append_once(
+        self, name: str, payload: bytes, key: str, payload_hash: str, n: int, ttl_seconds: float
+    ) -> tuple[int, int, bool]:
+        """``append`` at most once per (model, ``key``) within ``ttl_seconds``.
+
+        One atomic step (one Lua script / one transaction): if ``key`` is recorded for
+        the model, nothing is appended and the recorded ``(position, n, True)`` comes
+        back, or ``IdempotencyKeyReused`` is raised when its ``payload_hash`` differs;
+        otherwise the entry is appended exactly as ``append`` does, and ``(position,
+        payload_hash, n)`` is recorded under ``key`` in the same step; returns
+        ``(position, n, False)``. ``n`` is opaque to the store (the service passes the
+        number of examples, so a replay answers what the first request answered).
+
+        Records expire ``ttl_seconds`` after they were written (then the key is new
+        again). Deleting the model removes its records, and a model created again
+        under the same name never sees the old model's records. Raises ModelNotFound
+        like ``append``. Appends without a key (``append``) never pay for any of this.
+        """
 
     @abstractmethod
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:

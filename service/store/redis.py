@@ -10,6 +10,8 @@ every per-model Lua script touches one slot only)::
     ls:{NAME}:ckpt      hash    position, created_at, blob (written by one script)
     ls:{NAME}:art       hash    "<version>" -> artifact blob
     ls:{NAME}:artmeta   hash    "<version>" -> JSON metadata, "last", "active"
+    ls:{NAME}:idem      hash    idempotency key -> "<position> <n> <payload hash> <gen>"
+    ls:{NAME}:idemexp   zset    idempotency key, scored by its expiry (ms, Redis TIME)
     ls:{catalog}:models set     names of all models (an index; configs are authoritative)
     ls:{catalog}:epoch  string  catalog change counter
 
@@ -64,6 +66,7 @@ from service.store.base import (
     ArtifactVersion,
     Checkpoint,
     ConfigConflict,
+    IdempotencyKeyReused,
     LogEntry,
     ModelNotFound,
     Store,
@@ -86,6 +89,37 @@ local pos = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
 return pos
 """
+# KEYS: config, seq, log, idem, idemexp, gen   ARGV: payload, key, hash, n, ttl ms
+#   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
+# Expired records are dropped first (at most 100 per call; any left over are ignored
+# by their score). Both idem keys expire with the newest record, so a model that stops
+# sending keys leaves nothing behind. A record of another generation (a model deleted
+# by an older learnserve that did not know these keys) counts as absent.
+_APPEND_ONCE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[5])
+local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
+if #old > 0 then
+  redis.call('HDEL', KEYS[4], unpack(old))
+  redis.call('ZREM', KEYS[5], unpack(old))
+end
+local gen = redis.call('GET', KEYS[6]) or ''
+local rec = redis.call('HGET', KEYS[4], ARGV[2])
+if rec then
+  local exp = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[2]) or '0')
+  local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
+  if exp > now and rgen == gen then return {0, rec} end
+end
+local pos = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[2], string.format('%d %s %s %s', pos, ARGV[4], ARGV[3], gen))
+redis.call('ZADD', KEYS[5], now + ttl, ARGV[2])
+redis.call('PEXPIRE', KEYS[4], ttl)
+redis.call('PEXPIRE', KEYS[5], ttl)
+return {1, pos}
+"""
 # KEYS: config, gen   ARGV: canonical config, generation
 #   ->  1 created, 0 equal, else the existing config
 _CREATE = """
@@ -98,10 +132,10 @@ end
 if cur == ARGV[1] then return 0 end
 return cur
 """
-# KEYS: config, seq, log, ckpt, art, artmeta, gen  ->  1 deleted, 0 absent
+# KEYS: config, seq, log, ckpt, art, artmeta, gen, idem, idemexp  ->  1 deleted, 0 absent
 _DELETE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+redis.call('UNLINK', unpack(KEYS))
 return 1
 """
 # KEYS: config, ckpt   ARGV: position, blob, created_at  ->  1 written, 0 older, -1 no model
@@ -156,7 +190,10 @@ def _check_size(what: str, blob: bytes | memoryview) -> None:
 
 def _keys(name: str) -> dict[str, str]:
     p = f"ls:{{{name}}}:"
-    return {k: p + k for k in ("config", "seq", "log", "ckpt", "art", "artmeta", "gen")}
+    return {
+        k: p + k
+        for k in ("config", "seq", "log", "ckpt", "art", "artmeta", "gen", "idem", "idemexp")
+    }
 
 
 def _pos(entry_id: bytes | str) -> int:
@@ -444,6 +481,52 @@ class RedisStore(Store):
                     f"{self.waitaof_timeout}s (WAITAOF: {acks})"
                 )
         return list(results)
+
+    async def append_once(
+        self, name: str, payload: bytes, key: str, payload_hash: str, n: int, ttl_seconds: float
+    ) -> tuple[int, int, bool]:
+        """One script (check the key, append, record the key), on its own round trip:
+        keyed appends are not group-committed, so ``append`` stays as it was."""
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be > 0")
+        if " " in payload_hash or not payload_hash:
+            raise ValueError("payload_hash must be a non-empty string without spaces")
+        self.r  # noqa: B018 -- raises if the store is not open
+        if self.waitaof_requested and self.server_version is None:
+            await self._learn_version()
+        k = _keys(name)
+        keys = [k["config"], k["seq"], k["log"], k["idem"], k["idemexp"], k["gen"]]
+        args = [bytes(payload), key, payload_hash, int(n), max(1, int(ttl_seconds * 1000))]
+
+        async def run() -> Any:
+            async with self.r.pipeline(transaction=False) as p:
+                p.eval(_APPEND_ONCE, len(keys), *keys, *args)
+                if self.waitaof:
+                    p.execute_command("WAITAOF", 1, 0, int(self.waitaof_timeout * 1000))
+                return await p.execute(raise_on_error=True)
+
+        results = await self._call(run)
+        if self.waitaof:
+            acks = results[-1]
+            if int(acks[0]) < 1:
+                raise StoreUnavailable(
+                    f"redis {self._where()}: append not fsynced within "
+                    f"{self.waitaof_timeout}s (WAITAOF: {acks})"
+                )
+        res = results[0]
+        if int(res[0]) == -1:
+            raise ModelNotFound(name)
+        if int(res[0]) == 1:
+            return int(res[1]), int(n), False
+        rec = res[1].decode() if isinstance(res[1], bytes) else str(res[1])
+        pos, rn, rhash = rec.split(" ", 3)[:3]
+        if rhash != payload_hash:
+            raise IdempotencyKeyReused(
+                f"idempotency key {key!r} was used for model {name!r} with another payload"
+            )
+        return int(pos), int(rn), True
 
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
         if limit <= 0:

@@ -44,6 +44,7 @@ from service.store.base import (
     ArtifactVersion,
     Checkpoint,
     ConfigConflict,
+    IdempotencyKeyReused,
     LogEntry,
     ModelNotFound,
     Store,
@@ -92,6 +93,21 @@ CREATE TABLE IF NOT EXISTS artifacts (
     blob BLOB NOT NULL,
     PRIMARY KEY (name, version)
 );
+-- Idempotency keys (append_once): the position an (model, key) was appended at.
+-- generation: a row of a model deleted by a learnserve that did not know this table
+-- never answers for the model created again under the same name.
+CREATE TABLE IF NOT EXISTS idempotency (
+    name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    payload_hash TEXT NOT NULL,
+    generation TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (name, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('epoch', 0);
 """
@@ -286,7 +302,7 @@ class SQLiteStore(Store):
         with self._tx() as db:
             if db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount == 0:
                 return False
-            for table in ("log", "checkpoints", "artifacts"):
+            for table in ("log", "checkpoints", "artifacts", "idempotency"):
                 db.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
             self._bump_epoch(db)
         return True
@@ -346,6 +362,56 @@ class SQLiteStore(Store):
                     loop.call_soon_threadsafe(_settle, fut, pos, exc)
             if any(exc is None for _, exc in results):
                 self._wake_waiters()
+
+    async def append_once(
+        self, name: str, payload: bytes, key: str, payload_hash: str, n: int, ttl_seconds: float
+    ) -> tuple[int, int, bool]:
+        """One transaction of its own (not group-committed): purge expired keys, look
+        the key up, else append and record it."""
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be > 0")
+        res = await self._run(
+            self._append_once_sync, name, bytes(payload), key, payload_hash, int(n), ttl_seconds
+        )
+        if not res[2]:
+            self._wake_waiters()
+        return res
+
+    def _append_once_sync(
+        self, name: str, payload: bytes, key: str, payload_hash: str, n: int, ttl: float
+    ) -> tuple[int, int, bool]:
+        now = time.time()
+        with self._tx() as db:
+            db.execute("DELETE FROM idempotency WHERE expires_at <= ?", (now,))
+            gen = self._q1("SELECT generation FROM models WHERE name = ?", name)
+            if gen is None:
+                raise ModelNotFound(name)
+            row = db.execute(
+                "SELECT position, n, payload_hash, generation FROM idempotency "
+                "WHERE name = ? AND key = ?",
+                (name, key),
+            ).fetchone()
+            if row is not None and row[3] == gen:
+                if row[2] != payload_hash:
+                    raise IdempotencyKeyReused(
+                        f"idempotency key {key!r} was used for model {name!r} with another payload"
+                    )
+                return int(row[0]), int(row[1]), True
+            pos = db.execute(
+                "UPDATE models SET last_pos = last_pos + 1 WHERE name = ? RETURNING last_pos",
+                (name,),
+            ).fetchone()[0]
+            db.execute(
+                "INSERT INTO log (name, position, payload) VALUES (?, ?, ?)", (name, pos, payload)
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO idempotency (name, key, position, n, payload_hash, "
+                "generation, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, key, pos, n, payload_hash, gen, now, now + ttl),
+            )
+            return int(pos), n, False
 
     def _wake_waiters(self) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ from service.store import (
     Store,
     open_store,
 )
+from service.store.base import IdempotencyKeyReused
 from service.store.redis import RedisStore
 from service.store.sqlite import SQLiteStore
 
@@ -385,6 +386,122 @@ def test_two_store_instances_share_one_database(backend: Backend) -> None:
             await s2.close()
 
     backend.run(t)
+
+
+# ---------------------------------------------------------------------- idempotency keys
+
+DAY = 86400.0
+
+
+def test_append_once_appends_once_then_replays(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        await s.create_model("other", CFG)
+        assert await s.append_once("m", b"p1", "k1", "h1", 3, DAY) == (1, 3, False)
+        assert await s.append_once("m", b"p1", "k1", "h1", 3, DAY) == (1, 3, True)
+        assert await s.append("m", b"plain") == 2  # un-keyed appends are unaffected
+        assert await s.append_once("m", b"p2", "k2", "h2", 5, DAY) == (3, 5, False)
+        # The recorded n is answered, whatever n the retry carries.
+        assert await s.append_once("m", b"p1", "k1", "h1", 99, DAY) == (1, 3, True)
+        # Same key, another payload: refused, nothing stored.
+        with pytest.raises(IdempotencyKeyReused):
+            await s.append_once("m", b"other", "k1", "h-other", 3, DAY)
+        # Keys are per model.
+        assert await s.append_once("other", b"p1", "k1", "h1", 3, DAY) == (1, 3, False)
+        assert [e.payload for e in await s.read_log("m", 0)] == [b"p1", b"plain", b"p2"]
+        assert await s.last_position("m") == 3
+        # Keys may be any printable ASCII, spaces and quotes included.
+        odd = "a key with spaces, 'quotes' and %s" % ("x" * 150)
+        assert await s.append_once("m", b"p4", odd, "h4", 1, DAY) == (4, 1, False)
+        assert await s.append_once("m", b"p4", odd, "h4", 1, DAY) == (4, 1, True)
+        with pytest.raises(ModelNotFound):
+            await s.append_once("ghost", b"p", "k1", "h1", 1, DAY)
+        assert await s.last_position("ghost") == 0
+
+    backend.run(t)
+
+
+def test_append_once_is_atomic_across_store_instances(backend: Backend) -> None:
+    """Two workers racing with one key: exactly one appends, every caller gets its position."""
+
+    async def t(s1: Store) -> None:
+        s2 = backend.new()
+        await s2.open()
+        try:
+            await s1.create_model("m", CFG)
+            await s1.append("m", b"before")
+            res = await asyncio.gather(
+                *(s.append_once("m", b"p", "k", "h", 2, DAY) for _ in range(20) for s in (s1, s2))
+            )
+            assert sorted(r[2] for r in res) == [False] + [True] * 39
+            assert {(r[0], r[1]) for r in res} == {(2, 2)}
+            assert [e.payload for e in await s2.read_log("m", 0)] == [b"before", b"p"]
+            # Many keys at once, interleaved with plain appends: contiguous positions.
+            got = await asyncio.gather(
+                *(s1.append_once("m", b"%d" % i, f"k{i}", "h", 1, DAY) for i in range(30)),
+                *(s2.append("m", b"plain%d" % i) for i in range(30)),
+            )
+            positions = [g[0] if isinstance(g, tuple) else g for g in got]
+            assert sorted(positions) == list(range(3, 63))
+        finally:
+            await s2.close()
+
+    backend.run(t)
+
+
+def test_append_once_keys_expire(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        assert await s.append_once("m", b"p", "k", "h", 1, 0.3) == (1, 1, False)
+        assert await s.append_once("m", b"p", "k", "h", 1, 0.3) == (1, 1, True)
+        await asyncio.sleep(0.6)
+        # Expired: the key is new again (another body is no conflict either).
+        assert await s.append_once("m", b"q", "k", "h2", 1, DAY) == (2, 1, False)
+        assert await s.append_once("m", b"q", "k", "h2", 1, DAY) == (2, 1, True)
+
+    backend.run(t)
+
+
+def test_delete_removes_idempotency_keys(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        await s.create_model("keep", CFG)
+        for i in range(3):
+            await s.append_once("m", b"p%d" % i, f"k{i}", f"h{i}", 1, DAY)
+        await s.append_once("keep", b"p0", "k0", "h0", 1, DAY)
+        assert await s.delete_model("m") is True
+        with pytest.raises(ModelNotFound):
+            await s.append_once("m", b"p0", "k0", "h0", 1, DAY)
+        # The model created again does not see the old model's keys.
+        assert await s.create_model("m", CFG) is True
+        assert await s.append_once("m", b"new", "k1", "h-new", 1, DAY) == (1, 1, False)
+        assert await s.append_once("m", b"p0", "k0", "h0", 1, DAY) == (2, 1, False)
+        assert await s.append_once("keep", b"p0", "k0", "h0", 1, DAY) == (1, 1, True)
+        if isinstance(s, RedisStore):  # nothing of the deleted model's keys is left over
+            assert await s.r.hlen("ls:{m}:idem") == 2
+            assert await s.r.zcard("ls:{m}:idemexp") == 2
+            await s.delete_model("m")
+            assert await s.r.exists("ls:{m}:idem", "ls:{m}:idemexp") == 0
+        if isinstance(s, SQLiteStore):
+            await s.delete_model("m")
+            rows = await s._run(s._q1, "SELECT COUNT(*) FROM idempotency WHERE name = 'm'")
+            assert rows == 0
+
+    backend.run(t)
+
+
+def test_idempotency_keys_survive_restart(backend: Backend) -> None:
+    async def write(s: Store) -> None:
+        await s.create_model("m", CFG)
+        assert await s.append_once("m", b"p", "k", "h", 4, DAY) == (1, 4, False)
+
+    async def read(s: Store) -> None:
+        assert await s.append_once("m", b"p", "k", "h", 4, DAY) == (1, 4, True)
+        assert await s.last_position("m") == 1
+
+    backend.run(write)
+    backend.restart()
+    backend.run(read)
 
 
 _WORKER = textwrap.dedent(
