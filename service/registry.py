@@ -28,7 +28,13 @@ from service.model_handle import ModelHandle, StoreHealth, pack_checkpoint, unpa
 from service.models import adapter_class, warmup_all
 from service.models.base import ModelAdapter
 from service.settings import Settings
-from service.store.base import ConfigConflict, ModelNotFound, Store, StoreUnavailable
+from service.store.base import (
+    ConfigConflict,
+    IdempotencyKeyReused,
+    ModelNotFound,
+    Store,
+    StoreUnavailable,
+)
 
 log = logging.getLogger("learnserve.registry")
 
@@ -222,6 +228,44 @@ class Registry:
             self._drop(h.name)  # deleted by another worker meanwhile
             raise not_found(h.name) from None
         self.health.ok()
+        await self._apply_own(h, position, payload)
+        return position
+
+    async def submit_update_once(
+        self, h: ModelHandle, payload: bytes, key: str, payload_hash: str, n: int
+    ) -> tuple[int, int, bool]:
+        """``submit_update`` at most once per (model, idempotency ``key``).
+
+        Returns ``(position, n, replayed)``: a key seen before (within
+        ``idempotency_ttl_seconds``) appends nothing and gives the first request's
+        position and ``n``, once this worker has applied that position, exactly as a
+        new entry is waited for. A key seen with another ``payload_hash`` is a 409."""
+        try:
+            position, n, replayed = await self.store.append_once(
+                h.name, payload, key, payload_hash, n, self.settings.idempotency_ttl_seconds
+            )
+        except StoreUnavailable as e:
+            self.health.failed("append", e)
+            raise store_unavailable("the store is unreachable; the update was not accepted") from e
+        except ModelNotFound:
+            self._drop(h.name)
+            raise not_found(h.name) from None
+        except IdempotencyKeyReused:
+            raise ApiError(
+                409,
+                "idempotency_key_reused",
+                f"this Idempotency-Key was already used for model {h.name!r} with a "
+                "different body; send a new key for a new batch",
+                "Idempotency-Key",
+            ) from None
+        self.health.ok()
+        # A replayed entry is applied from the log (it may be applied already).
+        await self._apply_own(h, position, None if replayed else payload)
+        return position, n, replayed
+
+    async def _apply_own(self, h: ModelHandle, position: int, payload: bytes | None) -> None:
+        """Apply the log up to ``position`` (our entry, ``payload`` if we hold it); raise
+        the error the entry failed with, if it could not be applied."""
         if position <= h.version:
             # Already applied by the apply-loop, or our copy is of a model deleted and
             # created again elsewhere (its log restarted at 1): then load the new one.
@@ -230,7 +274,7 @@ class Registry:
                     h = await self._reload(h.name)
             except StoreUnavailable as e:
                 raise self._stored_not_applied(e) from e
-        if position > h.version:
+        if payload is not None and position > h.version:
             h.local[position] = payload
         async with h.lock:
             if h.version < position:
@@ -243,7 +287,6 @@ class Registry:
         if error is not None:
             raise invalid(f"the update could not be applied: {error}")
         self._maybe_checkpoint(h)
-        return position
 
     async def wait_for_version(self, h: ModelHandle, version: int, timeout: float) -> bool:
         """Until this process has applied ``version`` of the model (or ``timeout``)."""

@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     # from the log instead of reloading the checkpoint.
     log_retain_entries: int = Field(default=1000, ge=0)
     min_version_wait_seconds: float = Field(default=2.0, ge=0)
+    # How long an Idempotency-Key on POST /update is remembered (per model): a retry
+    # with the same key within this window answers the first result, not a new append.
+    idempotency_ttl_seconds: float = Field(default=86400.0, gt=0)
     eval_window: int = Field(default=1000, ge=1)  # examples in the progressive-evaluation window
     catalog_poll_seconds: float = Field(default=0.5, gt=0)
     # The event-loop lag monitor sleeps this long and records the oversleep in

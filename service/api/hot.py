@@ -31,7 +31,9 @@ from service.settings import Settings
 
 log = logging.getLogger("learnserve.api")
 
-Handler = Callable[[Registry, Settings, bytes, dict[str, Any]], Awaitable[dict[str, Any]]]
+Handler = Callable[
+    [Registry, Settings, bytes, dict[str, Any], dict[str, str]], Awaitable[dict[str, Any]]
+]
 
 # path -> (API-key scope, handler)
 ROUTES: dict[str, tuple[str, Handler]] = {
@@ -39,7 +41,7 @@ ROUTES: dict[str, tuple[str, Handler]] = {
     "/update": ("update", update_body),
 }
 # The only request headers these routes read.
-_WANTED = frozenset({b"content-length", b"authorization", b"x-api-key"})
+_WANTED = frozenset({b"content-length", b"authorization", b"x-api-key", b"idempotency-key"})
 _JSON = (b"content-type", b"application/json")
 
 
@@ -73,7 +75,10 @@ class HotRoutes:
             raw = await receive_body(
                 receive, headers.get("content-length"), settings.max_body_bytes
             )
-            answer = await handler(registry, settings, raw, scope.setdefault("state", {}))
+            rstate = scope.setdefault("state", {})
+            answer = await handler(registry, settings, raw, rstate, headers)
+            if "idempotency-key" in headers:  # the only requests that add headers
+                extra = rstate.get("reply_headers")
         except ApiError as e:
             status, extra = e.status, e.headers
             answer = error_body(e.code, e.message, e.field)

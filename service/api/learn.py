@@ -10,7 +10,9 @@ does reach them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -20,6 +22,9 @@ from service import metrics as M
 from service.api.deps import not_ready
 from service.api.errors import ApiError, json_response
 from service.api.schemas import (
+    IDEMPOTENCY_KEY_PARAM,
+    IDEMPOTENT_REPLAYED_HEADER,
+    UPDATE_DESCRIPTION,
     PredictRequest,
     PredictResponse,
     UpdateRequest,
@@ -36,12 +41,21 @@ router = APIRouter(tags=["learning"])
 
 
 async def update_body(
-    registry: Registry, settings: Settings, raw: bytes, state: dict[str, Any]
+    registry: Registry,
+    settings: Settings,
+    raw: bytes,
+    state: dict[str, Any],
+    headers: Mapping[str, str],
 ) -> dict[str, Any]:
     """Learn from one ``/update`` body; the answer once it is durable and applied.
 
     ``state`` is the request's scope state: the model's name goes there for the
-    per-model metrics."""
+    per-model metrics, and response headers to add under ``"reply_headers"``.
+    ``headers``: the request's headers (lower-case names); an ``Idempotency-Key``
+    makes the update happen at most once per key (see ``submit_update_once``)."""
+    key = headers.get("idempotency-key")
+    if key is not None:
+        check_idempotency_key(key)
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
     parsed = await _parse_raw(registry, settings, raw)
@@ -59,9 +73,34 @@ async def update_body(
             settings, raw, h.adapter.parse_update, body, settings, raw
         )
     state["model"] = h.name
-    version = await registry.submit_update(h, payload)
+    if key is None:
+        version = await registry.submit_update(h, payload)
+    else:
+        digest = await _off_loop_if_big(settings, raw, _sha256, payload)
+        version, n, replayed = await registry.submit_update_once(h, payload, key, digest, n)
+        if replayed:
+            state["reply_headers"] = {"Idempotent-Replayed": "true"}
+            return {"model": h.name, "applied": n, "version": version}
     M.EXAMPLES_ACCEPTED.labels(h.name).inc(n)
     return {"model": h.name, "applied": n, "version": version}
+
+
+# Printable ASCII (space to tilde), 1 to 200 characters.
+_IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,200}")
+
+
+def check_idempotency_key(key: str) -> None:
+    if _IDEMPOTENCY_KEY.fullmatch(key) is None:
+        raise ApiError(
+            422,
+            "invalid_input",
+            "Idempotency-Key must be 1 to 200 printable ASCII characters",
+            "Idempotency-Key",
+        )
+
+
+def _sha256(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()
 
 
 # The top-level "model" key: in a body the fast parsers accept, the only key so named.
@@ -91,7 +130,11 @@ async def _off_loop_if_big(settings: Settings, raw: bytes, fn: Any, *args: Any) 
 
 
 async def predict_body(
-    registry: Registry, settings: Settings, raw: bytes, state: dict[str, Any]
+    registry: Registry,
+    settings: Settings,
+    raw: bytes,
+    state: dict[str, Any],
+    headers: Mapping[str, str],
 ) -> dict[str, Any]:
     """Score one ``/predict`` body (after waiting for ``min_version`` if asked)."""
     body = parse_json_object(raw)
@@ -126,15 +169,20 @@ async def _serve(request: Request, scope: str, handler: Any) -> Response:
     registry = ready_registry(state.registry)
     settings: Settings = state.settings
     raw = await read_body(request, settings.max_body_bytes)
-    answer = await handler(registry, settings, raw, request.scope.setdefault("state", {}))
-    return json_response(answer)
+    rstate = request.scope.setdefault("state", {})
+    answer = await handler(registry, settings, raw, rstate, request.headers)
+    return json_response(answer, headers=rstate.get("reply_headers"))
 
 
 @router.post(
     "/update",
     summary="Learn from a batch of labelled examples (answers once durable and applied)",
-    responses={200: {"model": UpdateResponse}, **error_responses(401, 403, 404, 413, 422, 503)},
-    openapi_extra=body_doc(UpdateRequest),
+    description=UPDATE_DESCRIPTION,
+    responses={
+        200: {"model": UpdateResponse, "headers": IDEMPOTENT_REPLAYED_HEADER},
+        **error_responses(401, 403, 404, 409, 413, 422, 503),
+    },
+    openapi_extra={**body_doc(UpdateRequest), "parameters": [IDEMPOTENCY_KEY_PARAM]},
 )
 async def update(request: Request) -> Response:
     return await _serve(request, "update", update_body)

@@ -205,6 +205,38 @@ def body_doc(model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
+UPDATE_DESCRIPTION = """\
+Validates and encodes the batch, appends it to the model's log (durable in the
+store), applies it on this worker and answers with the model's new version.
+
+**Retries without double-learning**: send an `Idempotency-Key` header (1-200
+printable ASCII characters, e.g. a UUID per batch). The first request with a key
+appends as usual; a repeat with the same key for the same model within
+`idempotency_ttl_seconds` (default 24 h) appends nothing and answers the first
+request's `{"model", "applied", "version"}` (once this worker has applied that
+version) with the header `Idempotent-Replayed: true`. The same key with a
+different body is 409 `idempotency_key_reused`. Deleting a model forgets its keys.
+"""
+
+IDEMPOTENCY_KEY_PARAM: dict[str, Any] = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Makes the update happen at most once per key and model (a retry "
+    "answers the first result). 1-200 printable ASCII characters; else 422.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[ -~]+$"},
+    "example": "3f2b9c1e-7d4a-4f7e-9a51-0c2d8e6b1a77",
+}
+
+IDEMPOTENT_REPLAYED_HEADER: dict[str, Any] = {
+    "Idempotent-Replayed": {
+        "description": "`true` when the answer is that of an earlier request with the "
+        "same Idempotency-Key (nothing was appended this time); absent otherwise.",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+
+
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorBody} for c in codes}
 

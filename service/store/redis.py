@@ -498,7 +498,13 @@ class RedisStore(Store):
             await self._learn_version()
         k = _keys(name)
         keys = [k["config"], k["seq"], k["log"], k["idem"], k["idemexp"], k["gen"]]
-        args = [bytes(payload), key, payload_hash, int(n), max(1, int(ttl_seconds * 1000))]
+        args: list[Any] = [
+            bytes(payload),
+            key,
+            payload_hash,
+            int(n),
+            max(1, int(ttl_seconds * 1000)),
+        ]
 
         async def run() -> Any:
             async with self.r.pipeline(transaction=False) as p:
