@@ -44,6 +44,13 @@ class DenseExamples(NamedTuple):
     labels: list[str | int]
 
 
+# Kernels allocate nothing, so they run without numba's reference counting (NRT):
+# with it, every call of a helper increfs and decrefs the buffers (atomic
+# operations, a good part of the time per number). The helpers are inlined into
+# the kernel at numba IR level.
+_kernel = numba.njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-overload]
+_inline = numba.njit(cache=True, nogil=True, _nrt=False, inline="always")  # type: ignore[call-overload]
+
 # the kernels read a bytes object (the service) or a uint8 array (tests)
 _Buf = np.ndarray | bytes
 
@@ -61,10 +68,17 @@ _K_X = 3
 _K_Y = 4
 
 
-@numba.njit(cache=True, nogil=True)
+@_inline
+def _at(buf: _Buf, i: int) -> int:
+    """``buf[i]`` for ``0 <= i < len(buf)``: an unsigned index spares the test for
+    a negative index (wraparound) that numba adds to every signed one."""
+    return buf[np.uint64(i)]
+
+
+@_inline
 def _ws(buf: _Buf, i: int, n: int) -> int:
     while i < n:
-        c = buf[i]
+        c = _at(buf, i)
         if c == 32 or c == 10 or c == 13 or c == 9:
             i += 1
         else:
@@ -72,12 +86,12 @@ def _ws(buf: _Buf, i: int, n: int) -> int:
     return i
 
 
-@numba.njit(cache=True, nogil=True)
+@_inline
 def _string_end(buf: _Buf, i: int, n: int) -> int:
-    """``buf[i]`` is just after an opening quote: the index of the closing quote,
+    """``_at(buf, i)`` is just after an opening quote: the index of the closing quote,
     or -1 (end of input, a backslash escape or a control character)."""
     while i < n:
-        c = buf[i]
+        c = _at(buf, i)
         if c == 34:
             return i
         if c == 92 or c < 32:
@@ -86,35 +100,35 @@ def _string_end(buf: _Buf, i: int, n: int) -> int:
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@_inline
 def _key(buf: _Buf, s: int, e: int) -> int:
     ln = e - s
     if ln == 1:
-        if buf[s] == 120:  # x
+        if _at(buf, s) == 120:  # x
             return _K_X
-        if buf[s] == 121:  # y
+        if _at(buf, s) == 121:  # y
             return _K_Y
         return _K_OTHER
     if ln == 5:  # model
         if (
-            buf[s] == 109
-            and buf[s + 1] == 111
-            and buf[s + 2] == 100
-            and buf[s + 3] == 101
-            and buf[s + 4] == 108
+            _at(buf, s) == 109
+            and _at(buf, s + 1) == 111
+            and _at(buf, s + 2) == 100
+            and _at(buf, s + 3) == 101
+            and _at(buf, s + 4) == 108
         ):
             return _K_MODEL
         return _K_OTHER
     if (  # examples
         ln == 8
-        and buf[s] == 101
-        and buf[s + 1] == 120
-        and buf[s + 2] == 97
-        and buf[s + 3] == 109
-        and buf[s + 4] == 112
-        and buf[s + 5] == 108
-        and buf[s + 6] == 101
-        and buf[s + 7] == 115
+        and _at(buf, s) == 101
+        and _at(buf, s + 1) == 120
+        and _at(buf, s + 2) == 97
+        and _at(buf, s + 3) == 109
+        and _at(buf, s + 4) == 112
+        and _at(buf, s + 5) == 108
+        and _at(buf, s + 6) == 101
+        and _at(buf, s + 7) == 115
     ):
         return _K_EXAMPLES
     return _K_OTHER
@@ -179,7 +193,7 @@ _UTWO53 = np.uint64(2**53)
 _UMANT = np.uint64((1 << 52) - 1)
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _mul64(a: np.uint64, b: np.uint64) -> tuple[np.uint64, np.uint64]:
     """The 128-bit product of two uint64: (high, low), from 32-bit halves."""
     a0 = a & _UM32
@@ -196,7 +210,7 @@ def _mul64(a: np.uint64, b: np.uint64) -> tuple[np.uint64, np.uint64]:
     return hi, lo
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _clz64(x: np.uint64) -> int:
     """Leading zero bits of a nonzero uint64."""
     n = 0
@@ -220,7 +234,7 @@ def _clz64(x: np.uint64) -> int:
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _eisel_lemire(w: np.uint64, q: int) -> float:
     """The double nearest to ``w * 10**q`` (``w`` > 0), or NaN when it cannot be
     decided cheaply, is subnormal or overflows (the caller then gives up).
@@ -265,67 +279,122 @@ def _eisel_lemire(w: np.uint64, q: int) -> float:
     return float(mant) * _POW2[exp2]
 
 
-@numba.njit(cache=True, nogil=True)
+# SWAR: eight bytes at a time in a uint64 (first byte lowest), as in fast_float
+_U8 = np.uint64(8)
+_UB30 = np.uint64(0x3030303030303030)
+_UB7F = np.uint64(0x7F7F7F7F7F7F7F7F)
+_UB76 = np.uint64(0x7676767676767676)
+_UB80 = np.uint64(0x8080808080808080)
+_UB01 = np.uint64(0x0101010101010101)
+_UD1 = np.uint64(0x000000FF000000FF)
+_UDM1 = np.uint64(0x000F424000000064)  # 100 + (1000000 << 32)
+_UDM2 = np.uint64(0x0000271000000001)  # 1 + (10000 << 32)
+_U16 = np.uint64(16)
+_U56 = np.uint64(56)
+_UPOW10 = np.array([10**k for k in range(9)], np.uint64)
+
+
+@_inline
+def _load8(buf: _Buf, i: int) -> np.uint64:
+    j = np.uint64(i)  # an unsigned index: no wraparound test, one 8-byte load
+    return (
+        np.uint64(buf[j])
+        | (np.uint64(buf[j + _U1]) << np.uint64(8))
+        | (np.uint64(buf[j + np.uint64(2)]) << np.uint64(16))
+        | (np.uint64(buf[j + np.uint64(3)]) << np.uint64(24))
+        | (np.uint64(buf[j + np.uint64(4)]) << np.uint64(32))
+        | (np.uint64(buf[j + np.uint64(5)]) << np.uint64(40))
+        | (np.uint64(buf[j + np.uint64(6)]) << np.uint64(48))
+        | (np.uint64(buf[j + np.uint64(7)]) << np.uint64(56))
+    )
+
+
+@_inline
+def _eight_digits(x: np.uint64) -> np.uint64:
+    """The number written by eight digit values (0..9) in the bytes of ``x``, the
+    first (most significant) in the lowest byte: fast_float's
+    ``parse_eight_digits_unrolled``."""
+    x = x * _U10 + (x >> _U8)
+    return (((x & _UD1) * _UDM1) + (((x >> _U16) & _UD1) * _UDM2)) >> _U32
+
+
+@_inline
+def _digits(buf: _Buf, i: int, n: int, w: np.uint64) -> tuple[int, np.uint64]:
+    """Read the decimal digits at ``_at(buf, i)`` into ``w`` (``w * 10**k + digits``,
+    wrapping around past 19 digits): (index after them, w)."""
+    while i + 8 <= n:
+        x = _load8(buf, i) ^ _UB30  # digit bytes become their values 0..9
+        # high bit of each byte that is not a digit (x >= 10), no carry between bytes
+        m = (((x & _UB7F) + _UB76) | x) & _UB80
+        if m == 0:
+            w = w * _UPOW10[8] + _eight_digits(x)
+            i += 8
+            continue
+        # digits before the first non-digit byte: the bytes below its high bit
+        k = int(((((m & (~m + _U1)) - _U1) & _UB01) * _UB01) >> _U56) - 1
+        if k > 0:
+            w = w * _UPOW10[k] + _eight_digits(x << np.uint64(64 - 8 * k))
+        return i + k, w
+    while i < n:
+        d = np.uint64(_at(buf, i)) - _U48
+        if d > _U9:
+            break
+        w = w * _U10 + d
+        i += 1
+    return i, w
+
+
+@_inline
 def _number(buf: _Buf, i: int, n: int) -> tuple[int, float]:
-    """A strict JSON number at ``buf[i]``: (index after it, value), or (-1, 0.0)
+    """A strict JSON number at ``_at(buf, i)``: (index after it, value), or (-1, 0.0)
     when it is malformed, has more than 19 significant digits or its value is not
     decided by the fast paths (Clinger, then Eisel-Lemire)."""
     if i >= n:
         return -1, 0.0
-    neg = buf[i] == 45  # -
+    neg = _at(buf, i) == 45  # -
     if neg:
         i += 1
         if i >= n:
             return -1, 0.0
-    c = buf[i]
+    c = _at(buf, i)
     w = np.uint64(0)
     nd = 0  # significant digits (no leading zeros) in w
     if c == 48:  # 0: no more integer digits may follow
         i += 1
-        if i < n and np.uint64(buf[i]) - _U48 <= _U9:
+        if i < n and np.uint64(_at(buf, i)) - _U48 <= _U9:
             return -1, 0.0
     elif 49 <= c <= 57:
         s = i
-        while i < n:
-            d = np.uint64(buf[i]) - _U48
-            if d > _U9:
-                break
-            w = w * _U10 + d
-            i += 1
+        i, w = _digits(buf, i, n, w)
         nd = i - s
     else:
         return -1, 0.0
     e = 0
     is_int = True
-    if i < n and buf[i] == 46:  # .
+    if i < n and _at(buf, i) == 46:  # .
         is_int = False
         i += 1
         s = i
         if nd == 0:  # 0.000ddd: the zeros are not significant
-            while i < n and buf[i] == 48:
+            while i < n and _at(buf, i) == 48:
                 i += 1
         z = i
-        while i < n:
-            d = np.uint64(buf[i]) - _U48
-            if d > _U9:
-                break
-            w = w * _U10 + d
-            i += 1
+        i, w = _digits(buf, i, n, w)
         if i == s:
             return -1, 0.0
         e = s - i
         nd += i - z
-    if i < n and (buf[i] == 101 or buf[i] == 69):  # e E
+    if i < n and (_at(buf, i) == 101 or _at(buf, i) == 69):  # e E
         is_int = False
         i += 1
         eneg = False
-        if i < n and (buf[i] == 43 or buf[i] == 45):
-            eneg = buf[i] == 45
+        if i < n and (_at(buf, i) == 43 or _at(buf, i) == 45):
+            eneg = _at(buf, i) == 45
             i += 1
         s = i
         x = 0
         while i < n:
-            d = np.uint64(buf[i]) - _U48
+            d = np.uint64(_at(buf, i)) - _U48
             if d > _U9:
                 break
             if x < 100000:
@@ -356,17 +425,17 @@ def _number(buf: _Buf, i: int, n: int) -> tuple[int, float]:
     return i, (-v if neg else v)
 
 
-@numba.njit(cache=True, nogil=True)
+@_inline
 def _int_label(buf: _Buf, i: int, n: int) -> tuple[int, int]:
-    """A JSON integer label within int64 at ``buf[i]``: (index after it, value),
+    """A JSON integer label within int64 at ``_at(buf, i)``: (index after it, value),
     or (-1, 0) (malformed, a fraction/exponent, or out of range)."""
     neg = False
-    if buf[i] == 45:
+    if _at(buf, i) == 45:
         neg = True
         i += 1
     if i >= n:
         return -1, 0
-    c = buf[i]
+    c = _at(buf, i)
     v = 0
     if c == 48:
         i += 1
@@ -374,7 +443,7 @@ def _int_label(buf: _Buf, i: int, n: int) -> tuple[int, int]:
         nd = 0
         last = 0
         while i < n:
-            c = buf[i]
+            c = _at(buf, i)
             if c < 48 or c > 57:
                 break
             nd += 1
@@ -399,18 +468,18 @@ def _int_label(buf: _Buf, i: int, n: int) -> tuple[int, int]:
     return i, (-v if neg else v)
 
 
-@numba.njit(cache=True, nogil=True)
+@_inline
 def _int_end_ok(buf: _Buf, i: int, n: int) -> bool:
     # a fraction or exponent makes the label a float (refused); a digit after a
     # leading 0 is malformed
     if i < n:
-        c = buf[i]
+        c = _at(buf, i)
         if c == 46 or c == 101 or c == 69 or (48 <= c <= 57):
             return False
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _scan(
     buf: _Buf,
     dim: int,
@@ -437,7 +506,7 @@ def _scan(
     nu = 0
     last = -1  # the distinct label of the previous example
     i = _ws(buf, 0, n)
-    if i >= n or buf[i] != 123:
+    if i >= n or _at(buf, i) != 123:
         return fail
     i += 1
     have_model = False
@@ -445,20 +514,20 @@ def _scan(
     rows = 0
     while True:
         i = _ws(buf, i, n)
-        if i >= n or buf[i] != 34:
+        if i >= n or _at(buf, i) != 34:
             return fail
         ke = _string_end(buf, i + 1, n)
         if ke < 0:
             return fail
         key = _key(buf, i + 1, ke)
         i = _ws(buf, ke + 1, n)
-        if i >= n or buf[i] != 58:
+        if i >= n or _at(buf, i) != 58:
             return fail
         i = _ws(buf, i + 1, n)
         if i >= n:
             return fail
         if key == _K_MODEL:
-            if have_model or buf[i] != 34:
+            if have_model or _at(buf, i) != 34:
                 return fail
             have_model = True
             se = _string_end(buf, i + 1, n)
@@ -468,40 +537,40 @@ def _scan(
             me = se
             i = se + 1
         elif key == _K_EXAMPLES:
-            if have_examples or buf[i] != 91:
+            if have_examples or _at(buf, i) != 91:
                 return fail
             have_examples = True
             i = _ws(buf, i + 1, n)
-            if i >= n or buf[i] == 93:  # empty (or truncated)
+            if i >= n or _at(buf, i) == 93:  # empty (or truncated)
                 return fail
             while True:  # one example per iteration
                 if rows >= max_examples or rows >= rcap or rows >= xrows:
                     return fail
-                if i >= n or buf[i] != 123:
+                if i >= n or _at(buf, i) != 123:
                     return fail
                 i += 1
                 have_x = False
                 have_y = False
                 while True:  # one key per iteration
                     i = _ws(buf, i, n)
-                    if i >= n or buf[i] != 34:
+                    if i >= n or _at(buf, i) != 34:
                         return fail
                     ke = _string_end(buf, i + 1, n)
                     if ke < 0:
                         return fail
                     key = _key(buf, i + 1, ke)
                     i = _ws(buf, ke + 1, n)
-                    if i >= n or buf[i] != 58:
+                    if i >= n or _at(buf, i) != 58:
                         return fail
                     i = _ws(buf, i + 1, n)
                     if i >= n:
                         return fail
                     if key == _K_X:
-                        if have_x or buf[i] != 91:
+                        if have_x or _at(buf, i) != 91:
                             return fail
                         have_x = True
                         i = _ws(buf, i + 1, n)
-                        if dim == 0 and (i >= n or buf[i] != 93):
+                        if dim == 0 and (i >= n or _at(buf, i) != 93):
                             return fail
                         for j in range(dim):
                             i, v = _number(buf, i, n)
@@ -511,7 +580,7 @@ def _scan(
                             i = _ws(buf, i, n)
                             if i >= n:
                                 return fail
-                            c = buf[i]
+                            c = _at(buf, i)
                             if j == dim - 1:
                                 if c != 93:
                                     return fail
@@ -524,7 +593,7 @@ def _scan(
                         if have_y:
                             return fail
                         have_y = True
-                        c = buf[i]
+                        c = _at(buf, i)
                         if c == 34:
                             s = i + 1
                             se = _string_end(buf, s, n)
@@ -540,7 +609,7 @@ def _scan(
                                     a = meta[p + 1]
                                     same = True
                                     for t in range(ln):
-                                        if buf[a + t] != buf[s + t]:
+                                        if _at(buf, a + t) != _at(buf, s + t):
                                             same = False
                                             break
                                     if same:
@@ -555,7 +624,7 @@ def _scan(
                                     a = meta[p + 1]
                                     same = True
                                     for t in range(ln):
-                                        if buf[a + t] != buf[s + t]:
+                                        if _at(buf, a + t) != _at(buf, s + t):
                                             same = False
                                             break
                                     if same:
@@ -594,7 +663,7 @@ def _scan(
                     i = _ws(buf, i, n)
                     if i >= n:
                         return fail
-                    c = buf[i]
+                    c = _at(buf, i)
                     i += 1
                     if c == 125:  # }
                         break
@@ -606,7 +675,7 @@ def _scan(
                 i = _ws(buf, i, n)
                 if i >= n:
                     return fail
-                c = buf[i]
+                c = _at(buf, i)
                 if c == 93:  # ]
                     i += 1
                     break
@@ -618,7 +687,7 @@ def _scan(
         i = _ws(buf, i, n)
         if i >= n:
             return fail
-        c = buf[i]
+        c = _at(buf, i)
         i += 1
         if c == 125:
             break
