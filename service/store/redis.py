@@ -92,7 +92,7 @@ return pos
 # KEYS: config, seq, log, idem, idemexp, gen   ARGV: payload, key, hash, n, ttl ms
 #   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
 # Expired records are dropped first (at most 100 per call; any left over are ignored
-# by their score). Both idem keys expire with the newest record, so a model that stops
+# by their score). Both idem keys expire with the last record to expire, so a model that stops
 # sending keys leaves nothing behind. A record of another generation (a model deleted
 # by an older learnserve that did not know these keys) counts as absent.
 _APPEND_ONCE = """
@@ -116,8 +116,9 @@ local pos = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[2], string.format('%d %s %s %s', pos, ARGV[4], ARGV[3], gen))
 redis.call('ZADD', KEYS[5], now + ttl, ARGV[2])
-redis.call('PEXPIRE', KEYS[4], ttl)
-redis.call('PEXPIRE', KEYS[5], ttl)
+local last = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[4], last[2])
+redis.call('PEXPIREAT', KEYS[5], last[2])
 return {1, pos}
 """
 # KEYS: config, gen   ARGV: canonical config, generation

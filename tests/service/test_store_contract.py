@@ -480,6 +480,9 @@ def test_delete_removes_idempotency_keys(backend: Backend) -> None:
         if isinstance(s, RedisStore):  # nothing of the deleted model's keys is left over
             assert await s.r.hlen("ls:{m}:idem") == 2
             assert await s.r.zcard("ls:{m}:idemexp") == 2
+            # Both expire with the last record (nothing is left once every key expired).
+            for k in ("ls:{m}:idem", "ls:{m}:idemexp"):
+                assert 0 < await s.r.pttl(k) <= DAY * 1000
             await s.delete_model("m")
             assert await s.r.exists("ls:{m}:idem", "ls:{m}:idemexp") == 0
         if isinstance(s, SQLiteStore):
