@@ -28,6 +28,7 @@ True
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numba
@@ -484,10 +485,11 @@ def _scan(
     buf: _Buf,
     dim: int,
     max_examples: int,
+    xrows: int,
     X: np.ndarray,
     meta: np.ndarray,
 ) -> tuple[int, int, int, int]:
-    """Fill ``X`` (``(rows, dim)``, as many rows as there is room for) and ``meta``;
+    """Fill ``X`` (``xrows`` rows of ``dim``, row-major) and ``meta``;
     return (number of examples, start and end of the model name, number of distinct
     labels ``u``), the number of examples 0 for "not the supported shape".
 
@@ -496,7 +498,6 @@ def _scan(
     ``raw[a:b]``, kind 1 the integer ``a``; ``rcap = len(meta) // 4``.
     """
     n = len(buf)
-    xrows = X.shape[0]
     rcap = meta.shape[0] // 4
     codes0 = 0
     uniq0 = rcap
@@ -570,13 +571,14 @@ def _scan(
                             return fail
                         have_x = True
                         i = _ws(buf, i + 1, n)
+                        base = rows * dim
                         if dim == 0 and (i >= n or _at(buf, i) != 93):
                             return fail
                         for j in range(dim):
                             i, v = _number(buf, i, n)
                             if i < 0:
                                 return fail
-                            X[rows, j] = v
+                            X[base + j] = v
                             i = _ws(buf, i, n)
                             if i >= n:
                                 return fail
@@ -700,6 +702,9 @@ def _scan(
     return rows, ms, me, nu
 
 
+_scratch = threading.local()
+_new_dense = tuple.__new__  # DenseExamples without its keyword-parsing __new__
+
 # raw label/model bytes -> str, shared by all requests (a few distinct labels)
 _decoded: dict[bytes, str] = {}
 
@@ -725,27 +730,36 @@ def scan_dense_examples(raw: bytes, dim: int, max_examples: int) -> DenseExample
         return None
     # every example takes > 8 bytes, every value a digit and a separator
     rcap = min(max_examples, size // 8 + 1)
-    X = np.empty((min(rcap, size // (2 * dim) + 1) if dim else rcap, dim), np.float64)
-    meta = np.empty(4 * rcap, np.int64)
-    rows, ms, me, nu = _scan(raw, dim, max_examples, X, meta)
+    xrows = min(rcap, size // (2 * dim) + 1) if dim else rcap
+    X = np.empty(xrows * dim, np.float64)
+    # the label table: scratch kept per thread (read before the next call)
+    meta = getattr(_scratch, "meta", None)
+    if meta is None or len(meta) < 4 * rcap:
+        meta = np.empty(4 * max(rcap, 64), np.int64)
+        if rcap <= 4096:
+            _scratch.meta = meta
+    rows, ms, me, nu = _scan(raw, dim, max_examples, xrows, X, meta)
     if rows <= 0:
         return None
-    model = _decode(raw[ms:me])
+    b = raw[ms:me]
+    model = _decoded.get(b) or _decode(b)
     if model is None:
         return None
+    rcap = len(meta) // 4
     spec = meta[rcap : rcap + 3 * nu].tolist()
     uniq: list[str | int] = []
     for k in range(0, 3 * nu, 3):
         if spec[k] == 0:
-            s = _decode(raw[spec[k + 1] : spec[k + 2]])
-            if s is None:
+            b = raw[spec[k + 1] : spec[k + 2]]
+            y = _decoded.get(b) or _decode(b)
+            if y is None:
                 return None
-            uniq.append(s)
+            uniq.append(y)
         else:
             uniq.append(spec[k + 1])
     # one distinct label: no per-example lookup
     labels = uniq * rows if nu == 1 else list(map(uniq.__getitem__, meta[:rows].tolist()))
-    return DenseExamples(model, X[:rows], labels)
+    return _new_dense(DenseExamples, (model, X[: rows * dim].reshape(rows, dim), labels))
 
 
 def warmup() -> None:
