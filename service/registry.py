@@ -21,10 +21,10 @@ import os
 import time
 from typing import Any
 
-from service import batch_deploys
+from service import batch_deploys, checkpoints
 from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
-from service.model_handle import ModelHandle, StoreHealth, pack_checkpoint, unpack_checkpoint
+from service.model_handle import ModelHandle, StoreHealth, unpack_checkpoint
 from service.models import adapter_class, warmup_all
 from service.models.base import ModelAdapter
 from service.settings import Settings
@@ -448,54 +448,11 @@ class Registry:
 
     async def checkpoint(self, h: ModelHandle) -> bool:
         """Snapshot quickly under the lock, serialise + write off-loop, then trim the log."""
-        if not h.adapter.online or h.checkpointing or h.version <= h.checkpoint_position:
-            return False
-        h.checkpointing = True
-        t0 = time.perf_counter()
-        try:
-            async with h.lock:
-                position = h.version
-                meta = h.checkpoint_meta()
-                # The copy runs in a thread: the loop keeps serving (predicts read the
-                # model, which nothing mutates while we hold the lock).
-                serialise = await asyncio.to_thread(h.adapter.snapshot)
-            blob = await asyncio.to_thread(lambda: pack_checkpoint(meta, serialise()))
-            await self.store.put_checkpoint(h.name, position, blob)
-            upto = position - self.settings.log_retain_entries
-            if upto > 0:
-                await self.store.trim_log(h.name, upto)
-        except StoreUnavailable as e:
-            self.health.failed("put_checkpoint", e)
-            return False
-        except ModelNotFound:
-            return False  # deleted meanwhile
-        except Exception:
-            log.exception("checkpoint of %r failed", h.name)
-            return False
-        finally:
-            h.checkpointing = False
-        h.checkpoint_position = position
-        h.checkpoint_at = time.time()
-        h.next_time_checkpoint = time.monotonic() + self.settings.checkpoint_every_seconds
-        M.CHECKPOINT_DURATION.labels(h.name).observe(time.perf_counter() - t0)
-        M.CHECKPOINT_AGE.labels(h.name).set(0.0)
-        log.info("checkpoint of %r at position %d (%d bytes)", h.name, position, len(blob))
-        return True
+        return await checkpoints.checkpoint(self, h)
 
     async def periodic(self) -> None:
         """Time-based checkpoints and slow-moving gauges (called about once a second)."""
-        now = time.monotonic()
-        for h in list(self.models.values()):
-            if not h.adapter.online:
-                continue
-            if h.checkpoint_at is not None:
-                M.CHECKPOINT_AGE.labels(h.name).set(max(0.0, time.time() - h.checkpoint_at))
-            if now >= h.next_time_checkpoint:
-                h.next_time_checkpoint = now + self.settings.checkpoint_every_seconds
-                if h.version > h.checkpoint_position and not h.checkpointing:
-                    self.spawn(self.checkpoint(h))
-            last = await self.store.last_position(h.name)
-            M.LOG_LAG.labels(h.name).set(max(0, last - h.version))
+        await checkpoints.periodic(self)
 
     async def close(self) -> None:
         for t in list(self._tasks):

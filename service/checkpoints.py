@@ -1,0 +1,83 @@
+"""Checkpoints of online models: a snapshot under the model's lock, serialised and
+written off the event loop, then the log before it trimmed.
+
+A checkpoint is the learner's state plus the log position it covers (and the
+handle's bookkeeping: examples learned, the online-metrics window), written
+atomically by the store. Restoring loads the latest one and replays the log
+after it. The copy is taken in a thread while the lock is held (nothing mutates
+the model meanwhile; predicts, which read it, keep flowing), and the linear
+learners serialise into a buffer without holding the GIL, so a 2**20-dimension
+model's checkpoint does not stall the loop (``bench/http.py`` measures it).
+
+Functions over the :class:`~service.registry.Registry`, which delegates
+``checkpoint`` and ``periodic`` here under the same names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from service import metrics as M
+from service.model_handle import ModelHandle, pack_checkpoint
+from service.store.base import ModelNotFound, StoreUnavailable
+
+if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
+    from service.registry import Registry
+
+log = logging.getLogger("learnserve.registry")
+
+
+async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
+    """Snapshot quickly under the lock, serialise + write off-loop, then trim the log."""
+    if not h.adapter.online or h.checkpointing or h.version <= h.checkpoint_position:
+        return False
+    h.checkpointing = True
+    t0 = time.perf_counter()
+    try:
+        async with h.lock:
+            position = h.version
+            meta = h.checkpoint_meta()
+            # The copy runs in a thread: the loop keeps serving (predicts read the
+            # model, which nothing mutates while we hold the lock).
+            serialise = await asyncio.to_thread(h.adapter.snapshot)
+        blob = await asyncio.to_thread(lambda: pack_checkpoint(meta, serialise()))
+        await registry.store.put_checkpoint(h.name, position, blob)
+        upto = position - registry.settings.log_retain_entries
+        if upto > 0:
+            await registry.store.trim_log(h.name, upto)
+    except StoreUnavailable as e:
+        registry.health.failed("put_checkpoint", e)
+        return False
+    except ModelNotFound:
+        return False  # deleted meanwhile
+    except Exception:
+        log.exception("checkpoint of %r failed", h.name)
+        return False
+    finally:
+        h.checkpointing = False
+    h.checkpoint_position = position
+    h.checkpoint_at = time.time()
+    h.next_time_checkpoint = time.monotonic() + registry.settings.checkpoint_every_seconds
+    M.CHECKPOINT_DURATION.labels(h.name).observe(time.perf_counter() - t0)
+    M.CHECKPOINT_AGE.labels(h.name).set(0.0)
+    log.info("checkpoint of %r at position %d (%d bytes)", h.name, position, len(blob))
+    return True
+
+
+async def periodic(registry: Registry) -> None:
+    """Time-based checkpoints and slow-moving gauges (called about once a second)."""
+    now = time.monotonic()
+    for h in list(registry.models.values()):
+        if not h.adapter.online:
+            continue
+        if h.checkpoint_at is not None:
+            M.CHECKPOINT_AGE.labels(h.name).set(max(0.0, time.time() - h.checkpoint_at))
+        if now >= h.next_time_checkpoint:
+            h.next_time_checkpoint = now + registry.settings.checkpoint_every_seconds
+            if h.version > h.checkpoint_position and not h.checkpointing:
+                registry.spawn(checkpoint(registry, h))
+        last = await registry.store.last_position(h.name)
+        M.LOG_LAG.labels(h.name).set(max(0, last - h.version))
