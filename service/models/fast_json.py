@@ -29,7 +29,7 @@ True
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -48,9 +48,16 @@ class DenseExamples(NamedTuple):
 # Kernels allocate nothing, so they run without numba's reference counting (NRT):
 # with it, every call of a helper increfs and decrefs the buffers (atomic
 # operations, a good part of the time per number). The helpers are inlined into
-# the kernel at numba IR level.
-_kernel = numba.njit(cache=True, nogil=True, _nrt=False)  # type: ignore[call-overload]
-_inline = numba.njit(cache=True, nogil=True, _nrt=False, inline="always")  # type: ignore[call-overload]
+# the kernel at numba IR level. ``_nrt`` is a private numba option (present from
+# 0.59 to at least 0.68): where a numba lacks it, the kernels run with NRT, slower.
+try:
+    from numba.core.options import DefaultOptions
+
+    _NO_NRT: dict[str, Any] = {"_nrt": False} if hasattr(DefaultOptions, "_nrt") else {}
+except ImportError:  # pragma: no cover - a numba without the options module
+    _NO_NRT = {}
+_kernel: Any = numba.njit(cache=True, nogil=True, **_NO_NRT)
+_inline: Any = numba.njit(cache=True, nogil=True, inline="always", **_NO_NRT)
 
 # the kernels read a bytes object (the service) or a uint8 array (tests)
 _Buf = np.ndarray | bytes
