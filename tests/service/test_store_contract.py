@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from service.store import (
@@ -285,6 +286,23 @@ def test_checkpoint_is_atomic_and_never_goes_back(backend: Backend) -> None:
         await asyncio.gather(*(s.put_checkpoint("m", p, b"s%d" % p) for p in range(9, 40)))
         c = await s.get_checkpoint("m")
         assert c is not None and (c.position, c.blob) == (39, b"s39")
+
+    backend.run(t)
+
+
+def test_big_checkpoint_from_a_buffer_round_trips(backend: Backend) -> None:
+    """A checkpoint as the service writes it: a memoryview of a numpy buffer, several MB
+    (the SQLite store writes it in 1 MB slices; the last one here is partial)."""
+    data = np.random.default_rng(0).integers(0, 256, 2_600_003, dtype=np.uint8)
+
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        await s.put_checkpoint("m", 7, memoryview(data))
+        c = await s.get_checkpoint("m")
+        assert c is not None and c.position == 7 and c.blob == data.tobytes()
+        await s.put_checkpoint("m", 6, memoryview(data[:10]))  # older: ignored
+        c = await s.get_checkpoint("m")
+        assert c is not None and c.position == 7 and len(c.blob) == data.size
 
     backend.run(t)
 
