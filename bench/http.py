@@ -237,6 +237,29 @@ def checkpoint_stall(port: int, repeats: int) -> dict[str, Any]:
     return {"dim": 1 << 20, "baseline": baseline, "during_checkpoint": runs}
 
 
+def print_stall(store: str, stall: dict[str, Any]) -> None:
+    b = stall["baseline"]
+
+    def lag_cells(r: dict[str, Any]) -> list[Any]:
+        lag = r.get("server_loop_lag") or {}
+        return [lag.get("samples_above_10ms", "-"), _fmt_bucket(lag.get("max_lag_bucket"))]
+
+    print_table(
+        f"Event-loop stall while a 2**20-dim AROW model checkpoints to {store} (GET /healthz "
+        "probe; server-side learnserve_event_loop_lag_seconds sampled every 1 ms)",
+        ["run", "checkpoint s", "probe p50 ms", "probe p99 ms", "probe max ms",
+         "server lag >10 ms (samples)", "server max lag bucket ms"],
+        [["no checkpoint", "-", f"{b['p50_ms']:.2f}", f"{b['p99_ms']:.2f}",
+          f"{b['max_ms']:.2f}", *lag_cells(b)]]
+        + [
+            [f"checkpoint {i + 1}", f"{r['action'].get('duration_seconds', 0):.3f}",
+             f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+             *lag_cells(r["action"])]
+            for i, r in enumerate(stall["during_checkpoint"])
+        ],
+    )  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per scenario per round")
@@ -276,6 +299,7 @@ def main() -> None:
     ]  # fmt: skip
     port = ports["learnserve"]
     stall: dict[str, Any] = {}
+    stall_sqlite: dict[str, Any] = {}
     rounds: dict[str, list[dict[str, Any]]] = {}
     try:
         with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=60) as c:
@@ -310,6 +334,16 @@ def main() -> None:
                 res = load(p, reqs, args.connections, args.duration)
                 rounds.setdefault(name, []).append(summarise(name, res, n))
         stall = checkpoint_stall(port, args.checkpoints)
+        # The same on the embedded store (SQLite under a temporary --data-dir), started
+        # only now so it never competes with the throughput runs.
+        sqlite_env = {k: v for k, v in env.items() if k != "LEARNSERVE_REDIS_URL"}
+        sqlite_env["LEARNSERVE_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-sqlite-")
+        sqlite_port = free_port()
+        procs.append(
+            start_service(uvicorn_args("service.app:factory", sqlite_port, factory=True),
+                          sqlite_env, sqlite_port, health_path="/readyz")
+        )  # fmt: skip
+        stall_sqlite = checkpoint_stall(sqlite_port, args.checkpoints)
     finally:
         for proc in procs:
             stop_process(proc)
@@ -343,27 +377,9 @@ def main() -> None:
             fmt_ratio(ratios["predict_vs_bare_asgi"]), fmt_ratio(ratios["predict_vs_noop_fastapi"])
         ),
     )  # fmt: skip
-    if stall:
-        b = stall["baseline"]
-
-        def lag_cells(r: dict[str, Any]) -> list[Any]:
-            lag = r.get("server_loop_lag") or {}
-            return [lag.get("samples_above_10ms", "-"), _fmt_bucket(lag.get("max_lag_bucket"))]
-
-        print_table(
-            "Event-loop stall while a 2**20-dim AROW model checkpoints (GET /healthz probe; "
-            "server-side learnserve_event_loop_lag_seconds sampled every 1 ms)",
-            ["run", "checkpoint s", "probe p50 ms", "probe p99 ms", "probe max ms",
-             "server lag >10 ms (samples)", "server max lag bucket ms"],
-            [["no checkpoint", "-", f"{b['p50_ms']:.2f}", f"{b['p99_ms']:.2f}",
-              f"{b['max_ms']:.2f}", *lag_cells(b)]]
-            + [
-                [f"checkpoint {i + 1}", f"{r['action'].get('duration_seconds', 0):.3f}",
-                 f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
-                 *lag_cells(r["action"])]
-                for i, r in enumerate(stall["during_checkpoint"])
-            ],
-        )  # fmt: skip
+    for store, st in (("Redis", stall), ("SQLite", stall_sqlite)):
+        if st:
+            print_stall(store, st)
     path = write_results(
         "http",
         {
@@ -375,6 +391,7 @@ def main() -> None:
             "scenarios": results,
             "ratios": ratios,
             "checkpoint_stall": stall,
+            "checkpoint_stall_sqlite": stall_sqlite,
         },
         extra_packages=("fastapi", "starlette", "uvicorn", "orjson", "redis"),
     )
