@@ -280,6 +280,23 @@ def test_dockerfile_numba_cache_is_writable(dockerfile: list[tuple[str, str]]) -
     assert chown and any(cache.startswith(p) for p in chown.group(2).split()), runs
 
 
+def test_dockerfile_compiles_kernels_into_the_cache_as_the_service_user(
+    dockerfile: list[tuple[str, str]],
+) -> None:
+    """The numba warm-up runs at build time, after USER (so the cache files belong to the
+    user who reads them) and with NUMBA_CACHE_DIR set (so they land in the volume path)."""
+    stage = final_stage(dockerfile)
+    kinds = [i for i, _ in stage]
+    warm = [n for n, (i, a) in enumerate(stage) if i == "RUN" and "warmup_all()" in a]
+    assert warm, "no build-time warm-up of the numba kernels"
+    assert kinds.index("USER") < warm[0]
+    assert any(i == "ENV" and "NUMBA_CACHE_DIR=" in a for i, a in stage[: warm[0]])
+    # the command names a function that exists and compiles the online kinds
+    from service.models import warmup_all
+
+    assert callable(warmup_all)
+
+
 def test_dockerfile_healthcheck_and_command(dockerfile: list[tuple[str, str]]) -> None:
     stage = final_stage(dockerfile)
     health = [a for i, a in stage if i == "HEALTHCHECK"]
