@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain, repeat
 from typing import Any, Literal
 
 import numpy as np
@@ -146,6 +147,13 @@ def _canonical_rows(
     if indices.size == 0:
         return indptr, indices, values
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    # Usually no row repeats an index: one stable sort by (row, index) then gives the
+    # same arrays as the three-key sort below (whose value key only orders duplicates).
+    key = rows * (int(indices.max()) + 1) + indices
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    if sorted_key.size < 2 or bool((sorted_key[1:] != sorted_key[:-1]).all()):
+        return indptr, indices[order], values[order]
     # lexsort by (row, index, value): identical input multisets give identical sums.
     order = np.lexsort((values, indices, rows))
     r, ix, vs = rows[order], indices[order], values[order]
@@ -215,11 +223,55 @@ def _fmt_key(key: Any) -> str:
     return f'"{key}"' if isinstance(key, str) else str(key)
 
 
+_NUMBER_TYPES = frozenset({int, float})
+_HASHED_VALUE_TYPES = frozenset({int, float, str})
+
+
+# index key (a JSON object key is a string) -> int(key): vocabularies repeat, and a
+# dict lookup is a fraction of int()'s parse. Cleared when it grows past the bound.
+_INDEX_OF: dict[Any, int] = {}
+_INDEX_CACHE_MAX = 1 << 18
+
+
+def _sparse_indices(keys: list[Any]) -> np.ndarray:
+    """``[int(k) for k in keys]`` as int64 (raises as ``int`` does)."""
+    try:
+        return np.fromiter(map(_INDEX_OF.__getitem__, keys), np.int64, count=len(keys))
+    except KeyError:  # a new key: parse them all, then remember them
+        idx = np.fromiter(map(int, keys), np.int64, count=len(keys))
+    if len(_INDEX_OF) > _INDEX_CACHE_MAX:
+        _INDEX_OF.clear()
+    _INDEX_OF.update(zip(keys, idx.tolist(), strict=True))
+    return idx
+
+
+# mask -> {feature name: hashed index}, as _INDEX_OF (lru_cache's call costs 3x a lookup)
+_HASH_OF: dict[int, dict[str, int]] = {}
+
+
+def _hashed_indices(names: list[str], mask: int) -> np.ndarray:
+    """``[_hashed_index(name, mask) for name in names]`` as int64."""
+    cache = _HASH_OF.setdefault(mask, {})
+    try:
+        return np.fromiter(map(cache.__getitem__, names), np.int64, count=len(names))
+    except KeyError:  # a new name: hash them all, then remember them
+        idx = np.fromiter(
+            map(_hashed_index, names, repeat(mask, len(names))), np.int64, count=len(names)
+        )
+    if len(cache) > _INDEX_CACHE_MAX:
+        cache.clear()
+    cache.update(zip(names, idx.tolist(), strict=True))
+    return idx
+
+
 def _number(v: Any, location: str) -> float:
     # bool is an int subclass; a JSON true/false is not a feature value.
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise FeatureError(location, f"value must be a number, got {type(v).__name__}")
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # an int beyond the doubles
+        raise FeatureError(location, "value is infinite (too large for a double)") from None
     if not math.isfinite(f):
         raise FeatureError(location, "value is NaN" if f != f else "value is infinite")
     return f
@@ -293,6 +345,55 @@ class FeatureSpec:
             raise FeatureError(where, "no examples")
         if self.kind == "dense":
             return self._encode_dense(rows, where, field)
+        fast = self._encode_maps_fast(rows, max_features)
+        if fast is not None:
+            return fast
+        return self._encode_maps_checked(rows, where, field, max_features)
+
+    def _encode_maps_fast(self, rows: Sequence[Any], max_features: int | None) -> Batch | None:
+        """The sparse/hashed batch of plain dicts of finite numbers (hashed: also strings),
+        in C-speed passes over all rows at once; ``None`` for anything else, which the
+        checked loop (:meth:`_encode_maps_checked`) then reads or names the problem of.
+        Gives the checked loop's arrays exactly (tested)."""
+        if set(map(type, rows)) != {dict}:
+            return None
+        lens = list(map(len, rows))
+        if not min(lens) or (max_features is not None and max(lens) > max_features):
+            return None
+        vals = list(chain.from_iterable(map(dict.values, rows)))
+        kinds = set(map(type, vals))  # bool is its own type: never a number here
+        try:
+            if self.kind == "sparse":
+                if not kinds <= _NUMBER_TYPES:
+                    return None
+                idx = _sparse_indices(list(chain.from_iterable(rows)))
+                if idx.min() < 0 or idx.max() >= self.dim:
+                    return None
+            else:
+                if not kinds <= _HASHED_VALUE_TYPES:
+                    return None
+                names = list(map(str, chain.from_iterable(rows)))
+                if str in kinds:  # categorical values: "name=value" with value 1.0
+                    names = [
+                        f"{k}={v}" if type(v) is str else k
+                        for k, v in zip(names, vals, strict=True)
+                    ]
+                    vals = [1.0 if type(v) is str else v for v in vals]
+                idx = _hashed_indices(names, self.dim - 1)
+            values = np.array(vals, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if not np.isfinite(values).all():
+            return None
+        indptr = np.empty(len(rows) + 1, dtype=np.int64)
+        indptr[0] = 0
+        np.cumsum(lens, out=indptr[1:])
+        return Batch(*_canonical_rows(indptr, idx, values), self.dim)
+
+    def _encode_maps_checked(
+        self, rows: Sequence[Any], where: str, field: str, max_features: int | None
+    ) -> Batch:
+        n = len(rows)
         indptr = np.empty(n + 1, dtype=np.int64)
         indptr[0] = 0
         idx: list[int] = []
