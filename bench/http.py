@@ -78,6 +78,20 @@ def rows(rng: np.random.Generator, n: int, decimals: int | None = 5) -> list[dic
     return [{"x": x, "y": str(t)} for x, t in zip(X.tolist(), y.tolist(), strict=True)]
 
 
+def named_rows(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
+    """Examples as the README's: named features, two categorical, ~14 per example."""
+    jobs, towns = ["clerk", "exec", "tech", "sales"], [f"town{k}" for k in range(50)]
+    out = []
+    for _ in range(n):
+        x: dict[str, Any] = {"age": int(rng.integers(18, 90))}
+        x["job"] = jobs[int(rng.integers(0, 4))]
+        x["town"] = towns[int(rng.integers(0, 50))]
+        for k in rng.choice(1000, 11, replace=False).tolist():
+            x[f"w{k}"] = round(float(rng.random()), 4)
+        out.append({"x": x, "y": "+1" if rng.random() < 0.5 else "-1"})
+    return out
+
+
 def load(port: int, requests: list[bytes], connections: int, duration: float) -> LoadResult:
     asyncio.run(run_load(HOST, port, requests, connections, min(1.0, duration)))  # warm-up
     return asyncio.run(run_load(HOST, port, requests, connections, duration))
@@ -311,6 +325,11 @@ def main() -> None:
             assert c.post(
                 "/update", json={"model": "bench", "examples": rows(rng, 1000)}
             ).is_success
+            r = c.put(
+                "/models/hashed",
+                json={"algorithm": "arow", "features": {"kind": "hashed", "bits": 20}},
+            )
+            assert r.status_code in (200, 201), r.text
         scenarios: list[tuple[str, int, list[bytes], int]] = [
             ("bare ASGI", ports["bare"], predict_reqs, 1),
             ("no-op FastAPI", ports["noop"], predict_reqs, 1),
@@ -329,6 +348,12 @@ def main() -> None:
         ]
         reqs = [build_request("POST", "/update", b) for b in full]
         scenarios.append(("learnserve /update (100, full-precision floats)", port, reqs, 100))
+        hashed = [
+            json.dumps({"model": "hashed", "examples": named_rows(rng, 100)}).encode()
+            for _ in range(64)
+        ]
+        reqs = [build_request("POST", "/update", b) for b in hashed]
+        scenarios.append(("learnserve /update (100, hashed named features)", port, reqs, 100))
         for _ in range(args.rounds):
             for name, p, reqs, n in scenarios:
                 res = load(p, reqs, args.connections, args.duration)
