@@ -405,8 +405,11 @@ def _number(buf: _Buf, i: int, n: int) -> tuple[int, float]:
             d = np.uint64(_at(buf, i)) - _U48
             if d > _U9:
                 break
-            if x < 100000:
-                x = x * 10 + int(d)
+            x = x * 10 + int(d)
+            if x >= 100000:
+                # orjson reads it exactly (the fraction's leading zeros may offset it):
+                # an exponent this long goes to the slow path, never saturated here
+                return -1, 0.0
             i += 1
         if i == s:
             return -1, 0.0

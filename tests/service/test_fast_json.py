@@ -502,6 +502,24 @@ NONE_CASES = {
 }
 
 
+@pytest.mark.parametrize(("digits", "exponent"), [(1_000, "1e1005"), (200_000, "1e200005")])
+def test_long_fraction_zeros_offset_by_a_long_exponent(digits: int, exponent: str) -> None:
+    """0.000...01e+N: the exponent must be read whole (a saturated one read
+    0.(200k zeros)1e200005 as 0.0; orjson reads 10000.0)."""
+    num = "0." + "0" * digits + exponent
+
+    def body(number: str) -> bytes:
+        return b'{"model": "m", "examples": [{"x": [' + number.encode() + b', 1], "y": "a"}]}'
+
+    raw = body(num)
+    ref = orjson.loads(raw)["examples"][0]["x"][0]
+    got = scan_dense_examples(raw, 2, 2)
+    if got is not None:
+        assert got.X[0, 0] == ref
+    huge = body(num.replace("1e", "1e9"))
+    assert scan_dense_examples(huge, 2, 2) is None  # orjson: infinity -> refused
+
+
 @pytest.mark.parametrize("case", list(NONE_CASES))
 def test_refused(case: str) -> None:
     raw = NONE_CASES[case].encode()
