@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service import metrics as M
 from service.api import artifacts, learn, models, ops
 from service.api.errors import install_handlers
-from service.api.hot import HotRoutes
+from service.api.hot import HotRoutes, route_path
 from service.api.schemas import DOC_MODELS
 from service.auth import KeyRing
 from service.loop_monitor import start_loop_monitor, stop_loop_monitor
@@ -62,7 +62,7 @@ class MetricsMiddleware:
         self._children: dict[tuple[str, str, int], Any] = {}
 
     def _route(self, scope: Scope) -> str:
-        path = scope["path"]
+        path = route_path(scope)
         hit = self._static.get(path)
         if hit is not None:
             return hit
@@ -76,7 +76,7 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         route = self._route(scope)
-        status = 500
+        status = 0
         pid = self._pid
 
         async def send_wrapper(message: Message) -> None:
@@ -95,7 +95,10 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             in_flight.dec()
-            model = scope.get("state", {}).get("model", "")
+            state = scope.get("state", {})
+            model = state.get("model", "")
+            if not status:  # no answer sent: the client left (499), else an error escaped
+                status = state.get("status", 500)
             # Label lookups cost more than the updates: cache the children.
             key = (route, model, status)
             children = self._children.get(key)

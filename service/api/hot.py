@@ -56,42 +56,56 @@ class HotRoutes:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = ROUTES.get(scope["path"]) if scope["type"] == "http" else None
+        route = ROUTES.get(route_path(scope)) if scope["type"] == "http" else None
         if route is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         key_scope, handler = route
         headers: dict[str, str] = {}
         for k, v in scope["headers"]:
-            if k in _WANTED and k not in headers:
-                headers[k.decode("latin-1")] = v.decode("latin-1")
+            if k in _WANTED:
+                name = k.decode("latin-1")
+                if name not in headers:  # the first of repeated headers, as Starlette reads
+                    headers[name] = v.decode("latin-1")
         extra: dict[str, str] | None = None
         status = 200
+        rstate = scope.setdefault("state", {})
         try:
-            state = self.state
-            state.keyring.check(headers, key_scope)
-            registry = ready_registry(state.registry)
-            settings: Settings = state.settings
-            raw = await receive_body(
-                receive, headers.get("content-length"), settings.max_body_bytes
-            )
-            rstate = scope.setdefault("state", {})
-            answer = await handler(registry, settings, raw, rstate, headers)
-            if "idempotency-key" in headers:  # the only requests that add headers
-                extra = rstate.get("reply_headers")
-        except ApiError as e:
-            status, extra = e.status, e.headers
-            answer = error_body(e.code, e.message, e.field)
+            try:
+                state = self.state
+                state.keyring.check(headers, key_scope)
+                registry = ready_registry(state.registry)
+                settings: Settings = state.settings
+                raw = await receive_body(
+                    receive, headers.get("content-length"), settings.max_body_bytes
+                )
+                answer = await handler(registry, settings, raw, rstate, headers)
+                if "idempotency-key" in headers:  # the only requests that add headers
+                    extra = rstate.get("reply_headers")
+            except ApiError as e:
+                status, extra = e.status, e.headers
+                answer = error_body(e.code, e.message, e.field)
+            body = orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
         except ClientGone:
+            rstate["status"] = 499  # nothing to answer; counted apart from server errors
             return
         except Exception:
             # A bug on our side, never the client's input: log it with the traceback.
             log.exception("unhandled error on POST %s", scope["path"])
-            status = 500
-            answer = error_body("internal_error", "internal error (see the server log)")
-        body = orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
+            status, extra = 500, None
+            body = orjson.dumps(error_body("internal_error", "internal error (see the server log)"))
         out = [_JSON, (b"content-length", str(len(body)).encode())]
         if extra:
             out += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
         await send({"type": "http.response.start", "status": status, "headers": out})
         await send({"type": "http.response.body", "body": body})
+
+
+def route_path(scope: Scope) -> str:
+    """The path the routes match: behind ``--root-path`` uvicorn keeps the prefix in
+    ``scope["path"]`` (Starlette's router strips it the same way)."""
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] == "/":
+        return path[len(root) :]
+    return path

@@ -76,7 +76,9 @@ async def update_body(
     if key is None:
         version = await registry.submit_update(h, payload)
     else:
-        digest = await _off_loop_if_big(settings, raw, _sha256, payload)
+        # The request's own bytes, not the log entry: both parse paths must see one
+        # body as one body (they may encode it differently, e.g. -0.0 as 0.0).
+        digest = await _off_loop_if_big(settings, raw, _sha256, raw)
         version, n, replayed = await registry.submit_update_once(h, payload, key, digest, n)
         if replayed:
             state["reply_headers"] = {"Idempotent-Replayed": "true"}
@@ -99,8 +101,8 @@ def check_idempotency_key(key: str) -> None:
         )
 
 
-def _sha256(payload: bytes) -> str:
-    return hashlib.sha256(payload).hexdigest()
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 # The top-level "model" key: in a body the fast parsers accept, the only key so named.

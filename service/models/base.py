@@ -35,9 +35,9 @@ to ``ADAPTERS`` (and its algorithm names to ``ALGORITHMS``) in
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from learners.base import UpdateResult

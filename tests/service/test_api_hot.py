@@ -17,6 +17,7 @@ import pytest
 from fastapi import FastAPI
 from starlette.testclient import TestClient
 
+from service.api.hot import route_path
 from service.app import create_app
 from service.settings import Settings
 from tests.service.serving import dense_model
@@ -153,3 +154,44 @@ def test_metrics_count_hot_routes_per_model(client: TestClient) -> None:
     text = client.get("/metrics", headers=ALL).text
     assert 'learnserve_requests_total{model="m",route="/predict",status="200"}' in text
     assert 'learnserve_requests_total{model="",route="/predict",status="401"}' in text
+
+
+def test_repeated_headers_read_as_starlette_does(client: TestClient) -> None:
+    """The first of repeated headers counts, on both stacks alike."""
+    for headers in ([("X-API-Key", "all"), ("X-API-Key", "nope")],
+                    [("X-API-Key", "nope"), ("X-API-Key", "all")]):  # fmt: skip
+        hot = client.post("/predict", content=PREDICT, headers=headers)
+        plain = client.post("/plain/predict", content=PREDICT, headers=headers)
+        same(hot, plain)
+
+
+def test_route_path_strips_the_root_path() -> None:
+    assert route_path({"path": "/api/predict", "root_path": "/api"}) == "/predict"
+    assert route_path({"path": "/predict", "root_path": ""}) == "/predict"
+    assert route_path({"path": "/apix/predict", "root_path": "/api"}) == "/apix/predict"
+    assert route_path({"path": "/predict"}) == "/predict"
+
+
+def test_a_client_that_leaves_is_counted_499_not_500(client: TestClient) -> None:
+    app = client.app_under_test
+    sent: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": "POST", "scheme": "http", "path": "/predict", "raw_path": b"/predict",
+            "root_path": "", "query_string": b"", "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 2), "headers": [(b"x-api-key", b"all")],
+        }  # fmt: skip
+        await app(scope, receive, send)
+
+    client.portal.call(run)  # type: ignore[union-attr]
+    assert sent == []  # nothing answered to nobody
+    text = client.get("/metrics", headers=ALL).text
+    assert 'learnserve_requests_total{model="",route="/predict",status="499"}' in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -175,10 +176,12 @@ def test_retry_after_the_appending_worker_died(stack: Stack) -> None:
             return (await s.read_log("probe", 0))[0].payload
 
         p = stack.store(payload)
-        digest = hashlib.sha256(p).hexdigest()
+        # The key records a hash of the request's bytes (whichever parse path reads it).
+        raw = json.dumps(body("m", 7)).encode()
+        digest = hashlib.sha256(raw).hexdigest()
         got = stack.store(lambda s: s.append_once("m", p, "lost", digest, 5, 3600.0))
         assert got == (1, 5, False)
-        r = c.post("/update", json=body("m", 7), headers={KEY: "lost"})
+        r = c.post("/update", content=raw, headers={KEY: "lost"})
         assert r.status_code == 200, r.text
         assert r.json() == {"model": "m", "applied": 5, "version": 1}
         assert r.headers["idempotent-replayed"] == "true"
