@@ -44,7 +44,9 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
             # model, which nothing mutates while we hold the lock).
             serialise = await asyncio.to_thread(h.adapter.snapshot)
         blob = await asyncio.to_thread(lambda: pack_checkpoint(meta, serialise()))
-        await registry.store.put_checkpoint(h.name, position, blob)
+        # With the handle's generation: a stale handle (the model was deleted and
+        # created again by another worker) must not checkpoint into the new model.
+        await registry.store.put_checkpoint(h.name, position, blob, h.generation)
         upto = position - registry.settings.log_retain_entries
         if upto > 0:
             await registry.store.trim_log(h.name, upto)

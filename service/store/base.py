@@ -182,9 +182,17 @@ class Store(ABC):
 
     # -------------------------------------------------------------- checkpoints
     @abstractmethod
-    async def put_checkpoint(self, name: str, position: int, blob: bytes | memoryview) -> None:
+    async def put_checkpoint(
+        self,
+        name: str,
+        position: int,
+        blob: bytes | memoryview,
+        generation: str | None = None,
+    ) -> None:
         """Write state + position atomically; an older position never replaces a newer one
-        (an equal one does). Silently ignored if the model no longer exists. ``blob`` may
+        (an equal one does). Silently ignored if the model no longer exists, or, given a
+        ``generation``, if the model's is another (the state is of a model deleted and
+        created again since; it must not become the new model's checkpoint). ``blob`` may
         be any contiguous byte buffer (the service passes a memoryview: no copy on the
         event loop); it is not modified, nor kept after the call."""
 

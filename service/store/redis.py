@@ -139,9 +139,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('UNLINK', unpack(KEYS))
 return 1
 """
-# KEYS: config, ckpt   ARGV: position, blob, created_at  ->  1 written, 0 older, -1 no model
+# KEYS: config, ckpt, gen   ARGV: position, blob, created_at[, generation]
+#   ->  1 written, 0 older, -1 no model, -2 the model is of another generation
 _CKPT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if ARGV[4] and (redis.call('GET', KEYS[3]) or '') ~= ARGV[4] then return -2 end
 local cur = redis.call('HGET', KEYS[2], 'position')
 if cur and tonumber(cur) > tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[2], 'position', ARGV[1], 'blob', ARGV[2], 'created_at', ARGV[3])
@@ -574,16 +576,23 @@ class RedisStore(Store):
         await self._call(xread)
 
     # ------------------------------------------------------------------ checkpoints
-    async def put_checkpoint(self, name: str, position: int, blob: bytes | memoryview) -> None:
+    async def put_checkpoint(
+        self,
+        name: str,
+        position: int,
+        blob: bytes | memoryview,
+        generation: str | None = None,
+    ) -> None:
         # A flat byte view, never a bytes() copy: this runs on the event loop, and a
         # 16 MB copy there is a 16 MB stall. redis-py writes a memoryview argument to
         # the socket as it is (its own chunk of the command, not joined).
         data = memoryview(blob).cast("B")
         _check_size("checkpoint", data)
         k = _keys(name)
-        await self._script(
-            _CKPT, [k["config"], k["ckpt"]], [int(position), data, repr(time.time())]
-        )
+        args: list[Any] = [int(position), data, repr(time.time())]
+        if generation is not None:
+            args.append(generation)
+        await self._script(_CKPT, [k["config"], k["ckpt"], k["gen"]], args)
 
     async def get_checkpoint(self, name: str) -> Checkpoint | None:
         h: Any = await self._call(lambda: self.r.hgetall(_keys(name)["ckpt"]))

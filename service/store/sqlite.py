@@ -487,7 +487,13 @@ class SQLiteStore(Store):
         return False
 
     # ------------------------------------------------------------------ checkpoints
-    async def put_checkpoint(self, name: str, position: int, blob: bytes | memoryview) -> None:
+    async def put_checkpoint(
+        self,
+        name: str,
+        position: int,
+        blob: bytes | memoryview,
+        generation: str | None = None,
+    ) -> None:
         data = memoryview(blob).cast("B")
 
         def q() -> None:
@@ -497,11 +503,12 @@ class SQLiteStore(Store):
                 row = db.execute(
                     "INSERT INTO checkpoints (name, position, created_at, blob) "
                     "SELECT ?, ?, ?, zeroblob(?) "
-                    "WHERE EXISTS (SELECT 1 FROM models WHERE name = ?) "
+                    "WHERE EXISTS (SELECT 1 FROM models WHERE name = ? "
+                    "AND (? IS NULL OR generation = ?)) "
                     "ON CONFLICT (name) DO UPDATE SET position = excluded.position, "
                     "created_at = excluded.created_at, blob = excluded.blob "
                     "WHERE excluded.position >= checkpoints.position RETURNING rowid",
-                    (name, int(position), time.time(), data.nbytes, name),
+                    (name, int(position), time.time(), data.nbytes, name, generation, generation),
                 ).fetchone()
                 if row is None:
                     return

@@ -290,6 +290,30 @@ def test_checkpoint_is_atomic_and_never_goes_back(backend: Backend) -> None:
     backend.run(t)
 
 
+def test_checkpoint_of_another_generation_is_ignored(backend: Backend) -> None:
+    """A worker still holding a deleted model's state must not checkpoint it into the
+    model created again under the same name."""
+
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        old = await s.get_generation("m")
+        assert old is not None
+        await s.put_checkpoint("m", 4, b"old model", old)
+        c = await s.get_checkpoint("m")
+        assert c is not None and c.blob == b"old model"
+        await s.delete_model("m")
+        await s.create_model("m", CFG)
+        new = await s.get_generation("m")
+        assert new != old
+        await s.put_checkpoint("m", 9, b"stale", old)  # ignored: another generation
+        assert await s.get_checkpoint("m") is None
+        await s.put_checkpoint("m", 2, b"new model", new)
+        c = await s.get_checkpoint("m")
+        assert c is not None and (c.position, c.blob) == (2, b"new model")
+
+    backend.run(t)
+
+
 def test_big_checkpoint_from_a_buffer_round_trips(backend: Backend) -> None:
     """A checkpoint as the service writes it: a memoryview of a numpy buffer, several MB
     (the SQLite store writes it in 1 MB slices; the last one here is partial)."""
