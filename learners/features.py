@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, repeat
+from itertools import chain
 from typing import Any, Literal
 
 import numpy as np
@@ -245,23 +245,21 @@ def _sparse_indices(keys: list[Any]) -> np.ndarray:
     return idx
 
 
-# mask -> {feature name: hashed index}, as _INDEX_OF (lru_cache's call costs 3x a lookup)
-_HASH_OF: dict[int, dict[str, int]] = {}
+# feature name -> its full 32-bit hash (masked per model), as _INDEX_OF: an lru_cache
+# call costs ~3x a dict lookup. One table for every model, whatever its bits.
+_HASH_OF: dict[str, int] = {}
 
 
 def _hashed_indices(names: list[str], mask: int) -> np.ndarray:
     """``[_hashed_index(name, mask) for name in names]`` as int64."""
-    cache = _HASH_OF.setdefault(mask, {})
     try:
-        return np.fromiter(map(cache.__getitem__, names), np.int64, count=len(names))
+        full = np.fromiter(map(_HASH_OF.__getitem__, names), np.int64, count=len(names))
     except KeyError:  # a new name: hash them all, then remember them
-        idx = np.fromiter(
-            map(_hashed_index, names, repeat(mask, len(names))), np.int64, count=len(names)
-        )
-    if len(cache) > _INDEX_CACHE_MAX:
-        cache.clear()
-    cache.update(zip(names, idx.tolist(), strict=True))
-    return idx
+        full = np.fromiter(map(murmurhash3_32, names), np.int64, count=len(names))
+        if len(_HASH_OF) > _INDEX_CACHE_MAX:
+            _HASH_OF.clear()
+        _HASH_OF.update(zip(names, full.tolist(), strict=True))
+    return full & mask
 
 
 def _number(v: Any, location: str) -> float:
