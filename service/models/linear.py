@@ -164,7 +164,20 @@ class LinearAdapter(ModelAdapter):
 
     def parse_update_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
         if self.spec.kind != "dense":
-            return None
+            from service.models.fast_json_maps import scan_map_examples
+
+            maps = scan_map_examples(
+                raw,
+                self.spec.kind,
+                self.spec.dim,
+                settings.max_batch_examples,
+                settings.max_features_per_example,
+            )
+            if maps is None:
+                return None
+            model, batch, labels = maps
+            self._check_label_budget(labels, settings)
+            return FastUpdate(model, encode_payload(batch, labels, dense=False), len(labels))
         from service.models.fast_json import scan_dense_examples
 
         scanned = scan_dense_examples(raw, self.spec.dim, settings.max_batch_examples)

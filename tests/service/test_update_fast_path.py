@@ -60,6 +60,61 @@ def test_raw_parse_declines_what_it_cannot_prove_and_checks_the_label_budget() -
     )
     one = b'{"model": "m", "examples": [{"x": [1, 2, 3, 4], "y": 1}]}'
     assert sparse.parse_update_raw(one, SETTINGS) is None
+    for bad in ('{"4": 1}', '{"01": 1}', '{"1": 1, "1": 2}', '{"1": "a"}', "{}"):
+        raw = b'{"model": "m", "examples": [{"x": ' + bad.encode() + b', "y": 1}]}'
+        assert sparse.parse_update_raw(raw, SETTINGS) is None, bad
+    many_sparse = [{"x": {"1": 1.0}, "y": f"l{i}"} for i in range(5)]
+    with pytest.raises(ApiError) as e:
+        sparse.parse_update_raw(orjson.dumps({"model": "m", "examples": many_sparse}), SETTINGS)
+    assert (e.value.status, e.value.code) == (422, "too_many_labels")
+
+
+def map_adapter(features: dict[str, Any]) -> LinearAdapter:
+    body = {"algorithm": "arow", "features": features}
+    return LinearAdapter.create(LinearAdapter.normalize_config(body, SETTINGS))
+
+
+def named_body(rng: np.random.Generator, n: int, labels: list[Any]) -> bytes:
+    """Named features as the README's (ints, two categorical strings, rounded floats)."""
+    examples = []
+    for _ in range(n):
+        x: dict[str, Any] = {"age": int(rng.integers(18, 90))}
+        x["job"] = ["clerk", "exec", "", "é"][int(rng.integers(0, 4))]
+        x["town"] = f"town{int(rng.integers(0, 50))}"
+        for k in rng.choice(1000, 11, replace=False).tolist():
+            x[f"w{k}"] = round(float(rng.normal()), int(rng.integers(1, 17)))
+        examples.append({"x": x, "y": labels[int(rng.integers(0, len(labels)))]})
+    return json.dumps({"model": "m", "examples": examples}, ensure_ascii=False).encode()
+
+
+def sparse_body(rng: np.random.Generator, n: int, dim: int, labels: list[Any]) -> bytes:
+    examples = []
+    for _ in range(n):
+        idx = rng.choice(dim, min(dim, 14), replace=False).tolist()
+        x = {str(j): float(v) for j, v in zip(idx, rng.normal(size=len(idx)), strict=True)}
+        examples.append({"x": x, "y": labels[int(rng.integers(0, len(labels)))]})
+    return orjson.dumps({"model": "m", "examples": examples})
+
+
+@pytest.mark.parametrize("labels", [["+1", "-1"], [1, -1], ["+1", 1, "ü"]])
+def test_raw_parse_of_maps_gives_the_general_paths_log_entry(labels: list[Any]) -> None:
+    rng = np.random.default_rng(len(labels))
+    for bits in (20, 3):  # 3 bits: hash collisions summed within rows
+        a = map_adapter({"kind": "hashed", "bits": bits})
+        for n in (1, 100):
+            raw = named_body(rng, n, labels)
+            fast = a.parse_update_raw(raw, SETTINGS)
+            assert fast is not None, "the fast path must take plain named-feature bodies"
+            slow, count = a.parse_update(orjson.loads(raw), SETTINGS, raw)
+            assert (fast.model, fast.n, fast.payload) == ("m", count, slow)
+    for dim in (14, 1000):
+        a = map_adapter({"kind": "sparse", "dim": dim})
+        for n in (1, 100):
+            raw = sparse_body(rng, n, dim, labels)
+            fast = a.parse_update_raw(raw, SETTINGS)
+            assert fast is not None, "the fast path must take plain sparse bodies"
+            slow, count = a.parse_update(orjson.loads(raw), SETTINGS, raw)
+            assert (fast.model, fast.n, fast.payload) == ("m", count, slow)
 
 
 def test_service_learns_the_same_through_either_path(tmp_path: Any) -> None:
