@@ -114,12 +114,20 @@ def _murmur(buf: _Buf, a: int, b: int, sep: bool, c: int, d: int) -> np.uint64:
     nb = length // 4
     for blk in range(nb):
         j = 4 * blk
-        k = (
-            _cat(buf, a, la, sep, c, j)
-            | (_cat(buf, a, la, sep, c, j + 1) << _U8)
-            | (_cat(buf, a, la, sep, c, j + 2) << _U16)
-            | (_cat(buf, a, la, sep, c, j + 3) << _U24)
-        )
+        if j + 4 <= la:  # within the first part: a plain little-endian load
+            k = (
+                np.uint64(_at(buf, a + j))
+                | (np.uint64(_at(buf, a + j + 1)) << _U8)
+                | (np.uint64(_at(buf, a + j + 2)) << _U16)
+                | (np.uint64(_at(buf, a + j + 3)) << _U24)
+            )
+        else:
+            k = (
+                _cat(buf, a, la, sep, c, j)
+                | (_cat(buf, a, la, sep, c, j + 1) << _U8)
+                | (_cat(buf, a, la, sep, c, j + 2) << _U16)
+                | (_cat(buf, a, la, sep, c, j + 3) << _U24)
+            )
         k = (k * _C1) & _UM32
         k = ((k << _U15) | (k >> _U17)) & _UM32
         k = (k * _C2) & _UM32
