@@ -490,6 +490,98 @@ def _int_end_ok(buf: _Buf, i: int, n: int) -> bool:
     return True
 
 
+@_inline
+def _same_bytes(buf: _Buf, a: int, b: int, ln: int) -> bool:
+    for t in range(ln):  # noqa: SIM110 - a loop numba compiles well
+        if _at(buf, a + t) != _at(buf, b + t):
+            return False
+    return True
+
+
+@_inline
+def _member(buf: _Buf, i: int, n: int) -> tuple[int, int]:
+    """At an object member (after whitespace): (its key's code, the index of its value,
+    past the colon and whitespace), or (0, -1) when malformed or cut short."""
+    if i >= n or _at(buf, i) != 34:
+        return 0, -1
+    ke = _string_end(buf, i + 1, n)
+    if ke < 0:
+        return 0, -1
+    key = _key(buf, i + 1, ke)
+    i = _ws(buf, ke + 1, n)
+    if i >= n or _at(buf, i) != 58:
+        return 0, -1
+    i = _ws(buf, i + 1, n)
+    if i >= n:
+        return 0, -1
+    return key, i
+
+
+@_inline
+def _after_member(buf: _Buf, i: int, n: int) -> tuple[int, bool]:
+    """After a member's value: (the index past the ``,`` or ``}``, whether it was the
+    closing brace), or (-1, False)."""
+    i = _ws(buf, i, n)
+    if i >= n:
+        return -1, False
+    c = _at(buf, i)
+    if c == 125:  # }
+        return i + 1, True
+    if c != 44:
+        return -1, False
+    return i + 1, False
+
+
+@_inline
+def _label(
+    buf: _Buf, i: int, n: int, meta: np.ndarray, uniq0: int, nu: int, last: int
+) -> tuple[int, int, int]:
+    """The label at ``buf[i]``: (the index after it or -1, its code in the table of
+    distinct labels ``meta[uniq0:]`` (kind, a, b per label: kind 0 a string at
+    ``buf[a:b]``, kind 1 the integer ``a``), the table's new size). The previous
+    example's label (``last``) is tried first: labels come in runs."""
+    c = _at(buf, i)
+    if c == 34:
+        s = i + 1
+        se = _string_end(buf, s, n)
+        if se <= s:  # bad or empty
+            return -1, 0, nu
+        ln = se - s
+        if last >= 0:
+            p = uniq0 + 3 * last
+            if (
+                meta[p] == 0
+                and meta[p + 2] - meta[p + 1] == ln
+                and _same_bytes(buf, meta[p + 1], s, ln)
+            ):
+                return se + 1, last, nu
+        for u in range(min(nu, _MAX_DEDUP)):
+            p = uniq0 + 3 * u
+            if u == last or meta[p] != 0 or meta[p + 2] - meta[p + 1] != ln:
+                continue
+            if _same_bytes(buf, meta[p + 1], s, ln):
+                return se + 1, u, nu
+        p = uniq0 + 3 * nu
+        meta[p] = 0
+        meta[p + 1] = s
+        meta[p + 2] = se
+        return se + 1, nu, nu + 1
+    if c == 45 or (48 <= c <= 57):
+        i, val = _int_label(buf, i, n)
+        if i < 0:
+            return -1, 0, nu
+        for u in range(min(nu, _MAX_DEDUP)):
+            p = uniq0 + 3 * u
+            if meta[p] == 1 and meta[p + 1] == val:
+                return i, u, nu
+        p = uniq0 + 3 * nu
+        meta[p] = 1
+        meta[p + 1] = val
+        meta[p + 2] = 0
+        return i, nu, nu + 1
+    return -1, 0, nu
+
+
 @_kernel
 def _scan(
     buf: _Buf,
@@ -524,18 +616,8 @@ def _scan(
     have_examples = False
     rows = 0
     while True:
-        i = _ws(buf, i, n)
-        if i >= n or _at(buf, i) != 34:
-            return fail
-        ke = _string_end(buf, i + 1, n)
-        if ke < 0:
-            return fail
-        key = _key(buf, i + 1, ke)
-        i = _ws(buf, ke + 1, n)
-        if i >= n or _at(buf, i) != 58:
-            return fail
-        i = _ws(buf, i + 1, n)
-        if i >= n:
+        key, i = _member(buf, _ws(buf, i, n), n)
+        if i < 0:
             return fail
         if key == _K_MODEL:
             if have_model or _at(buf, i) != 34:
@@ -563,18 +645,8 @@ def _scan(
                 have_x = False
                 have_y = False
                 while True:  # one key per iteration
-                    i = _ws(buf, i, n)
-                    if i >= n or _at(buf, i) != 34:
-                        return fail
-                    ke = _string_end(buf, i + 1, n)
-                    if ke < 0:
-                        return fail
-                    key = _key(buf, i + 1, ke)
-                    i = _ws(buf, ke + 1, n)
-                    if i >= n or _at(buf, i) != 58:
-                        return fail
-                    i = _ws(buf, i + 1, n)
-                    if i >= n:
+                    key, i = _member(buf, _ws(buf, i, n), n)
+                    if i < 0:
                         return fail
                     if key == _K_X:
                         if have_x or _at(buf, i) != 91:
@@ -605,82 +677,18 @@ def _scan(
                         if have_y:
                             return fail
                         have_y = True
-                        c = _at(buf, i)
-                        if c == 34:
-                            s = i + 1
-                            se = _string_end(buf, s, n)
-                            if se <= s:  # bad or empty
-                                return fail
-                            i = se + 1
-                            ln = se - s
-                            code = -1
-                            # the previous example's label first, then the others
-                            if last >= 0:
-                                p = uniq0 + 3 * last
-                                if meta[p] == 0 and meta[p + 2] - meta[p + 1] == ln:
-                                    a = meta[p + 1]
-                                    same = True
-                                    for t in range(ln):
-                                        if _at(buf, a + t) != _at(buf, s + t):
-                                            same = False
-                                            break
-                                    if same:
-                                        code = last
-                            if code < 0:
-                                for u in range(min(nu, _MAX_DEDUP)):
-                                    p = uniq0 + 3 * u
-                                    if u == last or meta[p] != 0:
-                                        continue
-                                    if meta[p + 2] - meta[p + 1] != ln:
-                                        continue
-                                    a = meta[p + 1]
-                                    same = True
-                                    for t in range(ln):
-                                        if _at(buf, a + t) != _at(buf, s + t):
-                                            same = False
-                                            break
-                                    if same:
-                                        code = u
-                                        break
-                            if code < 0:
-                                p = uniq0 + 3 * nu
-                                meta[p] = 0
-                                meta[p + 1] = s
-                                meta[p + 2] = se
-                                code = nu
-                                nu += 1
-                        elif c == 45 or (48 <= c <= 57):
-                            i, val = _int_label(buf, i, n)
-                            if i < 0:
-                                return fail
-                            code = -1
-                            for u in range(min(nu, _MAX_DEDUP)):
-                                p = uniq0 + 3 * u
-                                if meta[p] == 1 and meta[p + 1] == val:
-                                    code = u
-                                    break
-                            if code < 0:
-                                p = uniq0 + 3 * nu
-                                meta[p] = 1
-                                meta[p + 1] = val
-                                meta[p + 2] = 0
-                                code = nu
-                                nu += 1
-                        else:
+                        i, code, nu = _label(buf, i, n, meta, uniq0, nu, last)
+                        if i < 0:
                             return fail
                         meta[codes0 + rows] = code
                         last = code
                     else:
                         return fail
-                    i = _ws(buf, i, n)
-                    if i >= n:
+                    i, closed = _after_member(buf, i, n)
+                    if i < 0:
                         return fail
-                    c = _at(buf, i)
-                    i += 1
-                    if c == 125:  # }
+                    if closed:
                         break
-                    if c != 44:
-                        return fail
                 if not (have_x and have_y):
                     return fail
                 rows += 1
@@ -696,15 +704,11 @@ def _scan(
                 i = _ws(buf, i + 1, n)
         else:
             return fail
-        i = _ws(buf, i, n)
-        if i >= n:
+        i, closed = _after_member(buf, i, n)
+        if i < 0:
             return fail
-        c = _at(buf, i)
-        i += 1
-        if c == 125:
+        if closed:
             break
-        if c != 44:
-            return fail
     if not (have_model and have_examples):
         return fail
     if _ws(buf, i, n) != n:

@@ -49,18 +49,19 @@ from service.models.fast_json import (
     _K_MODEL,
     _K_X,
     _K_Y,
-    _MAX_DEDUP,
     _U1,
     _U32,
     _UM32,
+    _after_member,
     _at,
     _decode,
     _decoded,
     _inline,
-    _int_label,
     _kernel,
-    _key,
+    _label,
+    _member,
     _number,
+    _same_bytes,
     _string_end,
     _ws,
 )
@@ -245,14 +246,6 @@ def _sparse_index(buf: _Buf, s: int, e: int, dim: int) -> int:
     return v if v < dim else -1
 
 
-@_inline
-def _same_bytes(buf: _Buf, a: int, b: int, ln: int) -> bool:
-    for t in range(ln):  # noqa: SIM110 - a loop numba compiles well
-        if _at(buf, a + t) != _at(buf, b + t):
-            return False
-    return True
-
-
 @_kernel
 def _scan(
     buf: _Buf,
@@ -299,18 +292,8 @@ def _scan(
     have_examples = False
     rows = 0
     while True:
-        i = _ws(buf, i, n)
-        if i >= n or _at(buf, i) != 34:
-            return fail
-        ke = _string_end(buf, i + 1, n)
-        if ke < 0:
-            return fail
-        key = _key(buf, i + 1, ke)
-        i = _ws(buf, ke + 1, n)
-        if i >= n or _at(buf, i) != 58:
-            return fail
-        i = _ws(buf, i + 1, n)
-        if i >= n:
+        key, i = _member(buf, _ws(buf, i, n), n)
+        if i < 0:
             return fail
         if key == _K_MODEL:
             if have_model or _at(buf, i) != 34:
@@ -338,18 +321,8 @@ def _scan(
                 have_x = False
                 have_y = False
                 while True:  # one key of the example per iteration
-                    i = _ws(buf, i, n)
-                    if i >= n or _at(buf, i) != 34:
-                        return fail
-                    ke = _string_end(buf, i + 1, n)
-                    if ke < 0:
-                        return fail
-                    key = _key(buf, i + 1, ke)
-                    i = _ws(buf, ke + 1, n)
-                    if i >= n or _at(buf, i) != 58:
-                        return fail
-                    i = _ws(buf, i + 1, n)
-                    if i >= n:
+                    key, i = _member(buf, _ws(buf, i, n), n)
+                    if i < 0:
                         return fail
                     if key == _K_X:
                         if have_x or _at(buf, i) != 123:
@@ -443,73 +416,18 @@ def _scan(
                         if have_y:
                             return fail
                         have_y = True
-                        c = _at(buf, i)
-                        if c == 34:
-                            s = i + 1
-                            se = _string_end(buf, s, n)
-                            if se <= s:  # bad or empty
-                                return fail
-                            i = se + 1
-                            ln = se - s
-                            code = -1
-                            # the previous example's label first, then the others
-                            if last >= 0:
-                                p = uniq0 + 3 * last
-                                if (
-                                    meta[p] == 0
-                                    and meta[p + 2] - meta[p + 1] == ln
-                                    and _same_bytes(buf, meta[p + 1], s, ln)
-                                ):
-                                    code = last
-                            if code < 0:
-                                for u in range(min(nu, _MAX_DEDUP)):
-                                    p = uniq0 + 3 * u
-                                    if u == last or meta[p] != 0:
-                                        continue
-                                    if meta[p + 2] - meta[p + 1] != ln:
-                                        continue
-                                    if _same_bytes(buf, meta[p + 1], s, ln):
-                                        code = u
-                                        break
-                            if code < 0:
-                                p = uniq0 + 3 * nu
-                                meta[p] = 0
-                                meta[p + 1] = s
-                                meta[p + 2] = se
-                                code = nu
-                                nu += 1
-                        elif c == 45 or (48 <= c <= 57):
-                            i, val = _int_label(buf, i, n)
-                            if i < 0:
-                                return fail
-                            code = -1
-                            for u in range(min(nu, _MAX_DEDUP)):
-                                p = uniq0 + 3 * u
-                                if meta[p] == 1 and meta[p + 1] == val:
-                                    code = u
-                                    break
-                            if code < 0:
-                                p = uniq0 + 3 * nu
-                                meta[p] = 1
-                                meta[p + 1] = val
-                                meta[p + 2] = 0
-                                code = nu
-                                nu += 1
-                        else:
+                        i, code, nu = _label(buf, i, n, meta, uniq0, nu, last)
+                        if i < 0:
                             return fail
                         meta[rows] = code
                         last = code
                     else:
                         return fail
-                    i = _ws(buf, i, n)
-                    if i >= n:
+                    i, closed = _after_member(buf, i, n)
+                    if i < 0:
                         return fail
-                    c = _at(buf, i)
-                    i += 1
-                    if c == 125:  # }
+                    if closed:
                         break
-                    if c != 44:
-                        return fail
                 if not (have_x and have_y):
                     return fail
                 rows += 1
@@ -525,15 +443,11 @@ def _scan(
                 i = _ws(buf, i + 1, n)
         else:
             return fail
-        i = _ws(buf, i, n)
-        if i >= n:
+        i, closed = _after_member(buf, i, n)
+        if i < 0:
             return fail
-        c = _at(buf, i)
-        i += 1
-        if c == 125:
+        if closed:
             break
-        if c != 44:
-            return fail
     if not (have_model and have_examples):
         return fail
     if _ws(buf, i, n) != n:
