@@ -362,9 +362,13 @@ def main() -> None:
             for name, p, reqs, n in scenarios:
                 res = load(p, reqs, args.connections, args.duration)
                 rounds.setdefault(name, []).append(summarise(name, res, n))
+        time.sleep(3.0)  # let the checkpoints the last scenarios triggered finish
         stall = checkpoint_stall(port, args.checkpoints)
         # The same on the embedded store (SQLite under a temporary --data-dir), started
-        # only now so it never competes with the throughput runs.
+        # only now and alone, so it never competes with the other servers.
+        for proc in procs:
+            stop_process(proc)
+        procs.clear()
         sqlite_env = {k: v for k, v in env.items() if k != "LEARNSERVE_REDIS_URL"}
         sqlite_env["LEARNSERVE_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-sqlite-")
         sqlite_port = free_port()
