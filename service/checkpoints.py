@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from service import metrics as M
 from service.model_handle import ModelHandle, pack_checkpoint
+from service.settings import Settings
 from service.store.base import ModelNotFound, StoreUnavailable
 
 if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
@@ -62,11 +63,21 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
         h.checkpointing = False
     h.checkpoint_position = position
     h.checkpoint_at = time.time()
+    h.checkpoint_done = time.monotonic()
     h.next_time_checkpoint = time.monotonic() + registry.settings.checkpoint_every_seconds
     M.CHECKPOINT_DURATION.labels(h.name).observe(time.perf_counter() - t0)
     M.CHECKPOINT_AGE.labels(h.name).set(0.0)
     log.info("checkpoint of %r at position %d (%d bytes)", h.name, position, len(blob))
     return True
+
+
+def count_due(settings: Settings, h: ModelHandle) -> bool:
+    """``checkpoint_every_updates`` entries since the last checkpoint, and at least
+    ``checkpoint_min_interval_seconds`` since this process wrote one."""
+    return (
+        h.version - h.checkpoint_position >= settings.checkpoint_every_updates
+        and time.monotonic() - h.checkpoint_done >= settings.checkpoint_min_interval_seconds
+    )
 
 
 async def periodic(registry: Registry) -> None:
@@ -77,9 +88,12 @@ async def periodic(registry: Registry) -> None:
             continue
         if h.checkpoint_at is not None:
             M.CHECKPOINT_AGE.labels(h.name).set(max(0.0, time.time() - h.checkpoint_at))
-        if now >= h.next_time_checkpoint:
+        timed = now >= h.next_time_checkpoint
+        if timed:
             h.next_time_checkpoint = now + registry.settings.checkpoint_every_seconds
-            if h.version > h.checkpoint_position and not h.checkpointing:
-                registry.spawn(checkpoint(registry, h))
+        # A count-triggered one held back by the minimum interval is taken here.
+        due = timed or count_due(registry.settings, h)
+        if due and h.version > h.checkpoint_position and not h.checkpointing:
+            registry.spawn(checkpoint(registry, h))
         last = await registry.store.last_position(h.name)
         M.LOG_LAG.labels(h.name).set(max(0, last - h.version))

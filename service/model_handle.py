@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import math
 import os
 import random
 import struct
@@ -98,6 +99,7 @@ class ModelHandle:
         self._digest: tuple[int, ModelAdapter, str] | None = None
         self.checkpoint_position = 0
         self.checkpoint_at: float | None = None
+        self.checkpoint_done = -math.inf  # time.monotonic() of the last checkpoint written here
         self.checkpointing = False
         self._advanced: asyncio.Event | None = None  # set when the version moves on
         self.next_time_checkpoint = time.monotonic() + settings.checkpoint_every_seconds * (

@@ -437,8 +437,7 @@ class Registry:
 
     # ------------------------------------------------------------ checkpoints
     def _maybe_checkpoint(self, h: ModelHandle) -> None:
-        due = h.version - h.checkpoint_position >= self.settings.checkpoint_every_updates
-        if due and not h.checkpointing:
+        if checkpoints.count_due(self.settings, h) and not h.checkpointing:
             self.spawn(self.checkpoint(h))
 
     def spawn(self, coro: Any) -> None:
