@@ -736,25 +736,22 @@ def _decode(b: bytes) -> str | None:
     return s
 
 
-def scan_dense_examples(raw: bytes, dim: int, max_examples: int) -> DenseExamples | None:
-    """The body's model, ``(n, dim)`` float64 matrix and labels, or ``None`` when
-    ``raw`` is not exactly the supported shape (see the module docstring)."""
-    size = len(raw)
-    if size < 20 or dim < 0 or max_examples < 1:
-        return None
-    # every example takes > 8 bytes, every value a digit and a separator
-    rcap = min(max_examples, size // 8 + 1)
-    xrows = min(rcap, size // (2 * dim) + 1) if dim else rcap
-    X = np.empty(xrows * dim, np.float64)
-    # the label table: scratch kept per thread (read before the next call)
+def label_scratch(rcap: int) -> np.ndarray:
+    """The scanners' label table for up to ``rcap`` examples: a per-thread scratch array
+    (read before the thread's next scan), fresh when too small or a very big body's."""
     meta = getattr(_scratch, "meta", None)
     if meta is None or len(meta) < 4 * rcap:
         meta = np.empty(4 * max(rcap, 64), np.int64)
         if rcap <= 4096:
             _scratch.meta = meta
-    rows, ms, me, nu = _scan(raw, dim, max_examples, xrows, X, meta)
-    if rows <= 0:
-        return None
+    return meta
+
+
+def model_and_labels(
+    raw: bytes, meta: np.ndarray, rows: int, ms: int, me: int, nu: int
+) -> tuple[str, list[str | int]] | None:
+    """The model name ``raw[ms:me]`` and the ``rows`` labels a scanner's table
+    ``meta`` describes (see ``_scan``), decoded; ``None`` for invalid UTF-8."""
     b = raw[ms:me]
     model = _decoded.get(b) or _decode(b)
     if model is None:
@@ -773,6 +770,27 @@ def scan_dense_examples(raw: bytes, dim: int, max_examples: int) -> DenseExample
             uniq.append(spec[k + 1])
     # one distinct label: no per-example lookup
     labels = uniq * rows if nu == 1 else list(map(uniq.__getitem__, meta[:rows].tolist()))
+    return model, labels
+
+
+def scan_dense_examples(raw: bytes, dim: int, max_examples: int) -> DenseExamples | None:
+    """The body's model, ``(n, dim)`` float64 matrix and labels, or ``None`` when
+    ``raw`` is not exactly the supported shape (see the module docstring)."""
+    size = len(raw)
+    if size < 20 or dim < 0 or max_examples < 1:
+        return None
+    # every example takes > 8 bytes, every value a digit and a separator
+    rcap = min(max_examples, size // 8 + 1)
+    xrows = min(rcap, size // (2 * dim) + 1) if dim else rcap
+    X = np.empty(xrows * dim, np.float64)
+    meta = label_scratch(rcap)
+    rows, ms, me, nu = _scan(raw, dim, max_examples, xrows, X, meta)
+    if rows <= 0:
+        return None
+    named = model_and_labels(raw, meta, rows, ms, me, nu)
+    if named is None:
+        return None
+    model, labels = named
     return _new_dense(DenseExamples, (model, X[: rows * dim].reshape(rows, dim), labels))
 
 

@@ -54,8 +54,6 @@ from service.models.fast_json import (
     _UM32,
     _after_member,
     _at,
-    _decode,
-    _decoded,
     _inline,
     _kernel,
     _label,
@@ -64,6 +62,8 @@ from service.models.fast_json import (
     _same_bytes,
     _string_end,
     _ws,
+    label_scratch,
+    model_and_labels,
 )
 
 __all__ = ["murmurhash3_32_nb", "scan_map_examples", "warmup"]
@@ -501,11 +501,7 @@ def scan_map_examples(
     indptr = np.empty(rcap + 1, np.int64)
     indices = np.empty(cap, np.int64)
     values = np.empty(cap, np.float64)
-    meta = getattr(_scratch, "meta", None)
-    if meta is None or len(meta) < 4 * rcap:
-        meta = np.empty(4 * max(rcap, 64), np.int64)
-        if rcap <= 4096:
-            _scratch.meta = meta
+    meta = label_scratch(rcap)
     rowkeys, tstamp, tpos, stamp0 = _table(rowcap)
     rows, nnz, ms, me, nu = _scan(
         raw, hashed, dim, max_examples, max_features,
@@ -515,23 +511,10 @@ def scan_map_examples(
         _scratch.stamp = stamp0 + rcap + 1
     if rows <= 0:
         return None
-    b = raw[ms:me]
-    model = _decoded.get(b) or _decode(b)
-    if model is None:
+    named = model_and_labels(raw, meta, rows, ms, me, nu)
+    if named is None:
         return None
-    rc = len(meta) // 4
-    spec = meta[rc : rc + 3 * nu].tolist()
-    uniq: list[str | int] = []
-    for k in range(0, 3 * nu, 3):
-        if spec[k] == 0:
-            b = raw[spec[k + 1] : spec[k + 2]]
-            y = _decoded.get(b) or _decode(b)
-            if y is None:
-                return None
-            uniq.append(y)
-        else:
-            uniq.append(spec[k + 1])
-    labels = uniq * rows if nu == 1 else list(map(uniq.__getitem__, meta[:rows].tolist()))
+    model, labels = named
     ip, ix, vs = _canonical_rows(indptr[: rows + 1].copy(), indices[:nnz], values[:nnz])
     return model, Batch(ip, ix, vs, dim), labels
 
