@@ -7,7 +7,8 @@ every per-model Lua script touches one slot only)::
     ls:{NAME}:gen       string  random id given at creation (new after delete + create)
     ls:{NAME}:seq       string  last log position ever handed out (survives trimming)
     ls:{NAME}:log       stream  entry id "<position>-0", field p = payload
-    ls:{NAME}:ckpt      hash    position, created_at, blob (written by one script)
+    ls:{NAME}:ckpt      hash    position, created_at, token, chunks (switched by one script)
+    ls:{NAME}:ckptdata  hash    "<token>:<i>" -> the i-th 1 MB chunk of that checkpoint
     ls:{NAME}:art       hash    "<version>" -> artifact blob
     ls:{NAME}:artmeta   hash    "<version>" -> JSON metadata, "last", "active"
     ls:{NAME}:idem      hash    idempotency key -> "<position> <n> <payload hash> <gen>"
@@ -139,16 +140,34 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('UNLINK', unpack(KEYS))
 return 1
 """
-# KEYS: config, ckpt, gen   ARGV: position, blob, created_at[, generation]
-#   ->  1 written, 0 older, -1 no model, -2 the model is of another generation
+# KEYS: config, ckpt, gen, ckptdata   ARGV: position, token, chunks, created_at[, generation]
+#   ->  1 switched, 0 older, -1 no model, -2 another generation, -3 a chunk is missing
+# The chunks were written beforehand under the new token; this switches the checkpoint
+# to them and drops the previous one's (and those of writers of older positions that
+# died before switching: their tokens start with that older position).
 _CKPT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if ARGV[4] and (redis.call('GET', KEYS[3]) or '') ~= ARGV[4] then return -2 end
+if ARGV[5] and (redis.call('GET', KEYS[3]) or '') ~= ARGV[5] then return -2 end
+local pos = tonumber(ARGV[1])
 local cur = redis.call('HGET', KEYS[2], 'position')
-if cur and tonumber(cur) > tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[2], 'position', ARGV[1], 'blob', ARGV[2], 'created_at', ARGV[3])
+if cur and tonumber(cur) > pos then return 0 end
+local n = tonumber(ARGV[3])
+for i = 0, n - 1 do
+  if redis.call('HEXISTS', KEYS[4], ARGV[2] .. ':' .. i) == 0 then return -3 end
+end
+redis.call('HDEL', KEYS[2], 'blob')
+redis.call('HSET', KEYS[2], 'position', ARGV[1], 'token', ARGV[2], 'chunks', ARGV[3],
+           'created_at', ARGV[4])
+for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
+  local fpos = tonumber(string.match(f, '^(%d+)%.'))
+  if string.sub(f, 1, #ARGV[2] + 1) ~= ARGV[2] .. ':' and (fpos == nil or fpos <= pos) then
+    redis.call('HDEL', KEYS[4], f)
+  end
+end
 return 1
 """
+_CKPT_CHUNK = 1 << 20  # bytes per checkpoint chunk: one HSET each, so no single command
+# holds Redis for more than ~1 ms (a 16 MB value in one command held it for tens of ms)
 # KEYS: config, art, artmeta   ARGV: blob, meta JSON  ->  version, or -1 if no model
 _ADD_ART = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
@@ -195,7 +214,18 @@ def _keys(name: str) -> dict[str, str]:
     p = f"ls:{{{name}}}:"
     return {
         k: p + k
-        for k in ("config", "seq", "log", "ckpt", "art", "artmeta", "gen", "idem", "idemexp")
+        for k in (
+            "config",
+            "seq",
+            "log",
+            "ckpt",
+            "ckptdata",
+            "art",
+            "artmeta",
+            "gen",
+            "idem",
+            "idemexp",
+        )
     }
 
 
@@ -589,16 +619,49 @@ class RedisStore(Store):
         data = memoryview(blob).cast("B")
         _check_size("checkpoint", data)
         k = _keys(name)
-        args: list[Any] = [int(position), data, repr(time.time())]
-        if generation is not None:
-            args.append(generation)
-        await self._script(_CKPT, [k["config"], k["ckpt"], k["gen"]], args)
+        # Chunks first, one command each (other clients' commands run in between), under
+        # a token of this write; then one script switches the checkpoint to them.
+        token = f"{int(position)}.{secrets.token_hex(6)}"
+        chunks = [data[o : o + _CKPT_CHUNK] for o in range(0, data.nbytes, _CKPT_CHUNK)]
+        try:
+            for i, chunk in enumerate(chunks):
+                await self._call(
+                    functools.partial(self.r.hset, k["ckptdata"], f"{token}:{i}", chunk)
+                )
+            args: list[Any] = [int(position), token, len(chunks), repr(time.time())]
+            if generation is not None:
+                args.append(generation)
+            keys = [k["config"], k["ckpt"], k["gen"], k["ckptdata"]]
+            switched = await self._script(_CKPT, keys, args)
+        except BaseException:
+            await self._drop_chunks(k["ckptdata"], token, len(chunks))
+            raise
+        if switched != 1:  # older, deleted, re-created: nothing refers to the chunks
+            await self._drop_chunks(k["ckptdata"], token, len(chunks))
+
+    async def _drop_chunks(self, key: str, token: str, n: int) -> None:
+        if n:
+            with contextlib.suppress(Exception):  # best effort: the next switch sweeps them
+                await self.r.hdel(key, *(f"{token}:{i}" for i in range(n)))
 
     async def get_checkpoint(self, name: str) -> Checkpoint | None:
-        h: Any = await self._call(lambda: self.r.hgetall(_keys(name)["ckpt"]))
-        if not h:
-            return None
-        return Checkpoint(int(h[b"position"]), bytes(h[b"blob"]), float(h[b"created_at"]))
+        k = _keys(name)
+        for _ in range(5):
+            h: Any = await self._call(lambda: self.r.hgetall(k["ckpt"]))
+            if not h:
+                return None
+            if b"blob" in h:  # written whole, by an earlier learnserve
+                return Checkpoint(int(h[b"position"]), bytes(h[b"blob"]), float(h[b"created_at"]))
+            token, n = h[b"token"].decode(), int(h[b"chunks"])
+            fields = [f"{token}:{i}" for i in range(n)]
+            parts: Any = []
+            if n:
+                parts = await self._call(functools.partial(self.r.hmget, k["ckptdata"], fields))
+            if all(p is not None for p in parts):
+                blob = b"".join(parts)
+                return Checkpoint(int(h[b"position"]), blob, float(h[b"created_at"]))
+            # a newer checkpoint was switched in between the two reads: read again
+        raise StoreUnavailable(f"redis {self._where()}: checkpoint of {name!r} kept changing")
 
     # ------------------------------------------------------------------ artifacts
     async def add_artifact(self, name: str, blob: bytes, kind: str, checksum: str) -> int:
