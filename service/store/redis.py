@@ -646,7 +646,9 @@ class RedisStore(Store):
 
     async def get_checkpoint(self, name: str) -> Checkpoint | None:
         k = _keys(name)
-        for _ in range(5):
+        # A read fails only if a switch lands between its two commands; checkpoints of
+        # one model are seconds apart, so a handful of tries is plenty.
+        for _ in range(50):
             h: Any = await self._call(lambda: self.r.hgetall(k["ckpt"]))
             if not h:
                 return None
