@@ -63,6 +63,7 @@ from redis import exceptions as rex
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from service.store import redis_scripts as scripts
 from service.store.base import (
     ArtifactVersion,
     Checkpoint,
@@ -83,106 +84,8 @@ T = TypeVar("T")
 MODELS_KEY = "ls:{catalog}:models"
 EPOCH_KEY = "ls:{catalog}:epoch"
 
-# KEYS: config, seq, log   ARGV: payload  ->  position, or -1 if the model is missing
-_APPEND = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local pos = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
-return pos
-"""
-# KEYS: config, seq, log, idem, idemexp, gen   ARGV: payload, key, hash, n, ttl ms
-#   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
-# Expired records are dropped first (at most 100 per call; any left over are ignored
-# by their score). Both idem keys expire with the last record to expire, so a model that stops
-# sending keys leaves nothing behind. A record of another generation (a model deleted
-# by an older learnserve that did not know these keys) counts as absent.
-_APPEND_ONCE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[5])
-local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
-if #old > 0 then
-  redis.call('HDEL', KEYS[4], unpack(old))
-  redis.call('ZREM', KEYS[5], unpack(old))
-end
-local gen = redis.call('GET', KEYS[6]) or ''
-local rec = redis.call('HGET', KEYS[4], ARGV[2])
-if rec then
-  local exp = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[2]) or '0')
-  local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
-  if exp > now and rgen == gen then return {0, rec} end
-end
-local pos = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
-redis.call('HSET', KEYS[4], ARGV[2], string.format('%d %s %s %s', pos, ARGV[4], ARGV[3], gen))
-redis.call('ZADD', KEYS[5], now + ttl, ARGV[2])
-local last = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[4], last[2])
-redis.call('PEXPIREAT', KEYS[5], last[2])
-return {1, pos}
-"""
-# KEYS: config, gen   ARGV: canonical config, generation
-#   ->  1 created, 0 equal, else the existing config
-_CREATE = """
-local cur = redis.call('GET', KEYS[1])
-if not cur then
-  redis.call('SET', KEYS[1], ARGV[1])
-  redis.call('SET', KEYS[2], ARGV[2])
-  return 1
-end
-if cur == ARGV[1] then return 0 end
-return cur
-"""
-# KEYS: config, seq, log, ckpt, art, artmeta, gen, idem, idemexp  ->  1 deleted, 0 absent
-_DELETE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('UNLINK', unpack(KEYS))
-return 1
-"""
-# KEYS: config, ckpt, gen, ckptdata   ARGV: position, token, chunks, created_at[, generation]
-#   ->  1 switched, 0 older, -1 no model, -2 another generation, -3 a chunk is missing
-# The chunks were written beforehand under the new token; this switches the checkpoint
-# to them and drops the previous one's (and those of writers of older positions that
-# died before switching: their tokens start with that older position).
-_CKPT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if ARGV[5] and (redis.call('GET', KEYS[3]) or '') ~= ARGV[5] then return -2 end
-local pos = tonumber(ARGV[1])
-local cur = redis.call('HGET', KEYS[2], 'position')
-if cur and tonumber(cur) > pos then return 0 end
-local n = tonumber(ARGV[3])
-for i = 0, n - 1 do
-  if redis.call('HEXISTS', KEYS[4], ARGV[2] .. ':' .. i) == 0 then return -3 end
-end
-redis.call('HDEL', KEYS[2], 'blob')
-redis.call('HSET', KEYS[2], 'position', ARGV[1], 'token', ARGV[2], 'chunks', ARGV[3],
-           'created_at', ARGV[4])
-for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
-  local fpos = tonumber(string.match(f, '^(%d+)%.'))
-  if string.sub(f, 1, #ARGV[2] + 1) ~= ARGV[2] .. ':' and (fpos == nil or fpos <= pos) then
-    redis.call('HDEL', KEYS[4], f)
-  end
-end
-return 1
-"""
 _CKPT_CHUNK = 1 << 20  # bytes per checkpoint chunk: one HSET each, so no single command
 # holds Redis for more than ~1 ms (a 16 MB value in one command held it for tens of ms)
-# KEYS: config, art, artmeta   ARGV: blob, meta JSON  ->  version, or -1 if no model
-_ADD_ART = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local v = redis.call('HINCRBY', KEYS[3], 'last', 1)
-redis.call('HSET', KEYS[2], v, ARGV[1])
-redis.call('HSET', KEYS[3], v, ARGV[2], 'active', v)
-return v
-"""
-# KEYS: config, artmeta   ARGV: version  ->  1 ok, -1 no model, -2 no such version
-_SET_ACTIVE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return -2 end
-redis.call('HSET', KEYS[2], 'active', ARGV[1])
-return 1
-"""
 
 # Errors meaning "Redis is not usable right now" rather than "you sent something wrong".
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
@@ -361,7 +264,9 @@ class RedisStore(Store):
     async def create_model(self, name: str, config: dict[str, Any]) -> bool:
         text = canonical_config(config)
         k = _keys(validate_name(name))
-        res = await self._script(_CREATE, [k["config"], k["gen"]], [text, secrets.token_hex(8)])
+        res = await self._script(
+            scripts.CREATE, [k["config"], k["gen"]], [text, secrets.token_hex(8)]
+        )
         if res == 1 or res == 0:
             # Index after the config: a crash in between leaves a model missing from
             # the index, which the next create_model (equal config) repairs.
@@ -434,7 +339,7 @@ class RedisStore(Store):
 
     async def delete_model(self, name: str) -> bool:
         k = _keys(name)
-        existed = await self._script(_DELETE, list(k.values()), []) == 1
+        existed = await self._script(scripts.DELETE, list(k.values()), []) == 1
 
         async def unindex() -> None:
             async with self.r.pipeline(transaction=False) as p:
@@ -500,7 +405,7 @@ class RedisStore(Store):
         async with self.r.pipeline(transaction=False) as p:
             for name, payload, _ in batch:
                 k = _keys(name)
-                p.eval(_APPEND, 3, k["config"], k["seq"], k["log"], payload)
+                p.eval(scripts.APPEND, 3, k["config"], k["seq"], k["log"], payload)
             if self.waitaof:
                 # WAITAOF covers the earlier writes of *this connection*, i.e. the
                 # whole pipeline: one fsync wait for the group.
@@ -541,7 +446,7 @@ class RedisStore(Store):
 
         async def run() -> Any:
             async with self.r.pipeline(transaction=False) as p:
-                p.eval(_APPEND_ONCE, len(keys), *keys, *args)
+                p.eval(scripts.APPEND_ONCE, len(keys), *keys, *args)
                 if self.waitaof:
                     p.execute_command("WAITAOF", 1, 0, int(self.waitaof_timeout * 1000))
                 return await p.execute(raise_on_error=True)
@@ -632,7 +537,7 @@ class RedisStore(Store):
             if generation is not None:
                 args.append(generation)
             keys = [k["config"], k["ckpt"], k["gen"], k["ckptdata"]]
-            switched = await self._script(_CKPT, keys, args)
+            switched = await self._script(scripts.CKPT, keys, args)
         except BaseException:
             await self._drop_chunks(k["ckptdata"], token, len(chunks))
             raise
@@ -672,7 +577,9 @@ class RedisStore(Store):
         meta = json.dumps(
             {"size": len(blob), "checksum": checksum, "created_at": time.time(), "kind": kind}
         )
-        v = await self._script(_ADD_ART, [k["config"], k["art"], k["artmeta"]], [bytes(blob), meta])
+        v = await self._script(
+            scripts.ADD_ART, [k["config"], k["art"], k["artmeta"]], [bytes(blob), meta]
+        )
         if v == -1:
             raise ModelNotFound(name)
         await self._bump_epoch()
@@ -699,7 +606,7 @@ class RedisStore(Store):
 
     async def set_active_version(self, name: str, version: int) -> None:
         k = _keys(name)
-        res = await self._script(_SET_ACTIVE, [k["config"], k["artmeta"]], [int(version)])
+        res = await self._script(scripts.SET_ACTIVE, [k["config"], k["artmeta"]], [int(version)])
         if res == -1:
             raise ModelNotFound(name)
         if res == -2:

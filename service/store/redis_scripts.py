@@ -1,0 +1,104 @@
+"""The Lua scripts of :class:`service.store.redis.RedisStore`, one per atomic step.
+
+Each runs on the keys of one model (one ``{name}`` hash-tag slot) and is named by
+what it does; the comment above each gives its KEYS, ARGV and results.
+"""
+
+# KEYS: config, seq, log   ARGV: payload  ->  position, or -1 if the model is missing
+APPEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local pos = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
+return pos
+"""
+# KEYS: config, seq, log, idem, idemexp, gen   ARGV: payload, key, hash, n, ttl ms
+#   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
+# Expired records are dropped first (at most 100 per call; any left over are ignored
+# by their score). Both idem keys expire with the last record to expire, so a model that stops
+# sending keys leaves nothing behind. A record of another generation (a model deleted
+# by an older learnserve that did not know these keys) counts as absent.
+APPEND_ONCE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[5])
+local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
+if #old > 0 then
+  redis.call('HDEL', KEYS[4], unpack(old))
+  redis.call('ZREM', KEYS[5], unpack(old))
+end
+local gen = redis.call('GET', KEYS[6]) or ''
+local rec = redis.call('HGET', KEYS[4], ARGV[2])
+if rec then
+  local exp = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[2]) or '0')
+  local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
+  if exp > now and rgen == gen then return {0, rec} end
+end
+local pos = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[2], string.format('%d %s %s %s', pos, ARGV[4], ARGV[3], gen))
+redis.call('ZADD', KEYS[5], now + ttl, ARGV[2])
+local last = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[4], last[2])
+redis.call('PEXPIREAT', KEYS[5], last[2])
+return {1, pos}
+"""
+# KEYS: config, gen   ARGV: canonical config, generation
+#   ->  1 created, 0 equal, else the existing config
+CREATE = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[2], ARGV[2])
+  return 1
+end
+if cur == ARGV[1] then return 0 end
+return cur
+"""
+# KEYS: config, seq, log, ckpt, art, artmeta, gen, idem, idemexp  ->  1 deleted, 0 absent
+DELETE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('UNLINK', unpack(KEYS))
+return 1
+"""
+# KEYS: config, ckpt, gen, ckptdata   ARGV: position, token, chunks, created_at[, generation]
+#   ->  1 switched, 0 older, -1 no model, -2 another generation, -3 a chunk is missing
+# The chunks were written beforehand under the new token; this switches the checkpoint
+# to them and drops the previous one's (and those of writers of older positions that
+# died before switching: their tokens start with that older position).
+CKPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if ARGV[5] and (redis.call('GET', KEYS[3]) or '') ~= ARGV[5] then return -2 end
+local pos = tonumber(ARGV[1])
+local cur = redis.call('HGET', KEYS[2], 'position')
+if cur and tonumber(cur) > pos then return 0 end
+local n = tonumber(ARGV[3])
+for i = 0, n - 1 do
+  if redis.call('HEXISTS', KEYS[4], ARGV[2] .. ':' .. i) == 0 then return -3 end
+end
+redis.call('HDEL', KEYS[2], 'blob')
+redis.call('HSET', KEYS[2], 'position', ARGV[1], 'token', ARGV[2], 'chunks', ARGV[3],
+           'created_at', ARGV[4])
+for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
+  local fpos = tonumber(string.match(f, '^(%d+)%.'))
+  if string.sub(f, 1, #ARGV[2] + 1) ~= ARGV[2] .. ':' and (fpos == nil or fpos <= pos) then
+    redis.call('HDEL', KEYS[4], f)
+  end
+end
+return 1
+"""
+# KEYS: config, art, artmeta   ARGV: blob, meta JSON  ->  version, or -1 if no model
+ADD_ART = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local v = redis.call('HINCRBY', KEYS[3], 'last', 1)
+redis.call('HSET', KEYS[2], v, ARGV[1])
+redis.call('HSET', KEYS[3], v, ARGV[2], 'active', v)
+return v
+"""
+# KEYS: config, artmeta   ARGV: version  ->  1 ok, -1 no model, -2 no such version
+SET_ACTIVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return -2 end
+redis.call('HSET', KEYS[2], 'active', ARGV[1])
+return 1
+"""
