@@ -533,6 +533,21 @@ def _after_member(buf: _Buf, i: int, n: int) -> tuple[int, bool]:
 
 
 @_inline
+def _after_element(buf: _Buf, i: int, n: int) -> tuple[int, bool]:
+    """After an array element: (the index of the next element, past the ``,`` and
+    whitespace, or past the ``]``; whether it was the closing bracket), or (-1, False)."""
+    i = _ws(buf, i, n)
+    if i >= n:
+        return -1, False
+    c = _at(buf, i)
+    if c == 93:  # ]
+        return i + 1, True
+    if c != 44:
+        return -1, False
+    return _ws(buf, i + 1, n), False
+
+
+@_inline
 def _label(
     buf: _Buf, i: int, n: int, meta: np.ndarray, uniq0: int, nu: int, last: int
 ) -> tuple[int, int, int]:
@@ -692,16 +707,11 @@ def _scan(
                 if not (have_x and have_y):
                     return fail
                 rows += 1
-                i = _ws(buf, i, n)
-                if i >= n:
+                i, closed = _after_element(buf, i, n)
+                if i < 0:
                     return fail
-                c = _at(buf, i)
-                if c == 93:  # ]
-                    i += 1
+                if closed:
                     break
-                if c != 44:
-                    return fail
-                i = _ws(buf, i + 1, n)
         else:
             return fail
         i, closed = _after_member(buf, i, n)

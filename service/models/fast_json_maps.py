@@ -52,6 +52,7 @@ from service.models.fast_json import (
     _U1,
     _U32,
     _UM32,
+    _after_element,
     _after_member,
     _at,
     _inline,
@@ -431,16 +432,11 @@ def _scan(
                 if not (have_x and have_y):
                     return fail
                 rows += 1
-                i = _ws(buf, i, n)
-                if i >= n:
+                i, closed = _after_element(buf, i, n)
+                if i < 0:
                     return fail
-                c = _at(buf, i)
-                if c == 93:  # ]
-                    i += 1
+                if closed:
                     break
-                if c != 44:
-                    return fail
-                i = _ws(buf, i + 1, n)
         else:
             return fail
         i, closed = _after_member(buf, i, n)
