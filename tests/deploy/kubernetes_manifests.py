@@ -49,7 +49,9 @@ def render(overlay: str) -> list[Obj]:
 
 
 def one(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
-    found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    found = [
+        o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
     assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
     return found[0]
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from typing import Any
 
 import pytest
 
+from tests.deploy.conftest import REPO
 from tests.deploy.kubernetes_manifests import (
+    KUBERNETES,
     OVERLAYS,
     Obj,
     container,
@@ -240,7 +243,7 @@ def test_pods_spread_over_nodes_and_zones(objs: list[Obj]) -> None:
 # ------------------------------------------------------------------ settings per overlay
 
 
-EXPECTED = {
+EXPECTED: dict[str, dict[str, Any]] = {
     "redis": {"host": "redis-master:6379/", "password_secret": "redis", "extra": {}},
     "redis-cluster": {
         "host": "redis-cluster:6379/",
@@ -296,3 +299,15 @@ def test_settings_are_accepted_by_the_service(
     settings = Settings()
     assert settings.redis_url == env["LEARNSERVE_REDIS_URL"]
     assert settings.port == int(env["LEARNSERVE_PORT"]) and settings.workers >= 1
+
+
+def test_readme_lists_every_overlay_and_object() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Deploy on Kubernetes", 1)[1].split("\n## ", 1)[0]
+    on_disk = {p.name for p in (KUBERNETES / "overlays").iterdir() if p.is_dir()}
+    assert set(OVERLAYS) == on_disk
+    assert set(re.findall(r"^\| `overlays/([a-z-]+)` \|", section, flags=re.M)) == on_disk
+    assert "kubectl apply -k deploy/kubernetes/overlays/redis" in section
+    kinds = {o["kind"] for o in render("redis")}
+    described = set(re.findall(r"^\| ([A-Za-z]+)\b", section, flags=re.M))
+    assert kinds <= described, f"objects the README does not describe: {kinds - described}"
