@@ -21,6 +21,7 @@ from tests.deploy.kubernetes_manifests import (
     KUBERNETES,
     OVERLAYS,
     Obj,
+    alert_rules,
     container,
     dockerfile_env,
     every,
@@ -155,11 +156,17 @@ def test_service_monitor_scrapes_each_pod_once_by_port_name(objs: list[Obj]) -> 
         if selects(monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
     ]
     # two Services over the same pods would scrape (and count) every pod twice
-    assert [s["metadata"]["name"] for s in chosen] == ["learnserve"]
+    assert [s["metadata"]["name"] for s in chosen] == ["learnserve-peers"]
+    # pods that are not ready (e.g. restoring while Redis is down) are scraped too
+    assert chosen[0]["spec"]["publishNotReadyAddresses"] is True
     names = {p["name"] for p in chosen[0]["spec"]["ports"]}
     for endpoint in monitor["spec"]["endpoints"]:
         assert endpoint["port"] in names
         assert endpoint["path"] == "/metrics"
+    # the job label the alert rules select on (up{job="learnserve"})
+    job = chosen[0]["metadata"]["labels"][monitor["spec"]["jobLabel"]]
+    assert job == "learnserve"
+    assert any('up{job="learnserve"}' in r["expr"] for r in alert_rules(objs))
 
 
 def test_probes_hit_the_health_routes_on_the_served_port(objs: list[Obj]) -> None:
