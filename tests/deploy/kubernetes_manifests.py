@@ -42,9 +42,11 @@ def _render(directory: str) -> tuple[Obj, ...]:
     return tuple(d for d in yaml.safe_load_all(run.stdout) if d)
 
 
-def render(overlay: str) -> list[Obj]:
-    """The objects of one overlay, as `kubectl apply -k` would send them (fresh copies)."""
-    objs = _render(str(KUBERNETES / "overlays" / overlay))
+def render(overlay: str | Path) -> list[Obj]:
+    """The objects of one overlay (a name under overlays/, or a directory), as
+    `kubectl apply -k` would send them (fresh copies)."""
+    directory = overlay if isinstance(overlay, Path) else KUBERNETES / "overlays" / overlay
+    objs = _render(str(directory))
     return [yaml.safe_load(yaml.safe_dump(o)) for o in objs]
 
 

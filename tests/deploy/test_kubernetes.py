@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -285,6 +286,29 @@ def test_sharded_keeps_a_copy_of_every_model_through_a_disruption() -> None:
     hpa = one(objs, "HorizontalPodAutoscaler")
     pdb = one(objs, "PodDisruptionBudget")
     assert hpa["spec"]["minReplicas"] - pdb["spec"]["maxUnavailable"] >= copies
+
+
+def test_sharded_component_composes_with_the_cluster_overlay(tmp_path: Path) -> None:
+    """components/sharded on overlays/redis-cluster, as README says: both sets of settings."""
+    relative = {
+        key: os.path.relpath(KUBERNETES / sub, tmp_path)
+        for key, sub in (
+            ("resources", "overlays/redis-cluster"),
+            ("components", "components/sharded"),
+        )
+    }
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources: [{relative['resources']}]\ncomponents: [{relative['components']}]\n"
+    )
+    objs = render(tmp_path)
+    env = settings_env(objs)
+    assert env["LEARNSERVE_REDIS_CLUSTER"] == "true"
+    assert env["LEARNSERVE_OWNERSHIP"] == "sharded"
+    assert "@redis-cluster:6379/" in env["LEARNSERVE_REDIS_URL"]
+    assert one(objs, "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 3
+    for obj in objs:
+        if obj["kind"] not in CRD_KINDS:
+            validate_builtin(obj, kubernetes_versions()[-1])
 
 
 def test_settings_are_accepted_by_the_service(
