@@ -7,14 +7,17 @@ groups offline; the metric names are checked against service/metrics.py.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
+from tests.deploy.conftest import running_service
 from tests.deploy.kubernetes_manifests import (
     Obj,
     alert_rules,
@@ -24,7 +27,9 @@ from tests.deploy.kubernetes_manifests import (
     promql_metric_names,
     render,
     repo_file,
+    settings_env,
 )
+from tests.service.procs import RedisServer
 
 # Scraped by a default kube-prometheus-stack, not by the service: name -> who exports it.
 EXTERNAL = {
@@ -237,3 +242,30 @@ def test_alert_fires_only_when_it_should(case: str, tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+# ------------------------------------------------------------------ against the service
+
+
+def test_the_pod_settings_serve_probes_and_metrics_without_a_key(
+    deploy_redis: RedisServer, tmp_path: Path
+) -> None:
+    """The service, started with the rendered ConfigMap's settings (production, API keys
+    on) and a real Redis, answers the probes and the keyless scrape, and exposes the
+    learnserve metrics the rules read."""
+    env = {k: v for k, v in settings_env(render("redis")).items() if k.startswith("LEARNSERVE_")}
+    env = {k: v for k, v in env.items() if not v.startswith("<")}  # Secrets, downward API
+    env.pop("LEARNSERVE_REDIS_URL")
+    env["LEARNSERVE_API_KEYS"] = "ops=predict+update+admin"
+    # a long timeout: the first start in a checkout compiles the numba kernels
+    data = tmp_path / "data"
+    with running_service(data, redis_url=deploy_redis.url, env=env, timeout=600) as url:
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert httpx.get(url + path, timeout=10).status_code == 200, path
+        assert httpx.post(url + "/update", json={}, timeout=10).status_code == 401
+        served = httpx.get(url + "/metrics", timeout=10).text
+    helped = set(re.findall(r"^# HELP (\w+) ", served, flags=re.M))
+    used = set().union(*(promql_metric_names(r["expr"]) for r in alert_rules(render("redis"))))
+    for name in {n for n in used if n.startswith("learnserve_")} - FUTURE:
+        family = re.sub(r"_(bucket|sum|count)$", "", name)  # a histogram's HELP names it
+        assert family in helped, f"{name} is not on the scraped /metrics"
