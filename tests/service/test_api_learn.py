@@ -157,7 +157,7 @@ GOOD = {"x": [1.0, 2.0, 3.0, 4.0], "y": "+1"}
         ([{"y": "+1"}], "examples[0].x", "required"),
         ([GOOD, [1, 2, 3, 4]], "examples[1]", "object"),
         ([], "examples", "empty"),
-        ([{"x": [], "y": "+1"}], "examples[0].x", "no features"),
+        ([{"x": [], "y": "+1"}], "examples[0].x", "has 0 values, expected 4"),
     ],
 )  # fmt: skip
 def test_update_rejects_bad_examples_and_changes_nothing(
