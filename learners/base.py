@@ -37,9 +37,9 @@ def check_label(label: Any, location: str) -> Label:
     if t is str:
         if not label:
             raise FeatureError(location, "label must not be empty")
-        return label  # type: ignore[no-any-return]
+        return label
     if t is int:
-        return label  # type: ignore[no-any-return]
+        return label
     if isinstance(label, np.integer):
         return int(label)
     if isinstance(label, float | np.floating):

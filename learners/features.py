@@ -480,7 +480,9 @@ class FeatureSpec:
                     f"must be a list of {dim} numbers for dense features, got {type(row).__name__}",
                 )
             if len(row) != dim:
-                raise FeatureError(f"{where}[{i}].{field}", f"has {len(row)} values, expected {dim}")
+                raise FeatureError(
+                    f"{where}[{i}].{field}", f"has {len(row)} values, expected {dim}"
+                )
         # Without a dtype numpy keeps strings as strings ("3" must not become 3.0)
         # and gives an object array for ragged or mixed rows; only an all-number
         # matrix comes out as float or int.

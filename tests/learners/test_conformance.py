@@ -275,7 +275,9 @@ def test_examples_with_no_features(case: ConformanceCase) -> None:
     m, s = _trained(case)
     probe = _encode(s)
     classifier = isinstance(m, LinearClassifier)
-    before = [a.copy() for a in (m.state().mu, m.state().sigma) if a is not None] if classifier else []
+    before = (
+        [a.copy() for a in (m.state().mu, m.state().sigma) if a is not None] if classifier else []
+    )
     units = s.units()[:3]
     zs = Stream([{} for u in units for _ in u.rows], [t for u in units for t in u.targets],
                 None if s.groups is None else [len(u.rows) for u in units])  # fmt: skip

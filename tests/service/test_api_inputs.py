@@ -78,7 +78,11 @@ def test_examples_with_no_features_learn_predict_and_count(
     # a batch of nothing but zero vectors, on a fresh model: labels learned, weights 0
     for raw in bodies(name, [{"x": ZERO[kind], "y": "a"}, {"x": ZERO[kind], "y": "b"}]):
         assert post(client, "/update", raw).status_code == 200
-    examples = [{"x": ONE[kind], "y": "a"}, {"x": ZERO[kind], "y": "b"}, {"x": ZERO[kind], "y": "a"}]
+    examples = [
+        {"x": ONE[kind], "y": "a"},
+        {"x": ZERO[kind], "y": "b"},
+        {"x": ZERO[kind], "y": "a"},
+    ]
     for raw in bodies(name, examples):
         r = post(client, "/update", raw)
         assert r.status_code == 200 and r.json()["applied"] == 3, r.text
@@ -125,7 +129,9 @@ def test_labels_whose_json_keys_clash_are_refused(client: httpx.Client) -> None:
         for raw in bodies(name, [{"x": ONE[kind], "y": -1.0}, {"x": ZERO[kind], "y": "-1"}]):
             refused(post(client, "/update", raw), "examples[1].y", "clashes")
         assert info(client, name)["labels"] == []
-        assert post(client, "/update", bodies(name, [{"x": ONE[kind], "y": 7}])[0]).status_code == 200
+        assert (
+            post(client, "/update", bodies(name, [{"x": ONE[kind], "y": 7}])[0]).status_code == 200
+        )
         before = info(client, name)["state_digest"]
         for raw in bodies(name, [{"x": ONE[kind], "y": "x"}, {"x": ONE[kind], "y": "7"}]):
             refused(post(client, "/update", raw), "examples[1].y", "already knows")
@@ -145,7 +151,9 @@ def test_sparse_keys_must_be_canonical_decimal(client: httpx.Client, key: str) -
     for raw in bodies(name, [{"x": {key: 1.0}, "y": "a"}]):
         refused(post(client, "/update", raw), field, "canonical decimal")
     assert info(client, name)["state_digest"] == before
-    assert post(client, "/update", bodies(name, [{"x": {"0": 1.0}, "y": "a"}])[0]).status_code == 200
+    assert (
+        post(client, "/update", bodies(name, [{"x": {"0": 1.0}, "y": "a"}])[0]).status_code == 200
+    )
     r = client.post("/predict", json={"model": name, "instances": [{"x": {key: 1.0}}]})
     refused(r, f"instances[0].x[{json.dumps(key, ensure_ascii=False)}]", "canonical decimal")
 
