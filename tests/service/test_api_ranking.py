@@ -102,7 +102,7 @@ def test_sparse_fast_path_is_spec_encode_bit_for_bit() -> None:
     spec = FeatureSpec.sparse(DIM)
     rows_sets: list[list[Any]] = [
         [{"3": 1.0, "1": 2}, {"0": -0.0, "11": 5e-324}, {"2": 1}],  # unsorted keys
-        [{"1": 1.0, "01": 2.0, "5": 3}, {"4": 1.5}],  # "1" and "01" are one feature: summed
+        [{"1": 1.0, 1: 2.0, "5": 3}, {"4": 1.5}],  # "1" and 1 (from Python): summed
         [{"0": 1.0, "1": 2.0}, {"0": 3.0}, {"7": 1.0, "9": 0.0}],  # sorted: no re-sort
     ]
     for rows in rows_sets:
@@ -114,7 +114,7 @@ def test_sparse_fast_path_is_spec_encode_bit_for_bit() -> None:
         assert fast.values.view(np.uint64).tolist() == ref.values.view(np.uint64).tolist()
     odd: list[Any]
     for odd in ([{"1": True}], [{"1": "2"}], [{"12": 1.0}], [{"-1": 1.0}], [{"a": 1}], [{}],
-                [[1.0]], [{"1": None}]):  # fmt: skip
+                [[1.0]], [{"1": None}], [{"01": 1.0}], [{" 1": 1.0}]):  # fmt: skip
         assert sparse_rows(spec, odd, 20) is None  # the checked path names the problem
     assert sparse_rows(spec, [{str(j): 1.0 for j in range(5)}], 4) is None  # too many
 
