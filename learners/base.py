@@ -18,15 +18,42 @@ from learners.features import Batch
 Label = str | int
 
 
+# A float label is taken as the integer it equals below this magnitude: every integer
+# there is a double, so the float names exactly one integer.
+MAX_FLOAT_LABEL = 2**53
+
+
 def check_label(label: Any, location: str) -> Label:
-    """A label is a string or an integer (not a bool, not a float)."""
+    """The label as a model keeps it: a non-empty string or an integer.
+
+    Files give labels as floats (``load_svmlight_file``, CSV readers: ``1.0``,
+    ``-1.0``): a float (or numpy integer) equal to an integer of magnitude below
+    2**53 is that integer (``1.0`` -> ``1``); any other float (``1.5``, ``1e300``,
+    NaN) and a bool are refused.
+    """
     from learners.features import FeatureError
 
+    t = type(label)
+    if t is str:
+        if not label:
+            raise FeatureError(location, "label must not be empty")
+        return label
+    if t is int:
+        return label
+    if isinstance(label, np.integer):
+        return int(label)
+    if isinstance(label, float | np.floating):
+        f = float(label)
+        if f.is_integer() and abs(f) < MAX_FLOAT_LABEL:
+            return int(f)
+        raise FeatureError(
+            location,
+            "label must be a string or an integer (a float only when it is a whole "
+            f"number below 2**53 in magnitude, e.g. 1.0), got {label!r}",
+        )
     if isinstance(label, bool) or not isinstance(label, str | int):
         raise FeatureError(location, f"label must be a string or an integer, got {label!r}")
-    if isinstance(label, str) and not label:
-        raise FeatureError(location, "label must not be empty")
-    return label
+    return label  # an int or str subclass
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ __all__ = [
     "FeatureError",
     "FeatureSpec",
     "murmurhash3_32",
+    "sparse_index",
 ]
 
 FeatureKind = Literal["dense", "sparse", "hashed"]
@@ -227,21 +228,36 @@ _NUMBER_TYPES = frozenset({int, float})
 _HASHED_VALUE_TYPES = frozenset({int, float, str})
 
 
-# index key (a JSON object key is a string) -> int(key): vocabularies repeat, and a
-# dict lookup is a fraction of int()'s parse. Cleared when it grows past the bound.
+# index key (a JSON object key is a string) -> sparse_index(key): vocabularies repeat,
+# and a dict lookup is a fraction of the parse. Cleared when it grows past the bound.
 _INDEX_OF: dict[Any, int] = {}
 _INDEX_CACHE_MAX = 1 << 18
 
 
+def sparse_index(key: Any) -> int:
+    """The feature index a sparse key names: an ``int`` (not a bool) as is, or a string
+    in canonical decimal (ASCII digits, no sign, space, underscore or leading zero but
+    ``"0"``); ``ValueError`` for anything else. Stricter than ``int()``, which reads
+    ``" 1"``, ``"+1"``, ``"01"``, ``"1_0"`` and ``"٣"`` as numbers: two spellings of one
+    index would be two keys of one JSON object, and a client sending them has a bug."""
+    if type(key) is str:
+        if key.isascii() and key.isdigit() and (key[0] != "0" or len(key) == 1):
+            return int(key)
+    elif isinstance(key, int | np.integer) and not isinstance(key, bool):
+        return int(key)
+    raise ValueError(f"not a canonical feature index: {key!r}")
+
+
 def _sparse_indices(keys: list[Any]) -> np.ndarray:
-    """``[int(k) for k in keys]`` as int64 (raises as ``int`` does)."""
+    """``[sparse_index(k) for k in keys]`` as int64 (raises as it does, or OverflowError)."""
     try:
         return np.fromiter(map(_INDEX_OF.__getitem__, keys), np.int64, count=len(keys))
     except KeyError:  # a new key: parse them all, then remember them
-        idx = np.fromiter(map(int, keys), np.int64, count=len(keys))
+        idx = np.fromiter(map(sparse_index, keys), np.int64, count=len(keys))
     if len(_INDEX_OF) > _INDEX_CACHE_MAX:
         _INDEX_OF.clear()
-    _INDEX_OF.update(zip(keys, idx.tolist(), strict=True))
+    # string keys only: an int key would also answer for True and 1.0 (equal, same hash)
+    _INDEX_OF.update((k, j) for k, j in zip(keys, idx.tolist(), strict=True) if type(k) is str)
     return idx
 
 
@@ -281,10 +297,14 @@ class FeatureSpec:
 
     - ``dense``: each example is a list of exactly ``dim`` numbers.
     - ``sparse``: each example is ``{index: value}`` with ``0 <= index < dim``
-      (JSON object keys are strings; integer keys are accepted from Python).
+      (JSON object keys are strings, in canonical decimal: :func:`sparse_index`;
+      integer keys are accepted from Python).
     - ``hashed``: each example is ``{name: number | string}``; hashed into
       ``2**bits`` dimensions. Sparse-style integer-keyed maps are not special here:
       every key is a name.
+
+    An empty map (sparse, hashed) is the zero vector, as a dense row of zeros is:
+    real data sets (LIBSVM's w8a) hold such rows.
     """
 
     kind: FeatureKind
@@ -356,7 +376,7 @@ class FeatureSpec:
         if set(map(type, rows)) != {dict}:
             return None
         lens = list(map(len, rows))
-        if not min(lens) or (max_features is not None and max(lens) > max_features):
+        if max_features is not None and max(lens) > max_features:
             return None
         vals = list(chain.from_iterable(map(dict.values, rows)))
         kinds = set(map(type, vals))  # bool is its own type: never a number here
@@ -365,7 +385,7 @@ class FeatureSpec:
                 if not kinds <= _NUMBER_TYPES:
                     return None
                 idx = _sparse_indices(list(chain.from_iterable(rows)))
-                if idx.min() < 0 or idx.max() >= self.dim:
+                if idx.size and (idx.min() < 0 or idx.max() >= self.dim):
                     return None
             else:
                 if not kinds <= _HASHED_VALUE_TYPES:
@@ -406,8 +426,6 @@ class FeatureSpec:
                     f"must be an object of {'name' if hashed else 'index'}: value pairs "
                     f"for {self.kind} features, got {type(row).__name__}",
                 )
-            if not row:
-                raise FeatureError(loc, "example has no features")
             if max_features is not None and len(row) > max_features:
                 raise FeatureError(loc, f"{len(row)} features exceed the limit of {max_features}")
             if hashed:
@@ -425,15 +443,14 @@ class FeatureSpec:
     ) -> None:
         dim = self.dim
         for key, v in row.items():
-            if isinstance(key, int) and not isinstance(key, bool):
-                j = key
-            else:
-                try:
-                    j = int(key)
-                except (TypeError, ValueError):
-                    raise FeatureError(
-                        f"{loc}[{_fmt_key(key)}]", "feature index is not an integer"
-                    ) from None
+            try:
+                j = sparse_index(key)
+            except ValueError:
+                raise FeatureError(
+                    f"{loc}[{_fmt_key(key)}]",
+                    "feature index is not an integer in canonical decimal "
+                    "(digits 0-9 only: no sign, space, underscore or leading zero)",
+                ) from None
             if not 0 <= j < dim:
                 raise FeatureError(
                     f"{loc}[{_fmt_key(key)}]", f"feature index {j} is outside [0, {dim})"
@@ -464,10 +481,7 @@ class FeatureSpec:
                 )
             if len(row) != dim:
                 raise FeatureError(
-                    f"{where}[{i}].{field}",
-                    "example has no features"
-                    if len(row) == 0
-                    else f"has {len(row)} values, expected {dim}",
+                    f"{where}[{i}].{field}", f"has {len(row)} values, expected {dim}"
                 )
         # Without a dtype numpy keeps strings as strings ("3" must not become 3.0)
         # and gives an object array for ragged or mixed rows; only an all-number

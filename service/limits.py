@@ -152,7 +152,8 @@ def optional_int(body: Mapping[str, Any], key: str, minimum: int = 0) -> int | N
 
 
 def items_field(items: list[Any], where: str, key: str) -> list[Any]:
-    """``[item[key] for item in items]``, each item an object having ``key``."""
+    """``[item[key] for item in items]``, each item an object having ``key`` and no other
+    field (a field the service would silently ignore is a client's mistake)."""
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -163,6 +164,10 @@ def items_field(items: list[Any], where: str, key: str) -> list[Any]:
             out.append(item[key])
         except KeyError:
             raise invalid(f"{where}[{i}].{key}: field required", f"{where}[{i}].{key}") from None
+        if len(item) != 1:
+            extra = next(k for k in item if k != key)
+            loc = f"{where}[{i}].{extra}"
+            raise invalid(f"{loc}: unknown field (an item has only {key!r})", loc)
     return out
 
 

@@ -1,7 +1,8 @@
 """Label validation and coding for the linear classifiers.
 
-Labels are strings or integers (``learners.base.check_label``); a model numbers
-them in order of first appearance. Three paths, all giving the same codes:
+Labels are strings or integers (``learners.base.check_label``; a float that is a
+whole number, as files give labels, is that integer); a model numbers them in
+order of first appearance. Three paths, all giving the same codes:
 
 - a short list (≤ ``SMALL`` labels, e.g. one HTTP request) of known labels is one
   dict lookup per label: converting it to an array costs more;
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from learners.base import Label, check_label
+from learners.base import MAX_FLOAT_LABEL, Label, check_label
 from learners.linear import _kernels as K
 
 SMALL = 16  # up to this many listed labels, dict lookups beat converting to an array
@@ -60,8 +61,10 @@ def label_codes(
             raise ValueError(f"labels: must be 1-dimensional, got shape {labels.shape}")
         if labels.dtype.kind in "iu":
             arr = labels
-        elif labels.dtype.kind in "bfc" and len(labels):
-            check_label(labels[0].item(), "labels[0]")  # names the first (float/bool) value
+        elif labels.dtype.kind == "f":
+            arr = _integral_floats(labels)
+        elif labels.dtype.kind in "bc" and len(labels):
+            check_label(labels[0].item(), "labels[0]")  # names the first (bool/complex) value
         else:
             labels = labels.tolist()
     elif not isinstance(labels, Sequence) or isinstance(labels, str | bytes):
@@ -80,8 +83,9 @@ def label_codes(
             except OverflowError:
                 arr = None
         if arr is None and (not types <= {str, int} or "" in set(labels)):
-            for i, lab in enumerate(labels):  # slow path, only to name the culprit
-                check_label(lab, f"labels[{i}]")
+            # slow path: names the culprit, or turns integral floats (1.0) and numpy
+            # integers into the ints they are
+            labels = [check_label(lab, f"labels[{i}]") for i, lab in enumerate(labels)]
     if arr is not None:
         if arr.dtype == np.int64 or np.can_cast(arr.dtype, np.int64):
             return _int64_codes(
@@ -97,6 +101,18 @@ def label_codes(
         codes[lab] = len(index) + j
     y = np.fromiter(map(codes.__getitem__, labels), dtype=np.int64, count=n)
     return y, new
+
+
+def _integral_floats(labels: np.ndarray) -> np.ndarray:
+    """A float label array (``load_svmlight_file``'s ``y``) as int64 when every value is
+    a whole number below 2**53 in magnitude (``check_label``'s rule); else raises
+    naming the first value that is not."""
+    ok = np.isfinite(labels) & (np.abs(labels) < MAX_FLOAT_LABEL)
+    ok[ok] = labels[ok] == np.trunc(labels[ok])
+    if not ok.all():
+        i = int(np.argmin(ok))
+        check_label(labels[i].item(), f"labels[{i}]")
+    return labels.astype(np.int64)
 
 
 def _known_codes(labels: Sequence[Any], index: dict[Label, int]) -> np.ndarray | None:

@@ -5,11 +5,13 @@ Reads exactly one shape of body::
     {"model": "adult", "examples": [{"x": [0.12345, -1.5, 3], "y": "s"}, {"x": [...], "y": 7}]}
 
 and returns the model name, the ``(n, dim)`` matrix and the labels, bit for bit
-what ``orjson.loads`` + ``np.array(xs, dtype=np.float64)`` would give. Anything
-else (another key, a duplicate key, an escape in a string, a bool/null/float/empty
-label, a number outside the exact fast path, ...) gives ``None`` and the caller
-takes the orjson path, which also words the 4xx errors. The scanner never raises
-on bad input.
+what ``orjson.loads`` + ``np.array(xs, dtype=np.float64)`` would give (a label
+written ``1.0`` as the integer ``1``, as ``learners.base.check_label`` reads it).
+Anything else (another key, a duplicate key, an escape in a string, a
+bool/null/empty label, a float label other than a whole number written ``1.0``, a
+number outside the exact fast path, ...) gives ``None`` and the caller takes the
+orjson path, which also words the 4xx errors. The scanner never raises on bad
+input.
 
 Numbers are converted with Clinger's fast path when it applies (a decimal
 significand ``w`` of at most 2**53 times or divided by an exact power of ten, at
@@ -436,10 +438,14 @@ def _number(buf: _Buf, i: int, n: int) -> tuple[int, float]:
     return i, (-v if neg else v)
 
 
+_TWO53 = 2**53
+
+
 @_inline
 def _int_label(buf: _Buf, i: int, n: int) -> tuple[int, int]:
-    """A JSON integer label within int64 at ``_at(buf, i)``: (index after it, value),
-    or (-1, 0) (malformed, a fraction/exponent, or out of range)."""
+    """A JSON integer label within int64 at ``_at(buf, i)``, or a whole float below 2**53
+    written with a fraction of zeros only (``1.0``): (index after it, value), or (-1, 0)
+    (malformed, another fraction, an exponent, or out of range)."""
     neg = False
     if _at(buf, i) == 45:
         neg = True
@@ -474,6 +480,17 @@ def _int_label(buf: _Buf, i: int, n: int) -> tuple[int, int]:
             return i if _int_end_ok(buf, i, n) else -1, v * 10 + last
     else:
         return -1, 0
+    if i < n and _at(buf, i) == 46:
+        # "1.0", "-3.00": a whole float below 2**53 is that integer (as check_label
+        # reads orjson's float); "1.5", "1.0e0", "1.05" end at _int_end_ok below
+        if v >= _TWO53:
+            return -1, 0
+        j = i + 1
+        while j < n and _at(buf, j) == 48:
+            j += 1
+        if j == i + 1:  # "1." is not JSON
+            return -1, 0
+        i = j
     if not _int_end_ok(buf, i, n):
         return -1, 0
     return i, (-v if neg else v)

@@ -16,14 +16,15 @@ encoder uses) and the labels as orjson reads them.
 
 Anything else gives ``None`` and the caller takes the orjson path, which also words
 the 4xx errors: the dense scanner's shape rules (keys ``model``/``examples`` and
-``x``/``y`` exactly once, ``y`` a non-empty escape-free string or an int64 integer,
-numbers within its exact fast paths), plus: ``x`` not a non-empty object, more than
-``max_features`` entries, a key with an escape, a control character or invalid
+``x``/``y`` exactly once, ``y`` a non-empty escape-free string, an int64 integer or
+a whole float below 2**53 written ``1.0``, numbers within its exact fast paths),
+plus: ``x`` not an object (``{}``, no features, is the zero vector: taken), more
+than ``max_features`` entries, a key with an escape, a control character or invalid
 UTF-8, a key repeated within one ``x`` (orjson keeps the last value), a value that
 is not a finite number or (hashed only) an escape-free string (``true``, ``null``,
-arrays, objects), a sparse key that is not a plain decimal integer in ``[0, dim)``
-(no sign, whitespace, underscore or leading zero: stricter than ``int()``). The
-scanner never raises on bad input.
+arrays, objects), a sparse key that is not a canonical decimal integer in
+``[0, dim)`` (no sign, whitespace, underscore or leading zero: the general path
+refuses those with a 422). The scanner never raises on bad input.
 
 >>> r = scan_map_examples(b'{"model": "m", "examples": [{"x": {"3": 1.5, "1": -2}, "y": "a"}]}',
 ...                       "sparse", 4, 10, 10)
@@ -330,11 +331,12 @@ def _scan(
                             return fail
                         have_x = True
                         i = _ws(buf, i + 1, n)
-                        if i >= n or _at(buf, i) == 125:  # empty x
-                            return fail
+                        empty = i < n and _at(buf, i) == 125  # {}: the zero vector
+                        if empty:
+                            i += 1
                         stamp = stamp0 + rows
                         k = 0  # features of this row so far
-                        while True:  # one feature per iteration
+                        while not empty:  # one feature per iteration (left by break)
                             if i >= n or _at(buf, i) != 34:
                                 return fail
                             if k >= max_features or k >= rowcap or nnz >= cap:

@@ -5,14 +5,17 @@ Config (``PUT /models/{name}``)::
     {"algorithm": "arow", "params": {"r": 1.0},
      "features": {"kind": "dense", "dim": 28}}
 
-Update examples are ``{"x": <features>, "y": <label>}``; labels are strings or
-integers and come back exactly as sent.
+Update examples are ``{"x": <features>, "y": <label>}`` (no other field); labels
+are strings or integers and come back exactly as sent, except that a float equal
+to an integer (``1.0``, as files give labels) is that integer. The labels of a
+model are the keys of each prediction's ``scores``, so ``1`` and ``"1"`` cannot
+both be labels of one model (the answer would hold two equal keys).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -154,7 +157,7 @@ class LinearAdapter(ModelAdapter):
     ) -> tuple[bytes, int]:
         examples = require_list(body, "examples", settings.max_batch_examples)
         xs, labels = split_examples(examples)
-        self._check_label_budget(labels, settings)
+        self._check_labels(labels, settings)
         X = dense_matrix(self.spec, xs, raw)
         if X is not None:
             return encode_dense_payload(X, labels), len(labels)
@@ -176,23 +179,28 @@ class LinearAdapter(ModelAdapter):
             if maps is None:
                 return None
             model, batch, labels = maps
-            self._check_label_budget(labels, settings)
+            self._check_labels(labels, settings)
             return FastUpdate(model, encode_payload(batch, labels, dense=False), len(labels))
         from service.models.fast_json import scan_dense_examples
 
         scanned = scan_dense_examples(raw, self.spec.dim, settings.max_batch_examples)
         if scanned is None:
             return None
-        self._check_label_budget(scanned.labels, settings)
+        self._check_labels(scanned.labels, settings)
         payload = encode_dense_payload(scanned.X, scanned.labels)
         return FastUpdate(scanned.model, payload, len(scanned.labels))
 
-    def _check_label_budget(self, labels: list[Any], settings: Settings) -> None:
-        """Refuse a batch whose new labels would grow the model past the limits.
+    def _check_labels(self, labels: list[Any], settings: Settings) -> None:
+        """Refuse a batch with labels that clash (``1`` and ``"1"``, within the batch or
+        with a known label) or whose new labels would grow the model past the limits.
 
         Reads ``labels_`` without the model lock: a concurrent update can only add
-        labels, so the check may be a little lenient, never wrong the other way."""
+        labels, so the check may be a little lenient, never wrong the other way
+        (``apply`` checks clashes again, against the labels of that moment)."""
         known = self.model.labels_
+        clash = label_clash(labels, known)
+        if clash is not None:
+            raise invalid(clash.message("examples"), f"examples[{clash.row}].y")
         new = set(labels).difference(known)
         if not new:
             return
@@ -224,6 +232,7 @@ class LinearAdapter(ModelAdapter):
 
     def apply(self, payload: bytes) -> UpdateResult:
         batch, meta = decode_payload(payload, self.spec.dim)
+        refuse_label_clash(meta["y"], self.model.labels_)
         return self.model.update(batch, meta["y"])
 
     # ------------------------------------------------------------ read path
@@ -265,12 +274,71 @@ def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any]]:
             raise invalid(
                 f"examples[{i}].{missing}: field required", f"examples[{i}].{missing}"
             ) from None
+        if len(ex) != 2:
+            refuse_unknown_fields(ex, ("x", "y"), f"examples[{i}]")
         t = type(y)
         if not ((t is str and y) or t is int):
-            check_label_api(y, i)  # raises with the example named
+            y = check_label_api(y, i)  # 1.0 -> 1, or raises with the example named
         xs.append(x)
         ys.append(y)
     return xs, ys
+
+
+def refuse_unknown_fields(item: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    """422 naming the first field of ``item`` not in ``known`` (e.g. ``examples[0].weight``):
+    a field the service would silently ignore is a client's mistake (or a feature, such as
+    example weights, it does not have)."""
+    for key in item:
+        if key not in known:
+            loc = f"{where}.{key}"
+            raise invalid(f"{loc}: unknown field (an example has only {list(known)})", loc)
+
+
+class LabelClash(NamedTuple):
+    """``labels[row]`` and ``other`` (a known label, or ``labels[other_row]``) are
+    different labels with the same JSON key (``1`` and ``"1"``)."""
+
+    row: int
+    label: Any
+    other: Any
+    other_row: int | None
+
+    def message(self, where: str) -> str:
+        whose = (
+            "a label the model already knows"
+            if self.other_row is None
+            else f"the label of {where}[{self.other_row}]"
+        )
+        return (
+            f"{where}[{self.row}].y: label {self.label!r} clashes with {self.other!r}, "
+            f"{whose}: both would be the key {str(self.label)!r} of a prediction's "
+            '"scores" (a JSON object), so one model cannot have both'
+        )
+
+
+def label_clash(labels: list[Any], known: list[Any]) -> LabelClash | None:
+    """The first label of ``labels`` (string or int) whose JSON key (``str``) another
+    label, known or earlier in the batch, already has; ``None`` when there is none.
+    Only a batch or model mixing strings and ints can clash (one pass over types)."""
+    types = set(map(type, labels))
+    if len(types) == 1 and (not known or {type(k) for k in known} == types):
+        return None
+    seen: dict[str, tuple[Any, bool]] = {str(k): (k, True) for k in known}  # (label, known)
+    for lab in dict.fromkeys(labels):  # distinct labels, in order of first appearance
+        other, is_known = seen.setdefault(str(lab), (lab, False))
+        if type(other) is not type(lab):  # equal keys, one an int and one a str
+            at = None if is_known else labels.index(other)
+            return LabelClash(labels.index(lab), lab, other, at)
+    return None
+
+
+def refuse_label_clash(labels: list[Any], known: list[Any]) -> None:
+    """``apply``'s check of an entry's labels against the model's at that moment (another
+    worker may have appended a clashing label since this entry was parsed): raises, so
+    every replica skips the entry alike (they hold the same labels at that position)."""
+    clash = label_clash(labels, known)
+    if clash is not None:
+        raise ValueError(clash.message("labels"))
 
 
 def dense_matrix(spec: FeatureSpec, xs: list[Any], raw: bytes) -> np.ndarray | None:

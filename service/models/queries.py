@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from learners.features import Batch, FeatureError, FeatureSpec
+from learners.features import Batch, FeatureError, FeatureSpec, sparse_index
 from service.api.errors import invalid
 from service.limits import require_list, too_large, type_name
 from service.models.linear import dense_matrix
@@ -178,7 +178,7 @@ def sparse_rows(spec: FeatureSpec, xs: list[Any], max_features: int) -> Batch | 
     if not set(map(type, vals)) <= _NUMBERS:  # bool, str, None...: the checked path
         return None
     try:
-        idx = np.array(list(map(int, keys)), dtype=np.int64)  # int(key), as spec.encode
+        idx = np.array(list(map(sparse_index, keys)), dtype=np.int64)  # as spec.encode
         val = np.array(vals, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         return None

@@ -10,6 +10,8 @@ Each learner is one :class:`ConformanceCase` in ``ONLINE_LEARNER_CASES`` below
   leaves the state unchanged;
 - same seed and stream -> same state;
 - unseen features (and, for classifiers, new labels) are learned;
+- an example with no features (the zero vector) is learned without NaN/inf, and
+  leaves a classifier's weights unchanged;
 - the order of features within an example does not matter.
 """
 
@@ -266,3 +268,32 @@ def test_feature_order_does_not_matter(case: ConformanceCase) -> None:
     case.update(a, _encode(s), s)
     case.update(b, _encode(s2), s2)
     assert a.state_digest() == b.state_digest()
+
+
+def test_examples_with_no_features(case: ConformanceCase) -> None:
+    """LIBSVM's w8a holds thousands of all-zero rows: ||x||^2 = 0 must not divide."""
+    m, s = _trained(case)
+    probe = _encode(s)
+    classifier = isinstance(m, LinearClassifier)
+    before = (
+        [a.copy() for a in (m.state().mu, m.state().sigma) if a is not None] if classifier else []
+    )
+    units = s.units()[:3]
+    zs = Stream([{} for u in units for _ in u.rows], [t for u in units for t in u.targets],
+                None if s.groups is None else [len(u.rows) for u in units])  # fmt: skip
+    r = case.update(m, _encode(zs), zs)
+    assert r.applied == len(zs.rows) and np.isfinite(r.loss_sum) and np.isfinite(r.metric_sum)
+    assert np.isfinite(case.predict(m, probe)).all()
+    zero_scores = case.predict(m, _encode(Stream([{}], [s.targets[0]])))
+    assert np.isfinite(zero_scores).all() and not np.any(zero_scores)
+    if classifier:
+        after = [a for a in (m.state().mu, m.state().sigma) if a is not None]
+        assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+    # a zero vector among others: the batch still equals the loop
+    mixed = Stream([{}, *s.rows[:3], {}], [s.targets[0], *s.targets[:3], s.targets[1]],
+                   None if s.groups is None else [2, 3])  # fmt: skip
+    a, b = case.make(DIM), case.make(DIM)
+    case.update(a, _encode(mixed), mixed)
+    for u in mixed.units():
+        case.update(b, _encode(u), u)
+    assert np.array_equal(case.predict(a, probe), case.predict(b, probe))

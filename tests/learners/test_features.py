@@ -67,14 +67,21 @@ def test_dense_rows() -> None:
         (FeatureSpec.sparse(5), [{"1": math.nan}], 'examples[0].x["1"]', "value is NaN"),
         (FeatureSpec.sparse(5), [{"1": math.inf}], 'examples[0].x["1"]', "value is infinite"),
         (FeatureSpec.sparse(5), [{"a": 1.0}], 'examples[0].x["a"]', "not an integer"),
-        (FeatureSpec.sparse(5), [{}], "examples[0].x", "no features"),
+        (FeatureSpec.sparse(5), [{"1": 1.0, " 1": 2.0}], 'examples[0].x[" 1"]', "canonical"),
+        (FeatureSpec.sparse(5), [{"+1": 1.0}], 'examples[0].x["+1"]', "canonical"),
+        (FeatureSpec.sparse(5), [{"01": 1.0}], 'examples[0].x["01"]', "canonical"),
+        (FeatureSpec.sparse(50), [{"1_0": 1.0}], 'examples[0].x["1_0"]', "canonical"),
+        (FeatureSpec.sparse(5), [{"\u0663": 1.0}], 'examples[0].x["\u0663"]', "canonical"),
+        (FeatureSpec.sparse(5), [{"1 ": 1.0}], 'examples[0].x["1 "]', "canonical"),
+        (FeatureSpec.sparse(5), [{"": 1.0}], 'examples[0].x[""]', "canonical"),
+        (FeatureSpec.sparse(5), [{True: 1.0}], "examples[0].x[True]", "canonical"),
+        (FeatureSpec.sparse(5), [{1.0: 1.0}], "examples[0].x[1.0]", "canonical"),
         (FeatureSpec.sparse(5), [[1.0]], "examples[0].x", "must be an object"),
         (FeatureSpec.sparse(5), [{"1": "x"}], 'examples[0].x["1"]', "must be a number"),
         (FeatureSpec.sparse(5), [{"1": True}], 'examples[0].x["1"]', "must be a number"),
         (FeatureSpec.hashed(4), [{"age": math.nan}], 'examples[0].x["age"]', "value is NaN"),
-        (FeatureSpec.hashed(4), [{}], "examples[0].x", "no features"),
         (FeatureSpec.dense(3), [[1.0, 2.0]], "examples[0].x", "has 2 values, expected 3"),
-        (FeatureSpec.dense(3), [[]], "examples[0].x", "no features"),
+        (FeatureSpec.dense(3), [[]], "examples[0].x", "has 0 values, expected 3"),
         (FeatureSpec.dense(2), [[1.0, 2.0], [1.0, math.nan]], "examples[1].x[1]", "value is NaN"),
         (FeatureSpec.dense(2), [[1.0, "a"]], "examples[0].x[1]", "must be a number"),
         (FeatureSpec.dense(2), [[1.0, True]], "examples[0].x[1]", "must be a number"),
@@ -88,6 +95,30 @@ def test_errors_name_example_and_field(spec, rows, location, problem) -> None:
     assert info.value.location == location
     assert problem in info.value.problem
     assert str(info.value).startswith(location + ": ")
+
+
+@pytest.mark.parametrize(
+    "spec", [FeatureSpec.sparse(5), FeatureSpec.hashed(4)], ids=["sparse", "hashed"]
+)
+def test_an_example_with_no_features_is_the_zero_vector(spec: FeatureSpec) -> None:
+    """LIBSVM's w8a holds thousands of all-zero rows: ``{}`` is a row, not an error."""
+    key = "1" if spec.kind == "sparse" else "a"
+    for rows in ([{}], [{}, {key: 2.0}, {}], [{key: 2.0}, {}]):
+        b = spec.encode(rows)
+        assert b.n_rows == len(rows)
+        dense = b.to_dense()
+        assert [bool(r.any()) for r in dense] == [bool(r) for r in rows]
+        assert b.indptr.tolist()[0] == 0 and b.indptr.tolist()[-1] == b.nnz == sum(map(len, rows))
+
+
+def test_canonical_keys_and_int_keys_read_alike() -> None:
+    spec = FeatureSpec.sparse(20)
+    a = spec.encode([{"0": 1.0, "10": 2.0}])
+    b = spec.encode([{0: 1.0, 10: 2.0}])
+    assert a.indices.tolist() == b.indices.tolist() == [0, 10]
+    # a key first seen as canonical and cached is not a licence for its other spellings
+    with pytest.raises(FeatureError, match="canonical"):
+        spec.encode([{"10": 1.0}, {"010": 1.0}])
 
 
 def test_max_features_limit() -> None:

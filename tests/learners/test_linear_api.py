@@ -147,14 +147,14 @@ def test_multiclass_predict_details(cov: str) -> None:
 def test_label_validation_names_the_position() -> None:
     clf = PA(dim=6)
     b = SPEC.encode([{"0": 1.0}, {"1": 1.0}, {"2": 1.0}])
-    bads: list[Any] = [True, 2.0, "", None, b"x"]
+    bads: list[Any] = [True, 2.5, "", None, b"x"]  # (2.0 is the label 2: a whole float)
     for bad in bads:
         with pytest.raises(FeatureError, match=r"labels\[1\]"):
             clf.update(b, ["a", bad, "b"])
     with pytest.raises(ValueError, match="labels: got 2 labels for a batch of 3 examples"):
         clf.update(b, ["a", "b"])
-    with pytest.raises(FeatureError, match="labels\\[0\\]"):
-        clf.update(b, np.array([1.0, 2.0, 1.0]))
+    with pytest.raises(FeatureError, match="labels\\[1\\]"):
+        clf.update(b, np.array([1.0, 2.5, 1.0]))
     with pytest.raises(ValueError, match=r"batch.dim: 7 does not match the model dimension 6"):
         clf.update(FeatureSpec.sparse(7).encode([{"0": 1.0}]), ["a"])
     assert clf.labels_ == [] and clf.n_seen_ == 0
@@ -197,12 +197,17 @@ def test_label_coding_paths_agree() -> None:
                 (y + 5).astype(np.uint64), n, {k + 5: c for k, c in index.items()}
             )
             assert got.tolist() == want[0] and new == [(i, lab + 5) for i, lab in want[1]]
-    # known labels take the dict path; bool/float equal to a known key must not
+    # known labels take the dict path; a bool equal to a known key must not, and a
+    # whole float or numpy integer is read as the int it equals (never kept as such)
     clf = PA(dim=6)
     clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}]), [1, 0])
-    for bad in (True, 1.0, np.int64(1)):
-        with pytest.raises(FeatureError, match=r"labels\[1\]"):
-            clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}]), [0, bad])
+    with pytest.raises(FeatureError, match=r"labels\[1\]"):
+        clf.update(SPEC.encode([{"0": 1.0}, {"1": 1.0}]), [0, True])
+    for same in (1.0, np.int64(1)):
+        got, new = label_codes([0, same], 2, clf._index)
+        assert got.tolist() == [1, 0] and new == []
+    got, new = label_codes([0, 7.0], 2, clf._index)
+    assert new == [(1, 7)] and type(new[0][1]) is int
 
 
 def test_non_finite_weights_reject_the_batch_and_restore_state() -> None:

@@ -96,18 +96,18 @@ def test_update_then_predict_is_bit_exact_with_the_library(client: httpx.Client)
 
 def test_labels_keep_their_json_type(client: httpx.Client) -> None:
     make(client, "ints", {"algorithm": "pa", "features": {"kind": "sparse", "dim": 10}})
-    ex = [{"x": {"1": 1.0}, "y": 1}, {"x": {"2": 1.0}, "y": 0}, {"x": {"3": 1.0}, "y": "0"}]
+    ex = [{"x": {"1": 1.0}, "y": 1}, {"x": {"2": 1.0}, "y": 0}, {"x": {"3": 1.0}, "y": "+0"}]
     assert client.post("/update", json={"model": "ints", "examples": ex}).status_code == 200
     preds = client.post(
         "/predict", json={"model": "ints", "instances": [{"x": {"1": 1.0}}, {"x": {"3": 1.0}}]}
     ).json()["predictions"]
     assert preds[0]["label"] == 1 and isinstance(preds[0]["label"], int)
-    assert preds[1]["label"] == "0"
-    # scores are keyed by label; JSON object keys are strings ("0" int and "0" str collide
-    # only in the keys, never in "label").
+    assert preds[1]["label"] == "+0"
+    # scores are keyed by label; JSON object keys are strings, so 0 and "0" cannot both be
+    # labels of one model (tests/service/test_api_inputs.py)
     assert "1" in preds[0]["scores"]
     labels = client.get("/models/ints").json()["labels"]
-    assert 1 in labels and 0 in labels and "0" in labels
+    assert labels == [1, 0, "+0"]
 
 
 def test_hashed_named_features(client: httpx.Client) -> None:
@@ -157,7 +157,7 @@ GOOD = {"x": [1.0, 2.0, 3.0, 4.0], "y": "+1"}
         ([{"y": "+1"}], "examples[0].x", "required"),
         ([GOOD, [1, 2, 3, 4]], "examples[1]", "object"),
         ([], "examples", "empty"),
-        ([{"x": [], "y": "+1"}], "examples[0].x", "no features"),
+        ([{"x": [], "y": "+1"}], "examples[0].x", "has 0 values, expected 4"),
     ],
 )  # fmt: skip
 def test_update_rejects_bad_examples_and_changes_nothing(

@@ -102,7 +102,7 @@ def test_sparse_fast_path_is_spec_encode_bit_for_bit() -> None:
     spec = FeatureSpec.sparse(DIM)
     rows_sets: list[list[Any]] = [
         [{"3": 1.0, "1": 2}, {"0": -0.0, "11": 5e-324}, {"2": 1}],  # unsorted keys
-        [{"1": 1.0, "01": 2.0, "5": 3}, {"4": 1.5}],  # "1" and "01" are one feature: summed
+        [{"1": 1.0, 1: 2.0, "5": 3}, {"4": 1.5}],  # "1" and 1 (from Python): summed
         [{"0": 1.0, "1": 2.0}, {"0": 3.0}, {"7": 1.0, "9": 0.0}],  # sorted: no re-sort
     ]
     for rows in rows_sets:
@@ -114,7 +114,7 @@ def test_sparse_fast_path_is_spec_encode_bit_for_bit() -> None:
         assert fast.values.view(np.uint64).tolist() == ref.values.view(np.uint64).tolist()
     odd: list[Any]
     for odd in ([{"1": True}], [{"1": "2"}], [{"12": 1.0}], [{"-1": 1.0}], [{"a": 1}], [{}],
-                [[1.0]], [{"1": None}]):  # fmt: skip
+                [[1.0]], [{"1": None}], [{"01": 1.0}], [{" 1": 1.0}]):  # fmt: skip
         assert sparse_rows(spec, odd, 20) is None  # the checked path names the problem
     assert sparse_rows(spec, [{str(j): 1.0 for j in range(5)}], 4) is None  # too many
 
@@ -201,8 +201,8 @@ def test_ranksvm_input_errors_are_named(client: httpx.Client) -> None:
          'queries[1].items[0].x["17"]', "outside [0, 12)"),
         ([q(ok_item), q(ok_item, {"x": {"a": 1.0}, "relevance": 0})], 422,
          'queries[1].items[1].x["a"]', "not an integer"),
-        ([q(ok_item), q(ok_item, {"x": {}, "relevance": 0})], 422,
-         "queries[1].items[1].x", "no features"),
+        ([q(ok_item), q(ok_item, {"x": {"01": 1.0}, "relevance": 0})], 422,
+         'queries[1].items[1].x["01"]', "canonical decimal"),
         ([], 422, "queries", "must not be empty"),
         ([q()], 422, "queries[0].items", "must not be empty"),
         ([q(ok_item), {"qid": "b"}], 422, "queries[1].items", "field required"),

@@ -20,6 +20,11 @@ INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
 
+def label_of(y: Any) -> Any:
+    """The label the general path keeps: a whole float below 2**53 is its integer."""
+    return int(y) if type(y) is float and y.is_integer() and abs(y) < 2**53 else y
+
+
 def reference(raw: bytes, dim: int, max_examples: int) -> tuple[str, np.ndarray, list[Any]]:
     """What the slow path reads, asserting the body has exactly the supported shape."""
     body = orjson.loads(raw)
@@ -31,7 +36,7 @@ def reference(raw: bytes, dim: int, max_examples: int) -> tuple[str, np.ndarray,
         assert type(ex) is dict and set(ex) == {"x", "y"}
         assert type(ex["x"]) is list and len(ex["x"]) == dim
         assert all(type(v) in (int, float) for v in ex["x"])
-        y = ex["y"]
+        y = ex["y"] = label_of(ex["y"])
         assert (type(y) is str and y) or (type(y) is int and INT64_MIN <= y <= INT64_MAX)
     X = np.array([ex["x"] for ex in examples], dtype=np.float64).reshape(len(examples), dim)
     assert np.isfinite(X).all()
@@ -103,7 +108,9 @@ LABELS = ["s", "b", "spam", "é", "中文", "🙂x", "a b", "+1", "-1", "\x7f", 
 
 
 def fmt_label(rng: random.Random) -> str:
-    k = rng.randrange(6)
+    k = rng.randrange(7)
+    if k == 6:  # a whole float label as files give them (1.0, -1.0)
+        return rng.choice(["1.0", "-1.0", "0.0", "-0.0", "3.00", "-42.000"])
     if k < 3:
         return json.dumps(rng.choice(LABELS), ensure_ascii=False)
     if k == 3:
@@ -246,6 +253,11 @@ def test_signed_zeros_and_exact_boundaries() -> None:
         ("922337203685477580", 922337203685477580),
         ("-0", 0),
         ("0", 0),
+        ("1.0", 1),  # a float label as load_svmlight_file gives it: the integer
+        ("-1.0", -1),
+        ("-0.0", 0),
+        ("3.000", 3),
+        ("9007199254740991.0", 2**53 - 1),
         ('"0"', "0"),
         ('"é"', "é"),
     ],
@@ -468,7 +480,11 @@ NONE_CASES = {
     "y null": body_with(y="null"),
     "y float": body_with(y="1.5"),
     "y exponent": body_with(y="1e3"),
-    "y int with .0": body_with(y="1.0"),
+    "y 1.05": body_with(y="1.05"),
+    "y 1.0e0": body_with(y="1.0e0"),
+    "y 1.": body_with(y="1."),
+    "y 2**53 as float": body_with(y="9007199254740992.0"),
+    "y 19 digits as float": body_with(y="1000000000000000000.0"),
     "y empty string": body_with(y='""'),
     "y escaped string": body_with(y='"a\\"b"'),
     "y unicode escape": body_with(y='"\\u00e9"'),

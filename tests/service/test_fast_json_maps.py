@@ -22,6 +22,11 @@ INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
 
+def label_of(y: Any) -> Any:
+    """The label the general path keeps: a whole float below 2**53 is its integer."""
+    return int(y) if type(y) is float and y.is_integer() and abs(y) < 2**53 else y
+
+
 def spec_of(kind: str, dim: int) -> FeatureSpec:
     return FeatureSpec.hashed(dim.bit_length() - 1) if kind == "hashed" else FeatureSpec.sparse(dim)
 
@@ -37,7 +42,7 @@ def reference(
     assert type(examples) is list and 1 <= len(examples) <= max_examples
     for ex in examples:
         assert type(ex) is dict and set(ex) == {"x", "y"}
-        y = ex["y"]
+        y = ex["y"] = label_of(ex["y"])
         assert (type(y) is str and y) or (type(y) is int and INT64_MIN <= y <= INT64_MAX)
     batch = spec_of(kind, dim).encode([ex["x"] for ex in examples], max_features=max_features)
     return body["model"], batch, [ex["y"] for ex in examples]
@@ -102,7 +107,9 @@ def rand_number(rng: random.Random) -> str:
 
 
 def fmt_label(rng: random.Random) -> str:
-    k = rng.randrange(5)
+    k = rng.randrange(6)
+    if k == 5:  # a whole float label as files give them (1.0, -1.0)
+        return rng.choice(["1.0", "-1.0", "0.0", "-0.0", "3.00", "-42.000"])
     if k < 2:
         return json.dumps(rng.choice(["+1", "-1", "spam", "é", "中文"]), ensure_ascii=False)
     if k == 2:
@@ -126,7 +133,7 @@ def build(rng: random.Random, kind: str, dim: int, n: int, nf: int) -> bytes:
 
     examples = []
     for _ in range(n):
-        k = rng.randint(1, nf)
+        k = rng.randint(1, nf) if rng.random() < 0.9 else 0  # 0: no features, x is {}
         if kind == "sparse":
             keys = [str(j) for j in rng.sample(range(dim), min(k, dim))]
             items = [(q(j), rand_number(rng)) for j in keys]
@@ -297,7 +304,6 @@ HASHED_NONE = {
     "missing y": '{"model": "m", "examples": [{"x": {"a": 1}}]}',
     "too many examples": '{"model": "m", "examples": [{"x": {"a": 1}, "y": 1}, '
     '{"x": {"a": 1}, "y": 1}, {"x": {"a": 1}, "y": 1}]}',
-    "empty x": hbody("{}"),
     "x array": hbody("[1, 2]"),
     "x null": hbody("null"),
     "too many features": hbody('{"a": 1, "b": 2, "c": 3, "d": 4}'),
@@ -327,6 +333,8 @@ HASHED_NONE = {
     "number key": hbody("{1: 1}"),
     "y bool": hbody('{"a": 1}', "true"),
     "y float": hbody('{"a": 1}', "1.5"),
+    "y float with exponent": hbody('{"a": 1}', "1.0e0"),
+    "y 2**53 as float": hbody('{"a": 1}', "9007199254740992.0"),
     "y empty": hbody('{"a": 1}', '""'),
     "y escaped": hbody('{"a": 1}', '"\\u00e9"'),
     "y beyond int64": hbody('{"a": 1}', "9223372036854775808"),
@@ -356,10 +364,24 @@ SPARSE_NONE = {
     "bool value": hbody('{"1": true}'),
     "null value": hbody('{"1": null}'),
     "nested": hbody('{"1": {"2": 1}}'),
-    "empty x": hbody("{}"),
     "too many features": hbody('{"0": 1, "1": 2, "2": 3, "3": 4}'),
     "dense x": hbody("[1, 2, 3, 4]"),
 }
+
+
+@pytest.mark.parametrize(("kind", "dim"), [("hashed", 16), ("sparse", 4)])
+def test_examples_with_no_features_are_taken(kind: str, dim: int) -> None:
+    """``{}`` (LIBSVM's all-zero rows) is the zero vector, read as the general path reads it."""
+    key = '"a"' if kind == "hashed" else '"1"'
+    for x in ("{}", "{ }", "{\n}"):
+        raw = (
+            f'{{"model": "m", "examples": [{{"x": {x}, "y": 1.0}}, {{"x": {{{key}: 2}}, "y": -1}}, '
+            f'{{"y": "a", "x": {x}}}]}}'
+        ).encode()
+        got = scan_map_examples(raw, kind, dim, 3, 3)
+        assert got is not None, raw
+        assert got[1].indptr.tolist() == [0, 0, 1, 1] and got[2] == [1, -1, "a"]
+        assert_same(got, raw, kind, dim, 3, 3)
 
 
 def test_good_bodies_accepted() -> None:

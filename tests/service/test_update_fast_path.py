@@ -60,7 +60,7 @@ def test_raw_parse_declines_what_it_cannot_prove_and_checks_the_label_budget() -
     )
     one = b'{"model": "m", "examples": [{"x": [1, 2, 3, 4], "y": 1}]}'
     assert sparse.parse_update_raw(one, SETTINGS) is None
-    for bad in ('{"4": 1}', '{"01": 1}', '{"1": 1, "1": 2}', '{"1": "a"}', "{}"):
+    for bad in ('{"4": 1}', '{"01": 1}', '{"1": 1, "1": 2}', '{"1": "a"}', '{" 1": 1}'):
         raw = b'{"model": "m", "examples": [{"x": ' + bad.encode() + b', "y": 1}]}'
         assert sparse.parse_update_raw(raw, SETTINGS) is None, bad
     many_sparse = [{"x": {"1": 1.0}, "y": f"l{i}"} for i in range(5)]
@@ -138,3 +138,81 @@ def test_service_learns_the_same_through_either_path(tmp_path: Any) -> None:
         a, b = (c.get(f"/models/{n}").json() for n in ("fast", "mixed"))
         assert a["state_digest"] == b["state_digest"]
         assert a["examples_learned"] == b["examples_learned"] == 100
+
+
+def random_example(rng: np.random.Generator, kind: str) -> dict[str, Any]:
+    """One example with the inputs of issue #10 mixed in: no features, whole and other
+    float labels, labels that clash as JSON keys, non-canonical sparse keys, an unknown
+    field."""
+    k = int(rng.integers(0, 4))
+    if kind == "dense":
+        x: Any = [0.0] * 3 if k == 0 else rng.normal(size=3).round(3).tolist()
+    elif kind == "sparse":
+        keys = ["0", "1", "2", "3"] if rng.random() < 0.9 else [" 1", "01", "+2", "\u0663", ""]
+        x = {str(rng.choice(keys)): round(float(rng.normal()), 3) for _ in range(k)}
+    else:
+        x = {f"f{int(rng.integers(0, 9))}": round(float(rng.normal()), 3) for _ in range(k)}
+    y = [1, -1, 2, "a", "1", "-1", 1.0, -1.0, 2.0, 1.5, 0.0][int(rng.integers(0, 11))]
+    ex: dict[str, Any] = {"x": x, "y": y}
+    if rng.random() < 0.05:
+        ex["weight"] = 2
+    if rng.random() < 0.5:
+        ex = {"y": ex.pop("y"), **ex}
+    return ex
+
+
+def outcome(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except ApiError as e:
+        return ("error", e.status, e.code, e.message, e.field)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse", "hashed"])
+def test_new_input_rules_alike_on_both_paths(kind: str) -> None:
+    """A body the scanner takes gives the general path's log entry; a body the general
+    path refuses is declined by the scanner or refused with the very same error."""
+    features = {"dense": {"kind": "dense", "dim": 3}, "sparse": {"kind": "sparse", "dim": 4},
+                "hashed": {"kind": "hashed", "bits": 3}}[kind]  # fmt: skip
+    rng = np.random.default_rng(17 + len(kind))
+    taken = refused = 0
+    for known in ([], [1], ["1", "a"]):
+        a = map_adapter(features)
+        if known:  # labels the model already knows (clashes with them are refused)
+            a.apply(a.parse_update({"examples": [{"x": ZEROS[kind], "y": y} for y in known]},
+                                   SETTINGS)[0])  # fmt: skip
+        for _ in range(150):
+            examples = [random_example(rng, kind) for _ in range(int(rng.integers(1, 4)))]
+            raw = orjson.dumps({"model": "m", "examples": examples})
+            slow = outcome(lambda: a.parse_update(orjson.loads(raw), SETTINGS, raw))
+            fast = outcome(a.parse_update_raw, raw, SETTINGS)
+            if fast is None:
+                continue
+            if isinstance(fast, tuple):  # refused by the scanner's caller
+                assert fast == slow, raw
+                refused += 1
+            else:
+                assert (fast.payload, fast.n) == slow, raw
+                taken += 1
+            if isinstance(slow, tuple) and slow[0] == "error":
+                assert isinstance(fast, tuple), raw
+    assert taken > 50 and refused > 5, (taken, refused)
+
+
+ZEROS: dict[str, Any] = {"dense": [0.0, 0.0, 0.0], "sparse": {}, "hashed": {}}
+
+
+def test_a_label_clash_appended_meanwhile_is_skipped_at_apply() -> None:
+    """Two workers parse against the same (empty) labels; the entry applied second would
+    give the model both 1 and "1": ``apply`` refuses it (every replica alike: they hold
+    the same labels at that position) and leaves the state unchanged."""
+    for features in ({"kind": "dense", "dim": 3}, {"kind": "sparse", "dim": 4}):
+        a = map_adapter(features)
+        x = ZEROS[features["kind"]]
+        first, _ = a.parse_update({"examples": [{"x": x, "y": 1}]}, SETTINGS)
+        second, _ = a.parse_update({"examples": [{"x": x, "y": "b"}, {"x": x, "y": "1"}]}, SETTINGS)
+        a.apply(first)
+        before = a.state_digest()
+        with pytest.raises(ValueError, match=r"labels\[1\].y: label '1' clashes with 1"):
+            a.apply(second)
+        assert a.state_digest() == before and a.model.labels_ == [1]
