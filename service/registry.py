@@ -374,8 +374,16 @@ class Registry:
         """Apply the log up to ``position`` (our entry, ``payload`` if we hold it, with
         the chain ``head`` the store gave it); raise the error the entry failed with, if
         it could not be applied."""
+        if position <= h.version:
+            # Already applied by the apply-loop, or our copy is of a model deleted and
+            # created again elsewhere (its log restarted at 1): then load the new one.
+            try:
+                if await self.store.get_generation(h.name) != h.generation:
+                    h = await self._reload(h.name)
+            except StoreUnavailable as e:
+                raise self._stored_not_applied(e) from e
         if head and position <= h.version and dict(h.recent_heads).get(position) != head:
-            # Applied here already (the apply-loop was first), or the store handed out a
+            # Applied here already (by the apply-loop), unless the store handed out a
             # position we had applied for another entry: it lost the log's tail. Then
             # rebuild from the store and apply as usual.
             async with h.lock:
@@ -388,14 +396,6 @@ class Registry:
                         await self._lost_tail(h, position)
                 except StoreUnavailable as e:
                     raise self._stored_not_applied(e) from e
-        if position <= h.version:
-            # Already applied by the apply-loop, or our copy is of a model deleted and
-            # created again elsewhere (its log restarted at 1): then load the new one.
-            try:
-                if await self.store.get_generation(h.name) != h.generation:
-                    h = await self._reload(h.name)
-            except StoreUnavailable as e:
-                raise self._stored_not_applied(e) from e
         if payload is not None and position > h.version:
             h.local[position] = (payload, head)
         async with h.lock:
