@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from service import metrics as M
 from service.model_handle import ModelHandle, pack_checkpoint
 from service.settings import Settings
-from service.store.base import ModelNotFound, StoreUnavailable
+from service.store.base import LogDiverged, ModelNotFound, StoreUnavailable
 
 if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
     from service.registry import Registry
@@ -47,7 +47,11 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
         blob = await asyncio.to_thread(lambda: pack_checkpoint(meta, serialise()))
         # With the handle's generation: a stale handle (the model was deleted and
         # created again by another worker) must not checkpoint into the new model.
-        await registry.store.put_checkpoint(h.name, position, blob, h.generation)
+        # With the chain head: a worker whose applied entries the store has lost (a
+        # failover) must not make its state the checkpoint everybody restores from.
+        await registry.store.put_checkpoint(
+            h.name, position, blob, h.generation, head=meta.get("head")
+        )
         upto = position - registry.settings.log_retain_entries
         if upto > 0:
             await registry.store.trim_log(h.name, upto)
@@ -56,6 +60,10 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
         return False
     except ModelNotFound:
         return False  # deleted meanwhile
+    except LogDiverged as e:
+        log.error("checkpoint of %r refused: %s", h.name, e)
+        registry.spawn(registry.recover_lost_tail(h))
+        return False
     except Exception:
         log.exception("checkpoint of %r failed", h.name)
         return False
@@ -97,3 +105,5 @@ async def periodic(registry: Registry) -> None:
             registry.spawn(checkpoint(registry, h))
         last = await registry.store.last_position(h.name)
         M.LOG_LAG.labels(h.name).set(max(0, last - h.version))
+        if last < h.version and not h.lock.locked():
+            registry.spawn(registry.recover_lost_tail(h))  # the log lost its tail

@@ -114,3 +114,10 @@ MODELS = Gauge(
     ["kind"],
     multiprocess_mode="livemax",
 )
+LOG_ENTRIES_LOST = Counter(
+    "learnserve_log_entries_lost_total",
+    "Log entries this worker had applied (and may have acknowledged) that the store no "
+    "longer holds: its log lost its tail (a Redis failover without WAIT). The worker "
+    "reloaded the model from the store.",
+    ["model"],
+)

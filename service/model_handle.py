@@ -28,6 +28,7 @@ import orjson
 from service import metrics as M
 from service.models.base import ModelAdapter
 from service.settings import Settings
+from service.store.base import chain_head
 
 log = logging.getLogger("learnserve.registry")
 
@@ -35,6 +36,7 @@ log = logging.getLogger("learnserve.registry")
 _CK_MAGIC = b"LSCK"
 _CK_HEAD = struct.Struct("<4sI")
 _FAILED_KEEP = 4096  # outcomes of skipped entries kept to answer their own requests
+_RECENT_HEADS = 64  # (position, chain head) of the last entries applied: to count lost ones
 
 
 class EvalWindow:
@@ -93,9 +95,18 @@ class ModelHandle:
         self.examples_learned = 0  # over the model's whole life (kept in checkpoints)
         self.entries_skipped = 0
         self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
-        # This worker's own appended entries not applied yet, by position: catching
-        # up through them needs no read from the store.
-        self.local: dict[int, bytes] = {}
+        # This worker's own appended entries not applied yet, by position, with the
+        # chain head the store gave them (None: not told): catching up through them
+        # needs no read from the store.
+        self.local: dict[int, tuple[bytes, str | None]] = {}
+        # The log's chain head at ``version`` (service.store.base.chain_head); None when
+        # not known (state from an older learnserve's checkpoint or log entries): the
+        # next head the store gives is then taken as it is.
+        self.head: str | None = ""
+        self.recent_heads: collections.deque[tuple[int, str]] = collections.deque(
+            maxlen=_RECENT_HEADS
+        )
+        self.reset_at: int | None = None  # version last rebuilt from the store's checkpoint
         self._digest: tuple[int, ModelAdapter, str] | None = None
         self.checkpoint_position = 0
         self.checkpoint_at: float | None = None
@@ -111,8 +122,10 @@ class ModelHandle:
         self._m_loss = M.ONLINE_LOSS.labels(name)
         self._m_ndcg = M.ONLINE_NDCG.labels(name)
 
-    def apply_entry(self, position: int, payload: bytes) -> None:
-        """Apply one log entry (caller holds the lock and checked the order)."""
+    def apply_entry(self, position: int, payload: bytes, head: str | None = None) -> None:
+        """Apply one log entry (caller holds the lock and checked the order and the
+        chain: ``head`` is the store's chain head after it, "" for an entry written
+        before chains existed, None when not known)."""
         try:
             r = self.adapter.apply(payload)
         except Exception as e:
@@ -135,9 +148,19 @@ class ModelHandle:
                 self._m_loss.set(s.loss / s.n)
             if s.groups:
                 self._m_ndcg.set(s.metric / s.groups)
+        if head is None and self.head is not None:
+            head = chain_head(self.head, payload)
+        self.head = head or None
+        if head:
+            self.recent_heads.append((position, head))
         self.version = position
         self._m_version.set(position)
         self.notify_advanced()
+
+    def chain_breaks(self, payload: bytes, head: str | None) -> bool:
+        """True when the store's ``head`` for the entry after ``version`` does not follow
+        from ours: the log holds other entries than those we applied."""
+        return bool(head) and self.head is not None and chain_head(self.head, payload) != head
 
     def notify_advanced(self) -> None:
         """Wake ``wait_applied`` callers (cheap when nobody waits)."""
@@ -166,6 +189,7 @@ class ModelHandle:
             "examples_learned": self.examples_learned,
             "entries_skipped": self.entries_skipped,
             "window": self.window.to_json(),
+            "head": self.head,
         }
 
     async def digest(self) -> str:

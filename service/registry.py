@@ -145,6 +145,7 @@ class Registry:
             h.examples_learned = int(meta.get("examples_learned", 0))
             h.entries_skipped = int(meta.get("entries_skipped", 0))
             h.window.load(meta.get("window", []))
+            h.head = meta.get("head")
         else:
             h = ModelHandle(name, cls.create(config), self.settings)
         h.generation = generation
@@ -170,11 +171,15 @@ class Registry:
             await self._catch_up_locked(h, target)
 
     async def _catch_up_locked(self, h: ModelHandle, target: int | None = None) -> None:
-        """Apply every entry past ``h.version`` (up to ``target`` if given)."""
+        """Apply every entry past ``h.version`` (up to ``target`` if given), checking that
+        each one continues the chain of heads of the entries applied before it."""
         while target is None or h.version < target:
             nxt = h.local.pop(h.version + 1, None)
             if nxt is not None:
-                h.apply_entry(h.version + 1, nxt)
+                if h.chain_breaks(*nxt):
+                    await self._lost_tail(h, h.version + 1)
+                    continue
+                h.apply_entry(h.version + 1, *nxt)
                 continue
             limit = 256 if target is None else max(1, min(256, target - h.version))
             entries = await self.store.read_log(h.name, h.version, limit)
@@ -184,11 +189,18 @@ class Registry:
                 # The entries we need were trimmed behind a newer checkpoint: reload it.
                 await self._reload_from_checkpoint(h, entries[0].position)
                 continue
+            broken = False
             for e in entries:
                 if e.position != h.version + 1:
                     raise RuntimeError(f"model {h.name!r}: log gap at {e.position}")
-                h.apply_entry(e.position, e.payload)
+                if h.chain_breaks(e.payload, e.head):
+                    await self._lost_tail(h, e.position)
+                    broken = True
+                    break
+                h.apply_entry(e.position, e.payload, e.head)
                 h.local.pop(e.position, None)
+            if broken:
+                continue
             if len(entries) < limit:
                 return
             await asyncio.sleep(0)  # a long catch-up lets predicts through between chunks
@@ -206,7 +218,100 @@ class Registry:
         h.checkpoint_position = cp.position
         h.checkpoint_at = cp.created_at
         h.examples_learned = int(meta.get("examples_learned", h.examples_learned))
+        h.head = meta.get("head")
+        h.recent_heads.clear()
         h.local = {p: v for p, v in h.local.items() if p > h.version}
+        h.notify_advanced()
+
+    async def _lost_tail(self, h: ModelHandle, position: int) -> None:
+        """The log's entry at ``position`` does not continue the entries applied here:
+        the store lost entries this worker applied (a failover of an asynchronously
+        replicated Redis) and later appends took their positions. Count them, say so
+        loudly, and rebuild the model from the store's checkpoint + log (caller holds
+        the lock; it then catches up as usual): answering from this state would serve
+        a version the log never had."""
+        if h.reset_at == h.version and position == h.version + 1:
+            # We just rebuilt from the store's checkpoint and the log does not go on
+            # from it (a checkpoint stored without the head check): trust the log.
+            log.error(
+                "model %r: the log at %d does not continue the checkpoint at %d; "
+                "continuing from the log",
+                h.name, position, h.version,
+            )  # fmt: skip
+            h.head = None
+            return
+        lost = await self._count_lost(h, position)
+        M.LOG_ENTRIES_LOST.labels(h.name).inc(lost)
+        log.error(
+            "model %r: the store lost %d log entr%s this worker had applied (it was at "
+            "version %d; the log now differs at position %d): reloading the model "
+            "from the store",
+            h.name, lost, "y" if lost == 1 else "ies", h.version, position,
+        )  # fmt: skip
+        await self._reset_to_checkpoint(h)
+
+    async def _store_lost_tail(self, h: ModelHandle) -> bool:
+        """True when the store does not hold the entry ``h`` is at (its log lost it):
+        one read of that entry, compared by chain head."""
+        if h.version == 0 or h.head is None:
+            return False
+        entries = await self.store.read_log(h.name, h.version - 1, 1)
+        if entries and entries[0].position == h.version:
+            return bool(entries[0].head) and entries[0].head != h.head
+        return await self.store.last_position(h.name) < h.version  # else trimmed: fine
+
+    async def recover_lost_tail(self, h: ModelHandle) -> None:
+        """The store's log ends before ``h.version`` (seen by the periodic lag check):
+        rebuild the model from the store if it is still the same model."""
+        async with h.lock:
+            if self.models.get(h.name) is not h:
+                return
+            if await self.store.get_generation(h.name) != h.generation:
+                return  # deleted and created again: the catalog sync reloads it
+            if await self._store_lost_tail(h):
+                last = await self.store.last_position(h.name)
+                await self._lost_tail(h, min(last + 1, h.version))
+                await self._catch_up_locked(h)
+
+    async def _count_lost(self, h: ModelHandle, position: int) -> int:
+        """How many of the entries applied here the store no longer holds (as far as
+        ``h.recent_heads`` reaches back; at least 1)."""
+        recent = dict(h.recent_heads)
+        if not recent:
+            return max(1, h.version - position + 1)
+        first = min(recent)
+        stored = {e.position: e.head for e in await self.store.read_log(h.name, first - 1, 1000)}
+        for p in range(first, h.version + 1):
+            if p in recent and stored.get(p) != recent[p]:
+                return h.version - p + 1
+        return max(1, h.version - position + 1)
+
+    async def _reset_to_checkpoint(self, h: ModelHandle) -> None:
+        """Rebuild ``h`` in place from the store's checkpoint (or from nothing): the
+        caller then replays the log from there."""
+        cp = await self.store.get_checkpoint(h.name)
+        if cp is None:
+            adapter = type(h.adapter).create(h.config)
+            meta: dict[str, Any] = {}
+            position = 0
+        else:
+            meta, blob = unpack_checkpoint(cp.blob)
+            adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
+            position = cp.position
+        h.adapter = adapter
+        h.version = position
+        h.checkpoint_position = position
+        h.checkpoint_at = None if cp is None else cp.created_at
+        h.examples_learned = int(meta.get("examples_learned", 0))
+        h.entries_skipped = int(meta.get("entries_skipped", 0))
+        h.window = type(h.window)(self.settings.eval_window)
+        h.window.load(meta.get("window", []))
+        h.head = meta.get("head") if cp is not None else ""
+        h.reset_at = position
+        h.recent_heads.clear()
+        h.local.clear()
+        h.failed.clear()
+        h._m_version.set(position)
         h.notify_advanced()
 
     def _stored_not_applied(self, e: StoreUnavailable) -> ApiError:
@@ -220,7 +325,7 @@ class Registry:
     async def submit_update(self, h: ModelHandle, payload: bytes) -> int:
         """Append durably, apply in log order up to our entry, return its position."""
         try:
-            position = await self.store.append(h.name, payload)
+            position, head = await self.store.append_entry(h.name, payload)
         except StoreUnavailable as e:
             self.health.failed("append", e)
             raise store_unavailable("the store is unreachable; the update was not accepted") from e
@@ -228,7 +333,7 @@ class Registry:
             self._drop(h.name)  # deleted by another worker meanwhile
             raise not_found(h.name) from None
         self.health.ok()
-        await self._apply_own(h, position, payload)
+        await self._apply_own(h, position, payload, head)
         return position
 
     async def submit_update_once(
@@ -263,9 +368,12 @@ class Registry:
         await self._apply_own(h, position, None if replayed else payload)
         return position, n, replayed
 
-    async def _apply_own(self, h: ModelHandle, position: int, payload: bytes | None) -> None:
-        """Apply the log up to ``position`` (our entry, ``payload`` if we hold it); raise
-        the error the entry failed with, if it could not be applied."""
+    async def _apply_own(
+        self, h: ModelHandle, position: int, payload: bytes | None, head: str | None = None
+    ) -> None:
+        """Apply the log up to ``position`` (our entry, ``payload`` if we hold it, with
+        the chain ``head`` the store gave it); raise the error the entry failed with, if
+        it could not be applied."""
         if position <= h.version:
             # Already applied by the apply-loop, or our copy is of a model deleted and
             # created again elsewhere (its log restarted at 1): then load the new one.
@@ -274,8 +382,22 @@ class Registry:
                     h = await self._reload(h.name)
             except StoreUnavailable as e:
                 raise self._stored_not_applied(e) from e
+        if head and position <= h.version and dict(h.recent_heads).get(position) != head:
+            # Applied here already (by the apply-loop), unless the store handed out a
+            # position we had applied for another entry: it lost the log's tail. Then
+            # rebuild from the store and apply as usual.
+            async with h.lock:
+                try:
+                    lost = position <= h.version and (
+                        dict(h.recent_heads).get(position, head) != head
+                        or await self._store_lost_tail(h)
+                    )
+                    if lost:
+                        await self._lost_tail(h, position)
+                except StoreUnavailable as e:
+                    raise self._stored_not_applied(e) from e
         if payload is not None and position > h.version:
-            h.local[position] = payload
+            h.local[position] = (payload, head)
         async with h.lock:
             if h.version < position:
                 try:
@@ -407,8 +529,12 @@ class Registry:
                     h.config != config or h.generation != generations.get(name, h.generation)
                 )
                 if h is not None and not stale:
-                    if h.adapter.online:  # deleted and re-created meanwhile?
-                        stale = await self.store.last_position(name) < h.version
+                    if h.adapter.online:
+                        # The same model (same generation) whose log ends before what
+                        # we applied: the store lost the log's tail. Rebuilt in place.
+                        if await self.store.last_position(name) < h.version:
+                            await self.recover_lost_tail(h)
+                        continue
                     else:  # another worker deployed or rolled back
                         stale = await self.store.get_active_version(name) != h.version
                 if h is None or stale:

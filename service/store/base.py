@@ -10,6 +10,7 @@ entry is durable (as durable as the store is configured to be).
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,12 @@ class ValueTooLarge(ValueError):
 class IdempotencyKeyReused(ValueError):
     """``append_once`` found the key recorded for the model with a different payload
     hash: the client reused an idempotency key for another body (the API answers 409)."""
+
+
+class LogDiverged(RuntimeError):
+    """A checkpoint's state does not match the log at its position: the writer applied
+    entries that the store has since lost (a failover lost the log's tail). The caller
+    reloads the model from the store instead of keeping (or saving) that state."""
 
 
 class ModelNotFound(KeyError):
@@ -63,10 +70,32 @@ def canonical_config(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
+def payload_digest(payload: bytes | memoryview) -> str:
+    """SHA-1 (hex) of one log entry's payload: what the chain of heads is built from."""
+    return hashlib.sha1(payload).hexdigest()
+
+
+def chain_head(prev_head: str, payload: bytes | memoryview) -> str:
+    """The log's head after appending ``payload`` to a log whose head was ``prev_head``:
+    ``sha1hex(prev_head ‖ sha1hex(payload))`` ("" before the first entry).
+
+    Every store computes it inside the append's atomic step (Redis in its Lua script,
+    which has ``redis.sha1hex``; SQLite in the append transaction) and keeps it beside
+    the entry and the model's ``seq``. A worker recomputes it from the entries it
+    applies: a position that comes back holding another entry (the log lost its tail
+    in a failover and was appended to again) gives another head, so the worker
+    reloads instead of answering a version it did not apply. Integrity against
+    accidents, not an adversary: SHA-1 is what Redis's Lua offers."""
+    return hashlib.sha1((prev_head + payload_digest(payload)).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class LogEntry:
     position: int
     payload: bytes
+    # The log's chain head after this entry ("" for an entry written before chains
+    # existed: nothing to check it against).
+    head: str = ""
 
 
 @dataclass(frozen=True)
@@ -135,11 +164,17 @@ class Store(ABC):
         add/activate, so other workers notice catalog changes cheaply."""
 
     # -------------------------------------------------------------- update log
-    @abstractmethod
     async def append(self, name: str, payload: bytes) -> int:
         """Append one entry; returns its position (1, 2, ...) once durable.
         Raises ModelNotFound if the model does not exist (so a concurrent delete can
         never leave stray entries that a re-created model would inherit)."""
+        return (await self.append_entry(name, payload))[0]
+
+    @abstractmethod
+    async def append_entry(self, name: str, payload: bytes) -> tuple[int, str]:
+        """``append``, also returning the log's chain head after the entry
+        (``chain_head`` of the previous head and ``payload``, computed in the same
+        atomic step)."""
 
     @abstractmethod
     async def append_once(
@@ -188,13 +223,18 @@ class Store(ABC):
         position: int,
         blob: bytes | memoryview,
         generation: str | None = None,
+        head: str | None = None,
     ) -> None:
         """Write state + position atomically; an older position never replaces a newer one
         (an equal one does). Silently ignored if the model no longer exists, or, given a
         ``generation``, if the model's is another (the state is of a model deleted and
         created again since; it must not become the new model's checkpoint). ``blob`` may
         be any contiguous byte buffer (the service passes a memoryview: no copy on the
-        event loop); it is not modified, nor kept after the call."""
+        event loop); it is not modified, nor kept after the call. Given the chain
+        ``head`` the state was built up to, a store whose log can lose its tail (Redis
+        after a failover) raises ``LogDiverged`` instead of writing when its log does not
+        hold that head at ``position``; SQLite's log never loses a committed tail and
+        does not check."""
 
     @abstractmethod
     async def get_checkpoint(self, name: str) -> Checkpoint | None: ...

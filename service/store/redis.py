@@ -6,7 +6,8 @@ every per-model Lua script touches one slot only)::
     ls:{NAME}:config    string  canonical JSON config; its existence IS the model
     ls:{NAME}:gen       string  random id given at creation (new after delete + create)
     ls:{NAME}:seq       string  last log position ever handed out (survives trimming)
-    ls:{NAME}:log       stream  entry id "<position>-0", field p = payload
+    ls:{NAME}:head      string  the log's chain head at seq (``base.chain_head``)
+    ls:{NAME}:log       stream  entry id "<position>-0", field p = payload, h = chain head
     ls:{NAME}:ckpt      hash    position, created_at, token, chunks (switched by one script)
     ls:{NAME}:ckptdata  hash    "<token>:<i>" -> the i-th 1 MB chunk of that checkpoint
     ls:{NAME}:art       hash    "<version>" -> artifact blob
@@ -69,12 +70,14 @@ from service.store.base import (
     Checkpoint,
     ConfigConflict,
     IdempotencyKeyReused,
+    LogDiverged,
     LogEntry,
     ModelNotFound,
     Store,
     StoreUnavailable,
     ValueTooLarge,
     canonical_config,
+    payload_digest,
     validate_name,
 )
 
@@ -98,7 +101,7 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     TimeoutError,
     OSError,
 )
-_Pending = tuple[str, bytes, "asyncio.Future[int]"]
+_Pending = tuple[str, bytes, "asyncio.Future[tuple[int, str]]"]
 _MAX_GROUP = 500  # appends per pipeline
 _MAX_GROUP_BYTES = 8 << 20  # ... and payload bytes per pipeline
 
@@ -128,8 +131,13 @@ def _keys(name: str) -> dict[str, str]:
             "gen",
             "idem",
             "idemexp",
+            "head",
         )
     }
+
+
+def _text(v: bytes | str) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _pos(entry_id: bytes | str) -> int:
@@ -355,7 +363,7 @@ class RedisStore(Store):
         return int(await self._call(lambda: self.r.get(EPOCH_KEY)) or 0)
 
     # ------------------------------------------------------------------ update log
-    async def append(self, name: str, payload: bytes) -> int:
+    async def append_entry(self, name: str, payload: bytes) -> tuple[int, str]:
         """Queued and sent with whatever other appends are waiting, as one pipeline of
         scripts (group commit): one round trip and one connection for many appends, in
         the order they were called. A single append is sent at once."""
@@ -364,7 +372,7 @@ class RedisStore(Store):
         self.r  # noqa: B018 -- raises if the store is not open
         if self.waitaof_requested and self.server_version is None:
             await self._learn_version()  # Redis was down at open()
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
         self._pending.append((name, bytes(payload), fut))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_appends())
@@ -399,13 +407,22 @@ class RedisStore(Store):
                 elif res == -1:
                     fut.set_exception(ModelNotFound(name))
                 else:
-                    fut.set_result(int(res))
+                    fut.set_result((int(res[0]), _text(res[1])))
 
     async def _send_appends(self, batch: list[_Pending]) -> list[Any]:
         async with self.r.pipeline(transaction=False) as p:
             for name, payload, _ in batch:
                 k = _keys(name)
-                p.eval(scripts.APPEND, 3, k["config"], k["seq"], k["log"], payload)
+                p.eval(
+                    scripts.APPEND,
+                    4,
+                    k["config"],
+                    k["seq"],
+                    k["log"],
+                    k["head"],
+                    payload,
+                    payload_digest(payload),
+                )
             if self.waitaof:
                 # WAITAOF covers the earlier writes of *this connection*, i.e. the
                 # whole pipeline: one fsync wait for the group.
@@ -435,13 +452,14 @@ class RedisStore(Store):
         if self.waitaof_requested and self.server_version is None:
             await self._learn_version()
         k = _keys(name)
-        keys = [k["config"], k["seq"], k["log"], k["idem"], k["idemexp"], k["gen"]]
+        keys = [k["config"], k["seq"], k["log"], k["idem"], k["idemexp"], k["gen"], k["head"]]
         args: list[Any] = [
             bytes(payload),
             key,
             payload_hash,
             int(n),
             max(1, int(ttl_seconds * 1000)),
+            payload_digest(payload),
         ]
 
         async def run() -> Any:
@@ -478,7 +496,10 @@ class RedisStore(Store):
         rows: Any = await self._call(
             lambda: self.r.xrange(_keys(name)["log"], min=f"{after + 1}-0", max="+", count=limit)
         )
-        return [LogEntry(_pos(eid), bytes(fields[b"p"])) for eid, fields in rows]
+        return [
+            LogEntry(_pos(eid), bytes(fields[b"p"]), _text(fields.get(b"h", b"")))
+            for eid, fields in rows
+        ]
 
     async def last_position(self, name: str) -> int:
         return int(await self._call(lambda: self.r.get(_keys(name)["seq"])) or 0)
@@ -517,6 +538,7 @@ class RedisStore(Store):
         position: int,
         blob: bytes | memoryview,
         generation: str | None = None,
+        head: str | None = None,
     ) -> None:
         # A flat byte view, never a bytes() copy: this runs on the event loop, and a
         # 16 MB copy there is a 16 MB stall. redis-py writes a memoryview argument to
@@ -533,16 +555,25 @@ class RedisStore(Store):
                 await self._call(
                     functools.partial(self.r.hset, k["ckptdata"], f"{token}:{i}", chunk)
                 )
-            args: list[Any] = [int(position), token, len(chunks), repr(time.time())]
-            if generation is not None:
-                args.append(generation)
-            keys = [k["config"], k["ckpt"], k["gen"], k["ckptdata"]]
+            args: list[Any] = [
+                int(position),
+                token,
+                len(chunks),
+                repr(time.time()),
+                generation or "",
+                head or "",
+            ]
+            keys = [k["config"], k["ckpt"], k["gen"], k["ckptdata"], k["seq"], k["log"], k["head"]]
             switched = await self._script(scripts.CKPT, keys, args)
         except BaseException:
             await self._drop_chunks(k["ckptdata"], token, len(chunks))
             raise
         if switched != 1:  # older, deleted, re-created: nothing refers to the chunks
             await self._drop_chunks(k["ckptdata"], token, len(chunks))
+        if switched == -4:
+            raise LogDiverged(
+                f"model {name!r}: the log does not hold head {head} at position {position}"
+            )
 
     async def _drop_chunks(self, key: str, token: str, n: int) -> None:
         if n:

@@ -4,14 +4,20 @@ Each runs on the keys of one model (one ``{name}`` hash-tag slot) and is named b
 what it does; the comment above each gives its KEYS, ARGV and results.
 """
 
-# KEYS: config, seq, log   ARGV: payload  ->  position, or -1 if the model is missing
+# KEYS: config, seq, log, head   ARGV: payload, sha1hex(payload)
+#   ->  {position, head}, or -1 if the model is missing
+# head = sha1hex(previous head .. sha1hex(payload)) (service.store.base.chain_head): kept
+# beside seq and in the entry (field h), so a worker notices a log that lost its tail.
 APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local pos = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
-return pos
+local head = redis.sha1hex((redis.call('GET', KEYS[4]) or '') .. ARGV[2])
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
+redis.call('SET', KEYS[4], head)
+return {pos, head}
 """
-# KEYS: config, seq, log, idem, idemexp, gen   ARGV: payload, key, hash, n, ttl ms
+# KEYS: config, seq, log, idem, idemexp, gen, head
+#   ARGV: payload, key, hash, n, ttl ms, sha1hex(payload)
 #   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
 # Expired records are dropped first (at most 100 per call; any left over are ignored
 # by their score). Both idem keys expire with the last record to expire, so a model that stops
@@ -35,7 +41,9 @@ if rec then
   if exp > now and rgen == gen then return {0, rec} end
 end
 local pos = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1])
+local head = redis.sha1hex((redis.call('GET', KEYS[7]) or '') .. ARGV[6])
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
+redis.call('SET', KEYS[7], head)
 redis.call('HSET', KEYS[4], ARGV[2], string.format('%d %s %s %s', pos, ARGV[4], ARGV[3], gen))
 redis.call('ZADD', KEYS[5], now + ttl, ARGV[2])
 local last = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
@@ -61,15 +69,31 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('UNLINK', unpack(KEYS))
 return 1
 """
-# KEYS: config, ckpt, gen, ckptdata   ARGV: position, token, chunks, created_at[, generation]
-#   ->  1 switched, 0 older, -1 no model, -2 another generation, -3 a chunk is missing
+# KEYS: config, ckpt, gen, ckptdata, seq, log, head
+#   ARGV: position, token, chunks, created_at, generation ('' = any), head ('' = unchecked)
+#   ->  1 switched, 0 older, -1 no model, -2 another generation, -3 a chunk is missing,
+#      -4 the log does not hold that head at that position (the writer applied entries
+#      the log has lost in a failover: its state must not become the checkpoint)
 # The chunks were written beforehand under the new token; this switches the checkpoint
 # to them and drops the previous one's (and those of writers of older positions that
 # died before switching: their tokens start with that older position).
 CKPT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if ARGV[5] and (redis.call('GET', KEYS[3]) or '') ~= ARGV[5] then return -2 end
+if ARGV[5] ~= '' and (redis.call('GET', KEYS[3]) or '') ~= ARGV[5] then return -2 end
 local pos = tonumber(ARGV[1])
+if ARGV[6] ~= '' then
+  if pos > tonumber(redis.call('GET', KEYS[5]) or '0') then return -4 end
+  local e = redis.call('XRANGE', KEYS[6], pos .. '-0', pos .. '-0')
+  if #e == 1 then
+    local f = e[1][2]
+    for i = 1, #f, 2 do
+      if f[i] == 'h' and f[i + 1] ~= ARGV[6] then return -4 end
+    end
+  elseif pos == tonumber(redis.call('GET', KEYS[5]) or '0') then
+    local cur = redis.call('GET', KEYS[7])
+    if cur and cur ~= ARGV[6] then return -4 end
+  end
+end
 local cur = redis.call('HGET', KEYS[2], 'position')
 if cur and tonumber(cur) > pos then return 0 end
 local n = tonumber(ARGV[3])

@@ -51,6 +51,7 @@ from service.store.base import (
     StoreUnavailable,
     ValueTooLarge,
     canonical_config,
+    chain_head,
     validate_name,
 )
 
@@ -69,11 +70,13 @@ CREATE TABLE IF NOT EXISTS models (
     art_last INTEGER NOT NULL DEFAULT 0,
     active_version INTEGER,
     created_at REAL NOT NULL,
-    generation TEXT NOT NULL DEFAULT ''    -- new random id at every create
+    generation TEXT NOT NULL DEFAULT '',   -- new random id at every create
+    head TEXT NOT NULL DEFAULT ''          -- the log's chain head at last_pos
 );
 CREATE TABLE IF NOT EXISTS log (
     name TEXT NOT NULL,
     position INTEGER NOT NULL,
+    head TEXT NOT NULL DEFAULT '',         -- chain head after this entry
     payload BLOB NOT NULL,
     PRIMARY KEY (name, position)
 );
@@ -112,7 +115,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('epoch', 0);
 """
 
-_Pending = tuple[str, bytes, asyncio.Future[int], asyncio.AbstractEventLoop]
+_Pending = tuple[str, bytes, asyncio.Future[tuple[int, str]], asyncio.AbstractEventLoop]
 
 
 def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
@@ -211,6 +214,10 @@ class SQLiteStore(Store):
             cols = {row[1] for row in db.execute("PRAGMA table_info(models)")}
             if "generation" not in cols:  # a file written before generations existed
                 db.execute("ALTER TABLE models ADD COLUMN generation TEXT NOT NULL DEFAULT ''")
+            if "head" not in cols:  # ... or before log chains existed
+                db.execute("ALTER TABLE models ADD COLUMN head TEXT NOT NULL DEFAULT ''")
+            if "head" not in {row[1] for row in db.execute("PRAGMA table_info(log)")}:
+                db.execute("ALTER TABLE log ADD COLUMN head TEXT NOT NULL DEFAULT ''")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _enable_wal(self, db: sqlite3.Connection) -> None:
@@ -314,13 +321,13 @@ class SQLiteStore(Store):
         return int(await self._run(self._q1, "SELECT value FROM meta WHERE key = 'epoch'"))
 
     # ------------------------------------------------------------------ update log
-    async def append(self, name: str, payload: bytes) -> int:
+    async def append_entry(self, name: str, payload: bytes) -> tuple[int, str]:
         if not isinstance(payload, bytes | bytearray | memoryview):
             raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
         if self._ex is None:
             raise RuntimeError("SQLiteStore is not open (call await store.open())")
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[int] = loop.create_future()
+        fut: asyncio.Future[tuple[int, str]] = loop.create_future()
         with self._lock:
             self._pending.append((name, bytes(payload), fut, loop))
             schedule = not self._flush_scheduled
@@ -338,23 +345,15 @@ class SQLiteStore(Store):
                 if not batch:
                     self._flush_scheduled = False
                     return
-            results: list[tuple[int | None, BaseException | None]] = []
+            results: list[tuple[tuple[int, str] | None, BaseException | None]] = []
             try:
                 with self._tx() as db:
                     for name, payload, _, _ in batch:
-                        row = db.execute(
-                            "UPDATE models SET last_pos = last_pos + 1 WHERE name = ? "
-                            "RETURNING last_pos",
-                            (name,),
-                        ).fetchone()
-                        if row is None:
+                        done = self._append_row(db, name, payload)
+                        if done is None:
                             results.append((None, ModelNotFound(name)))
                             continue
-                        db.execute(
-                            "INSERT INTO log (name, position, payload) VALUES (?, ?, ?)",
-                            (name, row[0], payload),
-                        )
-                        results.append((row[0], None))
+                        results.append((done, None))
             except Exception as e:
                 err: BaseException = e
                 if isinstance(e, sqlite3.OperationalError):
@@ -365,6 +364,21 @@ class SQLiteStore(Store):
                     loop.call_soon_threadsafe(_settle, fut, pos, exc)
             if any(exc is None for _, exc in results):
                 self._wake_waiters()
+
+    @staticmethod
+    def _append_row(db: sqlite3.Connection, name: str, payload: bytes) -> tuple[int, str] | None:
+        """Inside a write transaction: the next position and chain head, the entry
+        inserted; None if the model does not exist."""
+        row = db.execute("SELECT last_pos, head FROM models WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        pos, head = int(row[0]) + 1, chain_head(row[1], payload)
+        db.execute("UPDATE models SET last_pos = ?, head = ? WHERE name = ?", (pos, head, name))
+        db.execute(
+            "INSERT INTO log (name, position, head, payload) VALUES (?, ?, ?, ?)",
+            (name, pos, head, payload),
+        )
+        return pos, head
 
     async def append_once(
         self, name: str, payload: bytes, key: str, payload_hash: str, n: int, ttl_seconds: float
@@ -402,13 +416,10 @@ class SQLiteStore(Store):
                         f"idempotency key {key!r} was used for model {name!r} with another payload"
                     )
                 return int(row[0]), int(row[1]), True
-            pos = db.execute(
-                "UPDATE models SET last_pos = last_pos + 1 WHERE name = ? RETURNING last_pos",
-                (name,),
-            ).fetchone()[0]
-            db.execute(
-                "INSERT INTO log (name, position, payload) VALUES (?, ?, ?)", (name, pos, payload)
-            )
+            done = self._append_row(db, name, payload)
+            if done is None:
+                raise ModelNotFound(name)
+            pos = done[0]
             db.execute(
                 "INSERT OR REPLACE INTO idempotency (name, key, position, n, payload_hash, "
                 "generation, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -427,15 +438,15 @@ class SQLiteStore(Store):
         if limit <= 0:
             return []
 
-        def q() -> list[tuple[int, bytes]]:
+        def q() -> list[tuple[int, bytes, str]]:
             assert self._db is not None
             return self._db.execute(
-                "SELECT position, payload FROM log WHERE name = ? AND position > ? "
+                "SELECT position, payload, head FROM log WHERE name = ? AND position > ? "
                 "ORDER BY position LIMIT ?",
                 (name, after, limit),
             ).fetchall()
 
-        return [LogEntry(p, bytes(b)) for p, b in await self._run(q)]
+        return [LogEntry(p, bytes(b), h) for p, b, h in await self._run(q)]
 
     async def last_position(self, name: str) -> int:
         pos = await self._run(self._q1, "SELECT last_pos FROM models WHERE name = ?", name)
@@ -493,6 +504,7 @@ class SQLiteStore(Store):
         position: int,
         blob: bytes | memoryview,
         generation: str | None = None,
+        head: str | None = None,  # unchecked: a committed SQLite log never loses its tail
     ) -> None:
         data = memoryview(blob).cast("B")
 
