@@ -124,7 +124,8 @@ def test_worker_notices_a_lost_tail_at_its_next_update(redis_server, redis_url, 
     with ServerThread(settings) as srv, srv.client() as c:
         assert c.put("/models/m", json=dense_model(4, "pa")).status_code == 201
         for i in range(5):
-            assert _update(c, "m", [1.0, i, -1.0, 0.5], 1 if i % 2 else -1).json()["version"] == i + 1
+            r_ = _update(c, "m", [1.0, i, -1.0, 0.5], 1 if i % 2 else -1)
+            assert r_.json()["version"] == i + 1
         _lose_last_entry(r, "m")
         # The store hands position 5 out again, for another entry.
         resp = _update(c, "m", [-3.0, 2.0, 0.0, 1.0], 1)
