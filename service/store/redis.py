@@ -211,14 +211,20 @@ class RedisStore(Store):
         try:
             return await fn()
         except _UNAVAILABLE as e:
-            hint = self._moved_hint if isinstance(e, rex.AskError) else ""
-            raise StoreUnavailable(f"redis {self._where()}: {e}{hint}") from e
+            raise self._unavailable(e) from e
         except rex.ResponseError as e:
             if str(e).startswith(_UNAVAILABLE_PREFIXES):
                 raise StoreUnavailable(f"redis {self._where()}: {e}") from e
             if "exceeds maximum allowed size" in str(e):  # proto-max-bulk-len set lower
                 raise ValueTooLarge(f"redis {self._where()}: {e}") from e
             raise
+
+    def _unavailable(self, e: BaseException) -> StoreUnavailable:
+        if isinstance(e, rex.AskError):  # its text is only "<slot> <host:port>"
+            return StoreUnavailable(
+                f"redis {self._where()}: {type(e).__name__} {e}{self._moved_hint}"
+            )
+        return StoreUnavailable(f"redis {self._where()}: {e}")
 
     def _where(self) -> str:
         return self.url.split("@")[-1]  # never put a password in an error message
@@ -418,7 +424,7 @@ class RedisStore(Store):
                 if fut.done():  # the caller was cancelled; the entry is stored anyway
                     continue
                 if isinstance(res, _UNAVAILABLE):
-                    fut.set_exception(StoreUnavailable(f"redis {self._where()}: {res}"))
+                    fut.set_exception(self._unavailable(res))
                 elif isinstance(res, Exception):
                     fut.set_exception(res)
                 elif res == -1:

@@ -77,6 +77,11 @@ _STALE_MAP: tuple[type[BaseException], ...] = (
 )
 
 
+def _describe(e: BaseException) -> str:
+    # "MovedError 3716 127.0.0.1:7001": the text alone is only the slot and address.
+    return f"{type(e).__name__} {e}"
+
+
 class RedisClusterStore(RedisStore):
     name = "redis-cluster"
     _moved_hint = " (the slot map is being re-read; retry)"
@@ -129,7 +134,7 @@ class RedisClusterStore(RedisStore):
             raise
         except _CLUSTER_UNAVAILABLE as e:
             self._slot_map_stale()
-            raise StoreUnavailable(f"redis cluster {self._where()}: {e!r}") from e
+            raise StoreUnavailable(f"redis cluster {self._where()}: {_describe(e)}") from e
         except rex.RedisClusterException as e:
             if not str(e).startswith(_DOWN_MESSAGES):
                 raise
@@ -222,8 +227,12 @@ class RedisClusterStore(RedisStore):
             cmds = [_append_command(batch[i][0], batch[i][1]) for i in idx]
             try:
                 replies = await self.node_pipeline(node, cmds + acks)
-                if any(isinstance(r, _STALE_MAP) for r in replies):
-                    self._slot_map_stale()
+                for j, reply in enumerate(replies):
+                    if isinstance(reply, _STALE_MAP):  # e.g. MOVED: not executed there
+                        self._slot_map_stale()
+                        replies[j] = StoreUnavailable(
+                            f"redis cluster node {node.name}: {_describe(reply)}{self._moved_hint}"
+                        )
                 if acks:  # this master's entries only: the others have their own wait
                     self._check_acks(replies[len(cmds) :])
                 del replies[len(cmds) :]
@@ -231,7 +240,9 @@ class RedisClusterStore(RedisStore):
                 replies = [e] * len(idx)
             except _STALE_MAP as e:
                 self._slot_map_stale()
-                replies = [StoreUnavailable(f"redis cluster node {node.name}: {e!r}")] * len(idx)
+                replies = [
+                    StoreUnavailable(f"redis cluster node {node.name}: {_describe(e)}")
+                ] * len(idx)
             for i, reply in zip(idx, replies, strict=True):
                 results[i] = reply
 

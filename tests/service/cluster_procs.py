@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.service.procs import RedisServer
+from tests.service.procs import RedisServer, free_port
 
 
 def find_redis_cli(redis_server: str | None) -> str | None:
@@ -33,9 +33,11 @@ def find_redis_cli(redis_server: str | None) -> str | None:
 
 
 def cluster_args() -> list[str]:
-    # nodes.conf keeps the node's identity and slots across restarts (in --dir).
+    # nodes.conf keeps the node's identity and slots across restarts (in --dir). The
+    # bus port is a free port of its own: the default (port + 10000) may be taken or,
+    # for a port over 55535, impossible.
     return ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", "2000"]  # fmt: skip
+            "--cluster-node-timeout", "2000", "--cluster-port", str(free_port())]  # fmt: skip
 
 
 class RedisClusterNodes:
