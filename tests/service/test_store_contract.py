@@ -616,3 +616,6 @@ def test_open_store_picks_the_implementation(tmp_path: Path) -> None:
     assert s.path.parent.is_dir()
     r = open_store("redis://127.0.0.1:1/0", tmp_path, socket_timeout=0.5, busy_timeout=5.0)
     assert isinstance(r, RedisStore) and r.socket_timeout == 0.5
+    rc = open_store("redis://127.0.0.1:1", tmp_path, cluster=True, wait_replicas=1)
+    assert isinstance(rc, RedisClusterStore) and rc.wait_replicas == 1
+    assert type(open_store("redis://127.0.0.1:1", tmp_path, cluster=False)) is RedisStore

@@ -201,3 +201,12 @@ def test_wait_replicas_is_asked_of_each_master(redis_cluster_url: str) -> None:
             await s.close()
 
     asyncio.run(t())
+
+
+def test_cluster_setting_needs_a_url() -> None:
+    from service.settings import Settings
+
+    with pytest.raises(ValueError, match="redis_cluster=true needs redis_url"):
+        Settings(redis_cluster=True)
+    s = Settings(redis_cluster=True, redis_url="redis://n0:6379", redis_wait_replicas=1)
+    assert s.redis_cluster and s.redis_wait_replicas == 1
