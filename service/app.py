@@ -119,7 +119,10 @@ def _open_store(settings: Settings) -> Any:
         settings.data_dir,
         socket_timeout=settings.store_timeout_seconds,
         connect_timeout=settings.store_timeout_seconds,
-        waitaof=settings.redis_waitaof,
+        cluster=settings.redis_cluster,
+        waitaof=settings.redis_wait_aof or settings.redis_waitaof,
+        wait_replicas=settings.redis_wait_replicas,
+        wait_timeout=settings.redis_wait_timeout_seconds,
     )
 
 

@@ -62,11 +62,20 @@ class Settings(BaseSettings):
     # Redis is the production store; without it the embedded SQLite store under data_dir.
     redis_url: str | None = None
     data_dir: str = "./data"
+    # redis_url names one node of a Redis Cluster (the others are discovered).
+    redis_cluster: bool = False
     # Redis: seconds before an unanswered operation counts as "store unreachable"
-    # (-> 503 for writes), and whether each append waits for the AOF fsync
-    # (WAITAOF, Redis >= 7.2) before /update answers.
+    # (-> 503 for writes).
     store_timeout_seconds: float = Field(default=2.0, gt=0)
+    # Durable acknowledgements (README "Durability on Redis"): before /update answers,
+    # each master that appended waits for its AOF fsync (WAITAOF, Redis >= 7.2;
+    # redis_waitaof is the older name) and/or for this many replicas (WAIT N, or
+    # WAITAOF 1 N with redis_wait_aof), at most redis_wait_timeout_seconds (keep it
+    # below store_timeout_seconds); not reached in time -> 503, the entry may be stored.
+    redis_wait_aof: bool = False
     redis_waitaof: bool = False
+    redis_wait_replicas: int = Field(default=0, ge=0)
+    redis_wait_timeout_seconds: float = Field(default=1.0, gt=0)
     environment: Literal["development", "production"] = "development"
     api_keys: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
     # Production refuses to start without keys unless this is set explicitly.
@@ -121,6 +130,12 @@ class Settings(BaseSettings):
                 "environment=production needs LEARNSERVE_API_KEYS "
                 "(or LEARNSERVE_ALLOW_NO_AUTH=true to run without authentication)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _cluster_needs_url(self) -> Settings:
+        if self.redis_cluster and not self.redis_url:
+            raise ValueError("redis_cluster=true needs redis_url (any node of the cluster)")
         return self
 
     @property

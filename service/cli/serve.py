@@ -28,6 +28,11 @@ def serve(
         help="Redis URL for the durable store [env LEARNSERVE_REDIS_URL]; "
         "without it an embedded SQLite store under --data-dir",
     ),
+    redis_cluster: bool = typer.Option(
+        None,
+        "--redis-cluster/--no-redis-cluster",
+        help="--redis-url names a node of a Redis Cluster [env LEARNSERVE_REDIS_CLUSTER]",
+    ),
     data_dir: str = typer.Option(
         None, help="Data directory [env LEARNSERVE_DATA_DIR, default ./data]"
     ),
@@ -43,6 +48,7 @@ def serve(
         "LEARNSERVE_PORT": port,
         "LEARNSERVE_WORKERS": workers,
         "LEARNSERVE_REDIS_URL": redis_url,
+        "LEARNSERVE_REDIS_CLUSTER": None if redis_cluster is None else str(redis_cluster).lower(),
         "LEARNSERVE_DATA_DIR": data_dir,
     }
     # Workers are fresh processes that build their settings from the environment.

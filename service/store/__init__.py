@@ -53,16 +53,19 @@ def open_store(redis_url: str | None, data_dir: str | Path, **opts: Any) -> Stor
     """A not-yet-opened store (``await store.open()`` next).
 
     ``opts`` go to the constructor: for Redis ``socket_timeout``, ``connect_timeout``,
-    ``max_connections``, ``health_check_interval``, ``waitaof``, ``waitaof_timeout``;
+    ``max_connections``, ``health_check_interval``, ``waitaof``, ``wait_replicas``,
+    ``wait_timeout``, and ``cluster`` (a Redis Cluster: ``RedisClusterStore``);
     for SQLite ``busy_timeout``, ``poll_interval``. Options meant for the other store
     are ignored, so callers can pass one settings-derived dict either way.
     """
     if redis_url:
         from service.store.redis import RedisStore
+        from service.store.redis_cluster import RedisClusterStore
 
         keys = ("socket_timeout", "connect_timeout", "max_connections",
-                "health_check_interval", "waitaof", "waitaof_timeout")  # fmt: skip
-        return RedisStore(redis_url, **{k: v for k, v in opts.items() if k in keys})
+                "health_check_interval", "waitaof", "wait_replicas", "wait_timeout")  # fmt: skip
+        cls = RedisClusterStore if opts.get("cluster") else RedisStore
+        return cls(redis_url, **{k: v for k, v in opts.items() if k in keys})
     from service.store.sqlite import SQLiteStore
 
     d = Path(data_dir)

@@ -25,9 +25,14 @@ Durability: ``append`` returns once Redis acknowledged the script. With the usua
 ``appendonly yes`` + ``appendfsync everysec`` Redis acknowledges *before* fsync, so a
 machine crash (not a Redis restart or a SIGKILL of Redis alone) can lose up to ~1 s
 of acknowledged entries; that trade-off is the operator's Redis config. On Redis
->= 7.2 ``waitaof=True`` makes every append wait for ``WAITAOF 1 0`` (local fsync)
-before acknowledging; Redis 7.0 has no WAITAOF and the option is then ignored with a
-warning.
+>= 7.2 ``waitaof=True`` makes every append wait for ``WAITAOF 1 <wait_replicas>``
+(local fsync, and that many replicas' fsync) before acknowledging; Redis 7.0 has no
+WAITAOF and the option is then ignored with a warning. ``wait_replicas=N`` (without
+WAITAOF) waits for ``WAIT N``: N replicas received the appends, so a failover to one
+of them keeps them. Either wait is sent on the connection that appended, after the
+group's scripts; one that is not satisfied within ``wait_timeout`` raises
+StoreUnavailable although the entries may be stored (a retry with an idempotency
+key is then answered from the stored entry, not appended twice).
 
 Concurrent appends are group-committed: whatever is queued while one pipeline is in
 flight goes out as the next pipeline of scripts (in call order), so many concurrent
@@ -96,7 +101,8 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     rex.TimeoutError,
     rex.ReadOnlyError,  # a replica after failover
     rex.TryAgainError,
-    rex.ClusterDownError,
+    rex.ClusterDownError,  # and MasterDownError
+    rex.AskError,  # and MovedError: a Redis Cluster node (see _call)
     rex.OutOfMemoryError,
     TimeoutError,
     OSError,
@@ -140,6 +146,12 @@ def _text(v: bytes | str) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _append_command(name: str, payload: bytes) -> tuple[Any, ...]:
+    k = _keys(name)
+    keys = (k["config"], k["seq"], k["log"], k["head"])
+    return ("EVAL", scripts.APPEND, len(keys), *keys, payload, payload_digest(payload))
+
+
 def _pos(entry_id: bytes | str) -> int:
     s = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     return int(s.split("-", 1)[0])
@@ -147,6 +159,8 @@ def _pos(entry_id: bytes | str) -> int:
 
 class RedisStore(Store):
     name = "redis"
+    # Said with a MOVED/ASK reply: this client was pointed at one node of a cluster.
+    _moved_hint = " (a Redis Cluster node: set LEARNSERVE_REDIS_CLUSTER=true)"
 
     def __init__(
         self,
@@ -157,17 +171,21 @@ class RedisStore(Store):
         max_connections: int = 32,
         health_check_interval: int = 15,
         waitaof: bool = False,
-        waitaof_timeout: float = 1.0,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         if socket_timeout <= 0 or connect_timeout <= 0 or max_connections < 1:
             raise ValueError("timeouts must be > 0 seconds and max_connections >= 1")
+        if wait_replicas < 0 or wait_timeout <= 0:
+            raise ValueError("wait_replicas must be >= 0 and wait_timeout > 0 seconds")
         self.url = url
         self.socket_timeout = socket_timeout
         self.connect_timeout = connect_timeout
         self.max_connections = max_connections
         self.health_check_interval = health_check_interval
         self.waitaof_requested = waitaof
-        self.waitaof_timeout = waitaof_timeout
+        self.wait_replicas = wait_replicas
+        self.wait_timeout = wait_timeout
         self.waitaof = False  # decided in open() from the server version
         self.server_version: tuple[int, ...] | None = None
         self._r: aioredis.Redis | None = None
@@ -202,13 +220,20 @@ class RedisStore(Store):
         try:
             return await fn()
         except _UNAVAILABLE as e:
-            raise StoreUnavailable(f"redis {self._where()}: {e}") from e
+            raise self._unavailable(e) from e
         except rex.ResponseError as e:
             if str(e).startswith(_UNAVAILABLE_PREFIXES):
                 raise StoreUnavailable(f"redis {self._where()}: {e}") from e
             if "exceeds maximum allowed size" in str(e):  # proto-max-bulk-len set lower
                 raise ValueTooLarge(f"redis {self._where()}: {e}") from e
             raise
+
+    def _unavailable(self, e: BaseException) -> StoreUnavailable:
+        if isinstance(e, rex.AskError):  # its text is only "<slot> <host:port>"
+            return StoreUnavailable(
+                f"redis {self._where()}: {type(e).__name__} {e}{self._moved_hint}"
+            )
+        return StoreUnavailable(f"redis {self._where()}: {e}")
 
     def _where(self) -> str:
         return self.url.split("@")[-1]  # never put a password in an error message
@@ -238,7 +263,11 @@ class RedisStore(Store):
 
     async def _learn_version(self) -> None:
         info: Any = await self._call(lambda: self.r.info("server"))
-        self.server_version = tuple(int(x) for x in str(info["redis_version"]).split(".")[:3])
+        self._set_server_version(str(info["redis_version"]))
+
+    def _set_server_version(self, text: str) -> None:
+        """Record the server's version and decide whether WAITAOF can be used."""
+        self.server_version = tuple(int(x) for x in text.split(".")[:3])
         if not self.waitaof_requested:
             return
         self.waitaof = self.server_version >= (7, 2)
@@ -257,8 +286,11 @@ class RedisStore(Store):
         self._flusher = None
         for c in (self._r, self._blocking):
             if c is not None:
-                await c.aclose(close_connection_pool=True)
+                await self._close_client(c)
         self._r = self._blocking = None
+
+    async def _close_client(self, client: Any) -> None:
+        await client.aclose(close_connection_pool=True)
 
     async def ping(self) -> bool:
         if self._r is None:
@@ -401,7 +433,7 @@ class RedisStore(Store):
                 if fut.done():  # the caller was cancelled; the entry is stored anyway
                     continue
                 if isinstance(res, _UNAVAILABLE):
-                    fut.set_exception(StoreUnavailable(f"redis {self._where()}: {res}"))
+                    fut.set_exception(self._unavailable(res))
                 elif isinstance(res, Exception):
                     fut.set_exception(res)
                 elif res == -1:
@@ -410,32 +442,65 @@ class RedisStore(Store):
                     fut.set_result((int(res[0]), _text(res[1])))
 
     async def _send_appends(self, batch: list[_Pending]) -> list[Any]:
+        acks = self._ack_commands()
         async with self.r.pipeline(transaction=False) as p:
             for name, payload, _ in batch:
-                k = _keys(name)
-                p.eval(
-                    scripts.APPEND,
-                    4,
-                    k["config"],
-                    k["seq"],
-                    k["log"],
-                    k["head"],
-                    payload,
-                    payload_digest(payload),
-                )
-            if self.waitaof:
-                # WAITAOF covers the earlier writes of *this connection*, i.e. the
-                # whole pipeline: one fsync wait for the group.
-                p.execute_command("WAITAOF", 1, 0, int(self.waitaof_timeout * 1000))
+                p.execute_command(*_append_command(name, payload))
+            # WAIT/WAITAOF cover the earlier writes of *this connection*, i.e. the
+            # whole pipeline: one wait for the group.
+            for cmd in acks:
+                p.execute_command(*cmd)
             results = await p.execute(raise_on_error=False)
-        if self.waitaof:
-            acks = results.pop()
-            if isinstance(acks, Exception) or int(acks[0]) < 1:
-                raise StoreUnavailable(
-                    f"redis {self._where()}: appends not fsynced within "
-                    f"{self.waitaof_timeout}s (WAITAOF: {acks})"
-                )
+        if acks:
+            self._check_acks(results[-len(acks) :])
+            del results[-len(acks) :]
         return list(results)
+
+    # ------------------------------------------------------------------ durable acks
+    def _ack_commands(self) -> list[tuple[Any, ...]]:
+        """What to send after writes, on their connection, before acknowledging them:
+        WAITAOF (local fsync, + ``wait_replicas`` replicas' fsync) where the server has
+        it and it was asked for, else WAIT for ``wait_replicas`` replicas, else nothing."""
+        ms = max(1, int(self.wait_timeout * 1000))  # 0 would mean "forever"
+        if self.waitaof:
+            return [("WAITAOF", 1, self.wait_replicas, ms)]
+        if self.wait_replicas:
+            return [("WAIT", self.wait_replicas, ms)]
+        return []
+
+    def _check_acks(self, replies: list[Any]) -> None:
+        """Raise StoreUnavailable unless the replies of ``_ack_commands`` say enough
+        copies exist. The writes themselves may be stored: the caller cannot know."""
+        for reply in replies:
+            if isinstance(reply, Exception):
+                ok = False
+            elif isinstance(reply, list):  # WAITAOF: [local fsyncs, replica fsyncs]
+                ok = int(reply[0]) >= 1 and int(reply[1]) >= self.wait_replicas
+            else:  # WAIT: replicas that received the writes
+                ok = int(reply) >= self.wait_replicas
+            if not ok:
+                cmd = "WAITAOF" if self.waitaof else "WAIT"
+                want = "fsynced" if self.waitaof else f"on {self.wait_replicas} replica(s)"
+                raise StoreUnavailable(
+                    f"redis {self._where()}: writes not {want} within {self.wait_timeout}s "
+                    f"({cmd}: {reply!r}); they may be stored (a retry with the same "
+                    "idempotency key is answered from them)"
+                )
+
+    async def _eval_acked(self, src: str, keys: list[str], args: list[Any]) -> Any:
+        """One script, then ``_ack_commands`` on the same connection; the script's reply."""
+        acks = self._ack_commands()
+
+        async def run() -> Any:
+            async with self.r.pipeline(transaction=False) as p:
+                p.eval(src, len(keys), *keys, *args)
+                for cmd in acks:
+                    p.execute_command(*cmd)
+                return await p.execute(raise_on_error=True)
+
+        results = await self._call(run)
+        self._check_acks(results[1:])
+        return results[0]
 
     async def append_once(
         self, name: str, payload: bytes, key: str, payload_hash: str, n: int, ttl_seconds: float
@@ -462,22 +527,7 @@ class RedisStore(Store):
             payload_digest(payload),
         ]
 
-        async def run() -> Any:
-            async with self.r.pipeline(transaction=False) as p:
-                p.eval(scripts.APPEND_ONCE, len(keys), *keys, *args)
-                if self.waitaof:
-                    p.execute_command("WAITAOF", 1, 0, int(self.waitaof_timeout * 1000))
-                return await p.execute(raise_on_error=True)
-
-        results = await self._call(run)
-        if self.waitaof:
-            acks = results[-1]
-            if int(acks[0]) < 1:
-                raise StoreUnavailable(
-                    f"redis {self._where()}: append not fsynced within "
-                    f"{self.waitaof_timeout}s (WAITAOF: {acks})"
-                )
-        res = results[0]
+        res = await self._eval_acked(scripts.APPEND_ONCE, keys, args)
         if int(res[0]) == -1:
             raise ModelNotFound(name)
         if int(res[0]) == 1:

@@ -375,3 +375,46 @@ def test_image_build_context_installs_every_module(tmp_path: Path) -> None:
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry).decode()
     assert "learnserve = service.cli:main" in text
+
+
+def test_cluster_profile_is_3_masters_3_replicas_and_the_app_can_use_it(
+    resolved: dict[str, Any],
+) -> None:
+    services = resolved["services"]
+    nodes = [f"redis-cluster-{i}" for i in range(6)]
+    for name in nodes:
+        node = services[name]
+        assert node["profiles"] == ["cluster"] and node["image"].startswith("redis:")
+        cmd = node["command"]
+        for flag, value in (("--cluster-enabled", "yes"), ("--appendonly", "yes"),
+                            ("--cluster-announce-hostname", name)):  # fmt: skip
+            assert cmd[cmd.index(flag) + 1] == value
+        mounts = [
+            v["target"] if isinstance(v, dict) else str(v).split(":")[1] for v in node["volumes"]
+        ]
+        assert mounts == ["/data"]  # AOF + nodes.conf on the node's own volume
+    init = services["redis-cluster-init"]
+    script = " ".join(init["command"])
+    assert "--cluster create" in script and "--cluster-replicas 1" in script
+    assert "for i in 0 1 2 3 4 5" in script  # every node joins
+    assert set(init["depends_on"]) == set(nodes)
+    # The script is valid sh (compose's $$ is a literal $).
+    if shutil.which("sh"):
+        check = subprocess.run(["sh", "-n", "-c", script.replace("$$", "$")], capture_output=True)
+        assert check.returncode == 0, check.stderr
+    # The single Redis stays the default.
+    assert environment(services["app"])["LEARNSERVE_REDIS_CLUSTER"] == "false"
+    assert environment(services["app"])["LEARNSERVE_REDIS_URL"] == "redis://redis:6379/0"
+
+
+def test_app_switches_to_the_cluster_with_the_env_file(tmp_path: Path) -> None:
+    env = tmp_path / "cluster.env"
+    env.write_text(
+        "LEARNSERVE_REDIS_URL=redis://redis-cluster-0:6379\n"
+        "LEARNSERVE_REDIS_CLUSTER=true\nLEARNSERVE_REDIS_WAIT_REPLICAS=1\n"
+    )
+    app = compose_config("--env-file", str(env), "--profile", "cluster")["services"]["app"]
+    got = environment(app)
+    assert got["LEARNSERVE_REDIS_CLUSTER"] == "true"
+    assert got["LEARNSERVE_REDIS_URL"] == "redis://redis-cluster-0:6379"
+    assert got["LEARNSERVE_REDIS_WAIT_REPLICAS"] == "1"

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.service.cluster_procs import RedisClusterNodes, find_redis_cli
 from tests.service.procs import RedisServer, find_redis_server
 
 
@@ -49,3 +50,31 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
         redis_server.start()
     redis_server.flushall()
     yield redis_server.url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
+    """A real 3-master Redis Cluster (AOF on, no replicas) for the whole session."""
+    binary = find_redis_server()
+    cli = find_redis_cli(binary)
+    if binary is None or cli is None:
+        pytest.skip(
+            "a Redis Cluster needs redis-server and redis-cli (install redis-server / "
+            "redis-tools, or set LEARNSERVE_REDIS_SERVER)"
+        )
+    cluster = RedisClusterNodes(binary, cli, tmp_path_factory.mktemp("redis-cluster"))
+    atexit.register(cluster.kill)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.kill()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: RedisClusterNodes) -> Iterator[str]:
+    """The cluster's URL (one master; the client discovers the rest), every master empty."""
+    if not redis_cluster.running:
+        redis_cluster.start()
+    redis_cluster.flushall()
+    yield redis_cluster.url

@@ -120,8 +120,15 @@ class RedisServer:
     ``kill()`` is SIGKILL (up to ~1 s of writes may be lost, as with everysec in prod).
     """
 
-    def __init__(self, binary: str, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        binary: str,
+        directory: Path,
+        port: int | None = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.binary = binary
+        self.extra_args = list(extra_args or [])  # e.g. --cluster-enabled yes
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -162,6 +169,7 @@ class RedisServer:
             "--save", "",
             "--daemonize", "no",
             "--logfile", str(self.dir / "redis.log"),
+            *self.extra_args,
         ]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready(timeout)

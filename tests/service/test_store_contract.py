@@ -1,5 +1,6 @@
-"""One contract, two stores: every test runs on SQLiteStore and on RedisStore (a real,
-private redis-server from the ``redis_server`` fixture).
+"""One contract, three stores: every test runs on SQLiteStore, on RedisStore (a real,
+private redis-server from the ``redis_server`` fixture) and on RedisClusterStore (a
+real 3-master Redis Cluster from the ``redis_cluster`` fixture).
 
 No pytest-asyncio: each test is a plain function that runs its coroutine with
 ``backend.run(fn)``, which opens a fresh store inside the loop and closes it after.
@@ -28,6 +29,7 @@ from service.store import (
 )
 from service.store.base import IdempotencyKeyReused
 from service.store.redis import RedisStore
+from service.store.redis_cluster import RedisClusterStore
 from service.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,11 +53,20 @@ class Backend:
         asyncio.run(main())
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "sqlite":
         path = tmp_path / "store.sqlite3"
         return Backend("sqlite", lambda: SQLiteStore(path), lambda: None)
+    if request.param == "redis-cluster":
+        curl = request.getfixturevalue("redis_cluster_url")
+        cluster = request.getfixturevalue("redis_cluster")
+
+        def restart_cluster() -> None:
+            cluster.stop()  # SHUTDOWN on every master: AOFs fsynced
+            cluster.start()  # same ports, dirs and nodes.conf; waits for cluster_state:ok
+
+        return Backend("redis-cluster", lambda: RedisClusterStore(curl), restart_cluster)
     url = request.getfixturevalue("redis_url")
     server = request.getfixturevalue("redis_server")
 
@@ -605,3 +616,6 @@ def test_open_store_picks_the_implementation(tmp_path: Path) -> None:
     assert s.path.parent.is_dir()
     r = open_store("redis://127.0.0.1:1/0", tmp_path, socket_timeout=0.5, busy_timeout=5.0)
     assert isinstance(r, RedisStore) and r.socket_timeout == 0.5
+    rc = open_store("redis://127.0.0.1:1", tmp_path, cluster=True, wait_replicas=1)
+    assert isinstance(rc, RedisClusterStore) and rc.wait_replicas == 1
+    assert type(open_store("redis://127.0.0.1:1", tmp_path, cluster=False)) is RedisStore
