@@ -37,7 +37,16 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
         return False
     h.checkpointing = True
     t0 = time.perf_counter()
+    settings = registry.settings
     try:
+        # One writer per model: the others would write the same state again.
+        if not await registry.store.try_lease(
+            h.name, "checkpoint", registry.member_id, settings.checkpoint_lease_seconds
+        ):
+            now = time.monotonic()
+            h.lease_retry_at = now + settings.checkpoint_lease_seconds / 2
+            h.next_time_checkpoint = now + settings.checkpoint_every_seconds
+            return False
         async with h.lock:
             position = h.version
             meta = h.checkpoint_meta()
@@ -82,9 +91,11 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
 def count_due(settings: Settings, h: ModelHandle) -> bool:
     """``checkpoint_every_updates`` entries since the last checkpoint, and at least
     ``checkpoint_min_interval_seconds`` since this process wrote one."""
+    now = time.monotonic()
     return (
         h.version - h.checkpoint_position >= settings.checkpoint_every_updates
-        and time.monotonic() - h.checkpoint_done >= settings.checkpoint_min_interval_seconds
+        and now - h.checkpoint_done >= settings.checkpoint_min_interval_seconds
+        and now >= h.lease_retry_at  # another worker holds the checkpoint lease
     )
 
 
@@ -101,6 +112,7 @@ async def periodic(registry: Registry) -> None:
             h.next_time_checkpoint = now + registry.settings.checkpoint_every_seconds
         # A count-triggered one held back by the minimum interval is taken here.
         due = timed or count_due(registry.settings, h)
+        due = due and now >= h.lease_retry_at
         if due and h.version > h.checkpoint_position and not h.checkpointing:
             registry.spawn(checkpoint(registry, h))
         last = await registry.store.last_position(h.name)

@@ -107,6 +107,7 @@ class ModelHandle:
             maxlen=_RECENT_HEADS
         )
         self.reset_at: int | None = None  # version last rebuilt from the store's checkpoint
+        self.lease_retry_at = 0.0  # monotonic time to ask for the checkpoint lease again
         self._digest: tuple[int, ModelAdapter, str] | None = None
         self.checkpoint_position = 0
         self.checkpoint_at: float | None = None

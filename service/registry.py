@@ -18,6 +18,8 @@ import contextlib
 import gc
 import logging
 import os
+import secrets
+import socket
 import time
 from typing import Any
 
@@ -51,6 +53,8 @@ class Registry:
         self._catalog_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.failed: dict[str, str] = {}  # models that could not be restored, and why
+        # This process's name in the store's leases (unique per process and start).
+        self.member_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
     # ------------------------------------------------------------ lookup
     def get(self, name: str) -> ModelHandle:

@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     # examples/s is otherwise written every 0.7 s, and on Redis each such write holds up
     # the other commands for tens of ms.
     checkpoint_min_interval_seconds: float = Field(default=0.0, ge=0)
+    # One checkpoint writer per model at a time: a worker writes only while it holds the
+    # model's checkpoint lease in the store (taken or renewed at each write, expiring
+    # after this long, so another worker takes over when the holder stops).
+    checkpoint_lease_seconds: float = Field(default=30.0, gt=0)
     # Entries kept in the log behind a checkpoint, so a lagging replica can catch up
     # from the log instead of reloading the checkpoint.
     log_retain_entries: int = Field(default=1000, ge=0)

@@ -215,6 +215,15 @@ class Store(ABC):
 
         await asyncio.sleep(min(timeout, 0.05))
 
+    # -------------------------------------------------------------- leases
+    @abstractmethod
+    async def try_lease(self, name: str, purpose: str, holder: str, ttl_seconds: float) -> bool:
+        """Take or renew the model's ``purpose`` lease (e.g. "checkpoint") for ``holder``
+        for ``ttl_seconds``: True if ``holder`` holds it now, False while another
+        holder's lease runs. One atomic step in the model's own keys (one Redis
+        Cluster slot); deleted with the model. So N workers do not all write N
+        checkpoints of one model: whoever holds the lease writes, the others skip."""
+
     # -------------------------------------------------------------- checkpoints
     @abstractmethod
     async def put_checkpoint(

@@ -7,6 +7,7 @@ every per-model Lua script touches one slot only)::
     ls:{NAME}:gen       string  random id given at creation (new after delete + create)
     ls:{NAME}:seq       string  last log position ever handed out (survives trimming)
     ls:{NAME}:head      string  the log's chain head at seq (``base.chain_head``)
+    ls:{NAME}:lease:checkpoint  string  holder of the checkpoint-writer lease (PX expiry)
     ls:{NAME}:log       stream  entry id "<position>-0", field p = payload, h = chain head
     ls:{NAME}:ckpt      hash    position, created_at, token, chunks (switched by one script)
     ls:{NAME}:ckptdata  hash    "<token>:<i>" -> the i-th 1 MB chunk of that checkpoint
@@ -138,6 +139,7 @@ def _keys(name: str) -> dict[str, str]:
             "idem",
             "idemexp",
             "head",
+            "lease:checkpoint",
         )
     }
 
@@ -580,6 +582,15 @@ class RedisStore(Store):
             )
 
         await self._call(xread)
+
+    # ------------------------------------------------------------------ leases
+    async def try_lease(self, name: str, purpose: str, holder: str, ttl_seconds: float) -> bool:
+        k = _keys(name)
+        lease = k.get(f"lease:{purpose}")
+        if lease is None:
+            raise ValueError(f"unknown lease purpose {purpose!r}")
+        ttl = max(1, int(ttl_seconds * 1000))
+        return await self._script(scripts.LEASE, [k["config"], lease], [holder, ttl]) == 1
 
     # ------------------------------------------------------------------ checkpoints
     async def put_checkpoint(

@@ -111,6 +111,15 @@ for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
 end
 return 1
 """
+# KEYS: config, lease   ARGV: holder, ttl ms  ->  1 held by holder now, 0 held by another
+# (-1 no model). Renewing extends the holder's lease; nobody else can take it meanwhile.
+LEASE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local cur = redis.call('GET', KEYS[2])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
 # KEYS: config, art, artmeta   ARGV: blob, meta JSON  ->  version, or -1 if no model
 ADD_ART = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end

@@ -111,6 +111,14 @@ CREATE TABLE IF NOT EXISTS idempotency (
     PRIMARY KEY (name, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
+-- Leases (try_lease): who may do a model's ``purpose`` (e.g. write its checkpoints).
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (name, purpose)
+);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('epoch', 0);
 """
@@ -312,7 +320,7 @@ class SQLiteStore(Store):
         with self._tx() as db:
             if db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount == 0:
                 return False
-            for table in ("log", "checkpoints", "artifacts", "idempotency"):
+            for table in ("log", "checkpoints", "artifacts", "idempotency", "leases"):
                 db.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
             self._bump_epoch(db)
         return True
@@ -496,6 +504,25 @@ class SQLiteStore(Store):
             if any(pos > after[n] for n, pos in rows):
                 return True
         return False
+
+    # ------------------------------------------------------------------ leases
+    async def try_lease(self, name: str, purpose: str, holder: str, ttl_seconds: float) -> bool:
+        def q() -> bool:
+            now = time.time()
+            with self._tx() as db:
+                if db.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is None:
+                    return False
+                row = db.execute(
+                    "INSERT INTO leases (name, purpose, holder, expires_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (name, purpose) DO UPDATE SET holder = excluded.holder, "
+                    "expires_at = excluded.expires_at "
+                    "WHERE leases.holder = excluded.holder OR leases.expires_at <= ? "
+                    "RETURNING holder",
+                    (name, purpose, holder, now + ttl_seconds, now),
+                ).fetchone()
+                return row is not None
+
+        return await self._run(q)
 
     # ------------------------------------------------------------------ checkpoints
     async def put_checkpoint(

@@ -155,3 +155,52 @@ def test_worker_notices_a_lost_tail_without_new_updates(redis_server, redis_url,
         assert _update(c, "q", [0.5, 0.5, 0.5], 1).json()["version"] == 4
         served = c.get("/models/q").json()
     assert _fresh_digest(settings, "q") == (4, served["state_digest"])
+
+
+# ------------------------------------------------------------------ checkpoint lease
+def test_lease_one_holder_at_a_time(store_factory) -> None:
+    async def check(store) -> None:
+        assert not await store.try_lease("m", "checkpoint", "a", 5.0)  # no such model
+        await store.create_model("m", {"kind": "linear"})
+        assert await store.try_lease("m", "checkpoint", "a", 0.3)
+        assert not await store.try_lease("m", "checkpoint", "b", 5.0)
+        assert await store.try_lease("m", "checkpoint", "a", 0.3)  # renewed
+        await asyncio.sleep(0.5)
+        assert await store.try_lease("m", "checkpoint", "b", 5.0)  # a's ran out
+        assert not await store.try_lease("m", "checkpoint", "a", 5.0)
+        await store.delete_model("m")  # deleted with the model
+        await store.create_model("m", {"kind": "linear"})
+        assert await store.try_lease("m", "checkpoint", "a", 5.0)
+
+    _run(store_factory, check)
+
+
+def test_one_checkpoint_writer_per_model(tmp_path) -> None:
+    """Two workers apply the same log; only the lease holder writes its checkpoints."""
+    from service.models import adapter_class
+    from tests.service.test_review_fixes import BODY, payload, two_workers
+
+    async def main() -> None:
+        a, b, s1, s2 = await two_workers(tmp_path, checkpoint_every_updates=3)
+        try:
+            cls = adapter_class("linear")
+            config = cls.normalize_config(BODY, a.settings)
+            ha, _ = await a.create("m", cls, config)
+            hb, _ = await b.create("m", cls, config)
+            for i in range(12):
+                await (a if i % 2 else b).submit_update(ha if i % 2 else hb, payload(i))
+                await a.catch_up(ha)
+                await b.catch_up(hb)
+                await a.checkpoint(ha)
+                await b.checkpoint(hb)
+            written = [h.checkpoint_position for h in (ha, hb)]
+            assert sorted(written)[0] == 0 and sorted(written)[1] >= 9, written
+            cp = await s1.get_checkpoint("m")
+            assert cp is not None and cp.position == max(written)
+        finally:
+            await a.close()
+            await b.close()
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
