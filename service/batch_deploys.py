@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from learners.artifact import ArtifactError
+from learners.artifact import ArtifactError, ArtifactTooLarge
 from learners.artifact import loads as artifact_loads
 from learners.registry import BATCH_KINDS
 from service import metrics as M
@@ -26,6 +26,7 @@ from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.model_handle import ModelHandle
 from service.models import adapter_class
 from service.models.base import ModelAdapter
+from service.models.batch import BatchAdapter
 from service.settings import Settings
 from service.store.base import ConfigConflict, ModelNotFound, StoreUnavailable, ValueTooLarge
 
@@ -83,27 +84,39 @@ async def deploy(registry: Registry, name: str, blob: bytes) -> tuple[ModelHandl
 
 
 def load_artifact(blob: bytes, settings: Settings) -> tuple[str, dict[str, Any], ModelAdapter]:
-    """Validate an uploaded artifact and load it (runs in a thread)."""
+    """Validate an uploaded artifact and load it (runs in a thread).
+
+    The loaders are the trust boundary: anything malformed is a 422 naming what is
+    wrong; a model whose loading would exceed ``max_model_bytes`` (computed from its
+    header before anything is allocated) a 413, as for an oversized online model."""
+    limit = settings.max_model_bytes
     try:
-        kind = artifact_loads(blob).kind
+        kind = peek_kind(blob, limit)
+        if kind not in BATCH_KINDS:
+            raise invalid(
+                f"artifact: kind {kind!r} is not a batch model kind {sorted(BATCH_KINDS)}; "
+                "online models are created with PUT /models/{name}",
+                "artifact",
+            )
+        try:
+            cls = adapter_class(kind)
+        except ValueError:
+            raise invalid(f"artifact: the service cannot serve kind {kind!r}", "artifact") from None
+        config = cls.normalize_config({}, settings)
+        assert issubclass(cls, BatchAdapter)
+        adapter = cls.from_artifact(config, blob, max_bytes=limit)
+    except ArtifactTooLarge as e:
+        raise ApiError(413, "model_too_large", f"artifact: {e}", "artifact") from None
     except ArtifactError as e:
         raise invalid(f"artifact: {e}", "artifact") from None
-    if kind not in BATCH_KINDS:
-        raise invalid(
-            f"artifact: kind {kind!r} is not a batch model kind {sorted(BATCH_KINDS)}; "
-            "online models are created with PUT /models/{name}",
-            "artifact",
-        )
-    try:
-        cls = adapter_class(kind)
-    except ValueError:
-        raise invalid(f"artifact: the service cannot serve kind {kind!r}", "artifact") from None
-    config = cls.normalize_config({}, settings)
-    try:
-        adapter = cls.from_checkpoint(config, blob)
-    except (ArtifactError, ValueError, KeyError) as e:
+    except (ValueError, KeyError) as e:  # a loader's gap; still the client's artifact
         raise invalid(f"artifact: cannot be loaded: {e}", "artifact") from None
     return kind, config, adapter
+
+
+def peek_kind(blob: bytes, max_bytes: int) -> str:
+    """The kind of a container that reads (magic, version, checksum, header, arrays)."""
+    return artifact_loads(blob, max_bytes=max_bytes).kind
 
 
 async def activate(registry: Registry, name: str, version: int) -> ModelHandle:

@@ -50,9 +50,12 @@ class BatchAdapter(ModelAdapter):
         return cls.from_artifact(config, blob)
 
     @classmethod
-    def from_artifact(cls, config: dict[str, Any], blob: bytes) -> BatchAdapter:
-        """Load an artifact fully (validated: magic, version, checksum)."""
-        model = class_for(cls.kind).from_bytes(blob)
+    def from_artifact(
+        cls, config: dict[str, Any], blob: bytes, max_bytes: int | None = None
+    ) -> BatchAdapter:
+        """Load an artifact fully (validated: container, structure, finite scores; the
+        memory loading takes is checked against ``max_bytes`` before it is allocated)."""
+        model = class_for(cls.kind).from_bytes(blob, max_bytes=max_bytes)
         return cls(config, model, hashlib.sha256(blob).hexdigest())
 
     # ------------------------------------------------------------ write path
