@@ -110,11 +110,11 @@ def check_trees(T: dict[str, np.ndarray], n_features: int) -> None:
             f"feature[{bad}] = {T['feature'][bad]} is outside [0, {n_features}) (meta.n_features)"
         )
     for t in range(no.shape[0] - 1):
-        a, b = int(no[t]), int(no[t + 1])
-        k = b - a
+        first, end = int(no[t]), int(no[t + 1])
+        k = end - first
         if k == 0:
             continue
-        left, right = T["left"][a:b], T["right"][a:b]
+        left, right = T["left"][first:end], T["right"][first:end]
         parents = np.arange(k)
         for side, child in (("left", left), ("right", right)):
             internal = child >= 0
