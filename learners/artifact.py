@@ -287,11 +287,9 @@ def _parse_header(raw: bytes) -> dict[str, Any]:
         raise ArtifactError(f"artifact header is not valid JSON: {exc}") from None
     if not isinstance(header, dict):
         raise ArtifactError("artifact header is malformed: not a JSON object")
-    depth = _json_depth(header)
-    if depth > _MAX_JSON_DEPTH:
+    if _json_depth(header) > _MAX_JSON_DEPTH:
         raise ArtifactError(
-            f"artifact header is malformed: JSON nested {depth} levels deep "
-            f"(at most {_MAX_JSON_DEPTH})"
+            f"artifact header is malformed: JSON nested more than {_MAX_JSON_DEPTH} levels deep"
         )
     want = {"kind": str, "params": dict, "arrays": list}
     for key, typ in want.items():
@@ -310,7 +308,7 @@ def _parse_header(raw: bytes) -> dict[str, Any]:
 
 
 def _json_depth(obj: Any) -> int:
-    """Nesting depth of parsed JSON, walked without recursion."""
+    """Nesting depth of parsed JSON (up to just past the limit), walked without recursion."""
     deepest, stack = 0, [(obj, 1)]
     while stack:
         o, d = stack.pop()

@@ -432,8 +432,15 @@ class LLSVM:
         # the transposed anchors (_anchor_layout) are a second copy of them
         need = anchors.nbytes * 2 + W.nbytes + b.nbytes
         artifact.memory_budget("arrays 'anchors', 'W' and 'b'", need, max_bytes)
+        layout = cls._anchor_layout(anchors)
+        with np.errstate(over="ignore"):
+            if not np.all(np.isfinite(layout[1])):  # distances to it would overflow
+                raise artifact.ArtifactError(
+                    "llsvm artifact: array 'anchors' has an anchor too large to measure "
+                    "distances to (its squared norm overflows)"
+                )
         model.anchors_, model.W_, model.b_, model.t_ = anchors, W, b, steps
-        model._layout = cls._anchor_layout(anchors)
+        model._layout = layout
         model.classes_ = np.asarray(classes, dtype=np.int64 if want is int else str)
         model.n_features_ = n_features
         meta = dict(art.meta)
