@@ -120,8 +120,9 @@ def load_artifact(blob: bytes, settings: Settings) -> tuple[str, dict[str, Any],
             cls = adapter_class(kind)
         except ValueError:
             raise invalid(f"artifact: the service cannot serve kind {kind!r}", "artifact") from None
+        if not issubclass(cls, BatchAdapter):  # BATCH_KINDS map to batch adapters
+            raise invalid(f"artifact: kind {kind!r} is not served as a batch model", "artifact")
         config = cls.normalize_config({}, settings)
-        assert issubclass(cls, BatchAdapter)
         adapter = cls.from_artifact(config, blob, max_bytes=limit)
     except ArtifactTooLarge as e:
         raise ApiError(413, "model_too_large", f"artifact: {e}", "artifact") from None
