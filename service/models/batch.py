@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 
+_STORED = 1 << 62  # the memory limit for loading an artifact already admitted to the store
+
+
 class BatchAdapter(ModelAdapter):
     online: ClassVar[bool] = False
 
@@ -47,7 +50,9 @@ class BatchAdapter(ModelAdapter):
 
     @classmethod
     def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> BatchAdapter:
-        return cls.from_artifact(config, blob)
+        # A stored version passed max_model_bytes when it was deployed; a limit lowered
+        # since must not make it unloadable at restart or rollback (no limit here).
+        return cls.from_artifact(config, blob, max_bytes=_STORED)
 
     @classmethod
     def from_artifact(
