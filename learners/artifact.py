@@ -37,14 +37,17 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DEFAULT_MAX_MODEL_BYTES",
     "FORMAT_VERSION",
     "MAGIC",
     "Artifact",
     "ArtifactError",
+    "ArtifactTooLarge",
     "dumps",
     "dumps_buffer",
     "load",
     "loads",
+    "memory_budget",
     "save",
 ]
 
@@ -57,10 +60,43 @@ _ALLOWED_DTYPES = frozenset(
     | {"float32", "float64"}
 )
 _MAX_HEADER = 64 << 20
+_MAX_JSON_DEPTH = 64  # params/meta are flat in practice; a deep nesting is an attack
+_MAX_NDIM = 8
+_MAX_DIM = 1 << 48
+_JSON_NAMES = {str: "string", dict: "object", list: "array"}
+# The loaders' memory limit when the caller gives none (the service's default max_model_bytes).
+DEFAULT_MAX_MODEL_BYTES = 4 << 30
 
 
 class ArtifactError(ValueError):
     """A model artifact that cannot be read (bad magic, version, checksum, truncation...)."""
+
+
+class ArtifactTooLarge(ArtifactError):
+    """Loading the artifact would take more memory than allowed (checked before allocating).
+
+    ``what`` names the part of the artifact that asks for the memory (``"arrays"``,
+    ``"meta.n_features"``...), ``need`` and ``limit`` are bytes.
+    """
+
+    def __init__(self, what: str, need: int, limit: int) -> None:
+        super().__init__(
+            f"{what}: loading needs {_gib(need)} of memory, more than the limit of "
+            f"{_gib(limit)} (max_model_bytes)"
+        )
+        self.what, self.need, self.limit = what, need, limit
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n < 1 << 70 else f"2**{n.bit_length() - 1} bytes"
+
+
+def memory_budget(what: str, need: int, max_bytes: int | None) -> None:
+    """Refuse (:class:`ArtifactTooLarge`) when ``need`` bytes exceed ``max_bytes``;
+    loaders call it with their derived allocations before making them."""
+    limit = DEFAULT_MAX_MODEL_BYTES if max_bytes is None else max_bytes
+    if need > limit:
+        raise ArtifactTooLarge(what, need, limit)
 
 
 @dataclass(frozen=True)
@@ -182,8 +218,17 @@ def dumps_buffer(
     return mv
 
 
-def loads(blob: bytes | bytearray | memoryview, *, expected_kind: str | None = None) -> Artifact:
-    """Read an artifact, refusing anything malformed with an :class:`ArtifactError`."""
+def loads(
+    blob: bytes | bytearray | memoryview,
+    *,
+    expected_kind: str | None = None,
+    max_bytes: int | None = None,
+) -> Artifact:
+    """Read an artifact, refusing anything malformed with an :class:`ArtifactError`.
+
+    ``max_bytes`` bounds the memory the arrays take once copied out; it is checked
+    from the header, before anything is allocated (:class:`ArtifactTooLarge`).
+    """
     mv = memoryview(blob)
     if len(mv) < _PREFIX.size:
         raise ArtifactError(f"artifact is truncated: {len(mv)} bytes is shorter than the prefix")
@@ -204,45 +249,134 @@ def loads(blob: bytes | bytearray | memoryview, *, expected_kind: str | None = N
     digest = hashlib.sha256(mv[: total - _DIGEST]).digest()
     if digest != bytes(mv[total - _DIGEST :]):
         raise ArtifactError("artifact checksum mismatch: the file is corrupted")
-    try:
-        header = json.loads(bytes(mv[_PREFIX.size : _PREFIX.size + hlen]).decode("utf-8"))
-        kind = header["kind"]
-        entries = header["arrays"]
-        params = header["params"]
-        meta = header.get("meta", {})
-        created_at = float(header["created_at"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ArtifactError(f"artifact header is malformed: {exc}") from None
-    if not isinstance(kind, str) or not isinstance(params, dict) or not isinstance(entries, list):
-        raise ArtifactError("artifact header is malformed: wrong field types")
+    header = _parse_header(bytes(mv[_PREFIX.size : _PREFIX.size + hlen]))
+    kind, params, meta, entries = header["kind"], header["params"], header["meta"], header["arrays"]
     if expected_kind is not None and kind != expected_kind:
         raise ArtifactError(f"artifact holds a {kind!r} model, expected {expected_kind!r}")
+    layout = [_check_entry(i, e, blen) for i, e in enumerate(entries)]
+    names = [name for name, *_ in layout]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ArtifactError(f"artifact header is malformed: array {dup!r} appears twice")
+    need = sum(nbytes for *_, nbytes in layout)
+    if max_bytes is not None and need > max_bytes:
+        raise ArtifactTooLarge("arrays", need, max_bytes)
     body = mv[_PREFIX.size + hlen : _PREFIX.size + hlen + blen]
     arrays: dict[str, np.ndarray] = {}
-    for e in entries:
-        try:
-            name, dtype, shape = e["name"], e["dtype"], tuple(int(s) for s in e["shape"])
-            off, nbytes = int(e["offset"]), int(e["nbytes"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ArtifactError(f"artifact array entry is malformed: {exc}") from None
-        if dtype not in _ALLOWED_DTYPES:
-            raise ArtifactError(f"array {name!r} has unsupported dtype {dtype!r}")
-        dt = np.dtype(dtype).newbyteorder("<")
-        if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) * dt.itemsize != nbytes:
-            raise ArtifactError(f"array {name!r}: shape {shape} does not match {nbytes} bytes")
-        if off < 0 or off + nbytes > blen:
-            raise ArtifactError(f"array {name!r} lies outside the artifact body")
+    for name, dt, shape, off, nbytes in layout:
         arr = np.frombuffer(body[off : off + nbytes], dtype=dt).reshape(shape)
         arrays[name] = arr.astype(dt.newbyteorder("="), copy=True)
     return Artifact(
         kind=kind,
         params=params,
         arrays=arrays,
-        meta=meta if isinstance(meta, dict) else {},
-        created_at=created_at,
+        meta=meta,
+        created_at=header["created_at"],
         format_version=version,
         checksum=digest.hex(),
     )
+
+
+def _parse_header(raw: bytes) -> dict[str, Any]:
+    """The JSON header, its fields type-checked (a deep nesting is refused, not a crash)."""
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ArtifactError("artifact header is malformed: JSON nested too deeply") from None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
+        raise ArtifactError(f"artifact header is not valid JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise ArtifactError("artifact header is malformed: not a JSON object")
+    if _json_depth(header) > _MAX_JSON_DEPTH:
+        raise ArtifactError(
+            f"artifact header is malformed: JSON nested more than {_MAX_JSON_DEPTH} levels deep"
+        )
+    want = {"kind": str, "params": dict, "arrays": list}
+    for key, typ in want.items():
+        if not isinstance(header.get(key), typ):
+            raise ArtifactError(
+                f"artifact header is malformed: {key!r} must be a JSON {_JSON_NAMES[typ]}, "
+                f"got {_short(header.get(key))}"
+            )
+    created = header.get("created_at")
+    if isinstance(created, bool) or not isinstance(created, int | float):
+        raise ArtifactError(
+            f"artifact header is malformed: 'created_at' must be a number, got {_short(created)}"
+        )
+    meta = header.get("meta", {})
+    return {**header, "created_at": float(created), "meta": meta if isinstance(meta, dict) else {}}
+
+
+def _json_depth(obj: Any) -> int:
+    """Nesting depth of parsed JSON (up to just past the limit), walked without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > _MAX_JSON_DEPTH:
+            break
+        if isinstance(o, dict):
+            stack.extend((v, d + 1) for v in o.values())
+        elif isinstance(o, list):
+            stack.extend((v, d + 1) for v in o)
+    return deepest
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _check_entry(
+    i: int, e: Any, body_len: int
+) -> tuple[str, np.dtype[Any], tuple[int, ...], int, int]:
+    """One ``arrays`` entry of the header as ``(name, dtype, shape, offset, nbytes)``,
+    checked with exact integer arithmetic (an absurd shape cannot wrap around)."""
+    where = f"arrays[{i}]"
+    if not isinstance(e, dict):
+        raise ArtifactError(f"artifact header: {where} must be a JSON object, got {_short(e)}")
+    name = e.get("name")
+    if not isinstance(name, str):
+        raise ArtifactError(f"artifact header: {where}.name must be a string, got {_short(name)}")
+    where = f"array {name!r}"
+    dtype = e.get("dtype")
+    if not isinstance(dtype, str) or dtype not in _ALLOWED_DTYPES:
+        raise ArtifactError(f"{where} has unsupported dtype {_short(dtype)}")
+    shape = e.get("shape")
+    if not isinstance(shape, list) or len(shape) > _MAX_NDIM:
+        raise ArtifactError(
+            f"{where}: shape must be a list of at most {_MAX_NDIM} sizes, got {_short(shape)}"
+        )
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < _MAX_DIM:
+            raise ArtifactError(
+                f"{where}: shape {_short(shape)} has a size that is not an integer "
+                f"in [0, 2**48): {_short(s)}"
+            )
+    ints = {}
+    for key in ("offset", "nbytes"):
+        v = e.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ArtifactError(f"{where}: {key} must be a non-negative integer, got {_short(v)}")
+        ints[key] = v
+    off, nbytes = ints["offset"], ints["nbytes"]
+    dt = np.dtype(dtype).newbyteorder("<")
+    count, extent = 1, dt.itemsize
+    for s in shape:
+        count *= s  # Python ints: no overflow
+        extent *= max(s, 1)
+    if extent >= 1 << 62:  # numpy refuses such a shape even when a size is 0
+        raise ArtifactError(f"{where}: shape {shape} is impossibly large")
+    if count * dt.itemsize != nbytes:
+        raise ArtifactError(
+            f"{where}: shape {shape} of {dtype} is {count * dt.itemsize} bytes, "
+            f"but the header says {nbytes}"
+        )
+    if off + nbytes > body_len:
+        raise ArtifactError(
+            f"{where} lies outside the artifact body (bytes {off}..{off + nbytes} of {body_len})"
+        )
+    return name, dt, tuple(shape), off, nbytes
 
 
 def save(path: str | Path, blob: bytes) -> None:
@@ -253,8 +387,10 @@ def save(path: str | Path, blob: bytes) -> None:
     tmp.replace(p)
 
 
-def load(path: str | Path, *, expected_kind: str | None = None) -> Artifact:
-    return loads(Path(path).read_bytes(), expected_kind=expected_kind)
+def load(
+    path: str | Path, *, expected_kind: str | None = None, max_bytes: int | None = None
+) -> Artifact:
+    return loads(Path(path).read_bytes(), expected_kind=expected_kind, max_bytes=max_bytes)
 
 
 def peek_kind(blob: bytes) -> str:

@@ -51,6 +51,7 @@ class Registry:
         self.epoch: int | None = None
         self.health = StoreHealth(store.name)
         self._catalog_lock = asyncio.Lock()
+        self.batch_locks: dict[str, asyncio.Lock] = {}  # see batch_deploys.switch_lock
         self._tasks: set[asyncio.Task[Any]] = set()
         self.failed: dict[str, str] = {}  # models that could not be restored, and why
         # This process's name in the store's leases (unique per process and start).
@@ -168,6 +169,11 @@ class Registry:
     async def activate(self, name: str, version: int) -> ModelHandle:
         """Make an earlier (or later) stored artifact version the active one (rollback)."""
         return await batch_deploys.activate(self, name, version)
+
+    async def rollback(self, name: str) -> tuple[ModelHandle, int]:
+        """Serve the version before the active one (compare-and-set); returns it and the
+        version it replaced."""
+        return await batch_deploys.rollback(self, name)
 
     # ------------------------------------------------------------ log application
     async def catch_up(self, h: ModelHandle, target: int | None = None) -> None:

@@ -376,22 +376,36 @@ class LLSVM:
         return artifact.dumps(self.kind, params, arrays, meta=meta)
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> LLSVM:
-        art = artifact.loads(blob, expected_kind=cls.kind)
+    def from_bytes(cls, blob: bytes, *, max_bytes: int | None = None) -> LLSVM:
+        """Read an artifact; anything malformed is an :class:`~learners.artifact.ArtifactError`
+        (non-finite weights included), one too big for ``max_bytes`` an ``ArtifactTooLarge``."""
+        art = artifact.loads(blob, expected_kind=cls.kind, max_bytes=max_bytes)
         p = dict(art.params)
         try:
             classes = p.pop("classes")
             label_type = p.pop("label_type")
-            n_features = int(p.pop("n_features"))
-            steps = int(p.pop("steps"))
+            n_features = p.pop("n_features")
+            steps = p.pop("steps")
             model = cls(**p)
         except (KeyError, TypeError, ValueError) as exc:
             raise artifact.ArtifactError(f"llsvm artifact has bad params: {exc}") from None
+        for key, v, lo in (("n_features", n_features, 1), ("steps", steps, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise artifact.ArtifactError(
+                    f"llsvm artifact: params.{key} must be an integer >= {lo}, got {v!r}"
+                )
         if label_type not in ("int", "str") or not isinstance(classes, list) or len(classes) < 2:
-            raise artifact.ArtifactError("llsvm artifact has bad classes")
+            raise artifact.ArtifactError(
+                "llsvm artifact: params.classes must list at least 2 classes and "
+                "params.label_type be 'int' or 'str'"
+            )
         want = int if label_type == "int" else str
         if not all(isinstance(c, want) and not isinstance(c, bool) for c in classes):
             raise artifact.ArtifactError(f"llsvm artifact classes are not all {label_type}")
+        if want is int and not all(-(1 << 63) <= c < 1 << 63 for c in classes):
+            raise artifact.ArtifactError("llsvm artifact: params.classes has an int beyond int64")
+        if len(set(classes)) != len(classes):
+            raise artifact.ArtifactError("llsvm artifact: params.classes has duplicates")
         anchors, W, b = art.array("anchors"), art.array("W"), art.array("b")
         n_a, n_c = anchors.shape[0] if anchors.ndim == 2 else -1, len(classes)
         if (
@@ -407,8 +421,26 @@ class LLSVM:
                 f"llsvm artifact arrays have inconsistent shapes: anchors {anchors.shape}, "
                 f"W {W.shape}, b {b.shape} for {n_features} features and {n_c} classes"
             )
+        for name, a in (("anchors", anchors), ("W", W), ("b", b)):
+            with np.errstate(over="ignore"):
+                # |score| <= sum |W| * |x| (+ sum |b|): the sums must be finite numbers too
+                finite = np.isfinite(np.sum(np.abs(a), dtype=np.float64))
+            if not finite:
+                raise artifact.ArtifactError(
+                    f"llsvm artifact: array {name!r} has non-finite (or overflowing) values"
+                )
+        # the transposed anchors (_anchor_layout) are a second copy of them
+        need = anchors.nbytes * 2 + W.nbytes + b.nbytes
+        artifact.memory_budget("arrays 'anchors', 'W' and 'b'", need, max_bytes)
+        layout = cls._anchor_layout(anchors)
+        with np.errstate(over="ignore"):
+            if not np.all(np.isfinite(layout[1])):  # distances to it would overflow
+                raise artifact.ArtifactError(
+                    "llsvm artifact: array 'anchors' has an anchor too large to measure "
+                    "distances to (its squared norm overflows)"
+                )
         model.anchors_, model.W_, model.b_, model.t_ = anchors, W, b, steps
-        model._layout = cls._anchor_layout(anchors)
+        model._layout = layout
         model.classes_ = np.asarray(classes, dtype=np.int64 if want is int else str)
         model.n_features_ = n_features
         meta = dict(art.meta)
@@ -421,5 +453,5 @@ class LLSVM:
         artifact.save(path, self.to_bytes())
 
     @classmethod
-    def load(cls, path: str | Path) -> LLSVM:
-        return cls.from_bytes(Path(path).read_bytes())
+    def load(cls, path: str | Path, *, max_bytes: int | None = None) -> LLSVM:
+        return cls.from_bytes(Path(path).read_bytes(), max_bytes=max_bytes)

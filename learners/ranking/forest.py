@@ -60,27 +60,71 @@ def _tree_inorder(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.n
     return elim, np.asarray(leaves, dtype=np.int64)
 
 
+_DTYPES = {
+    "feature": np.int32, "threshold": np.float64, "left": np.int32, "right": np.int32,
+    "leaf_value": np.float64, "node_off": np.int64, "leaf_off": np.int64,
+}  # fmt: skip
+
+
+def _bad(message: str) -> artifact.ArtifactError:
+    return artifact.ArtifactError(f"lambdamart artifact holds malformed trees: {message}")
+
+
 def check_trees(T: dict[str, np.ndarray], n_features: int) -> None:
-    """Refuse structurally impossible trees so scoring can never index out of bounds."""
+    """Refuse structurally impossible trees so scoring can never index out of bounds
+    (or read a wrong-typed array, or loop): every check names the array at fault."""
+    for name, dt in _DTYPES.items():
+        a = T[name]
+        if a.ndim != 1 or a.dtype != dt:
+            raise _bad(
+                f"array {name!r} must be 1-d {np.dtype(dt).name}, got {a.dtype} shape {a.shape}"
+            )
+    for name in ("threshold", "leaf_value"):
+        if not np.all(np.isfinite(T[name])):
+            i = int(np.argmin(np.isfinite(T[name])))
+            raise _bad(f"{name}[{i}] is {T[name][i]!r}; scores must be finite numbers")
+    with np.errstate(over="ignore"):  # a score sums one leaf per tree: bounded by this
+        total = np.sum(np.abs(T["leaf_value"]))
+    if not np.isfinite(total):
+        raise _bad("leaf_value is so large that scores would overflow")
     no, lo = T["node_off"], T["leaf_off"]
     nn, nl = T["feature"].shape[0], T["leaf_value"].shape[0]
-    ok = (
-        no.ndim == lo.ndim == 1 and no.shape == lo.shape and no.shape[0] >= 1
-        and no[0] == 0 and lo[0] == 0 and no[-1] == nn and lo[-1] == nl
-        and T["threshold"].shape[0] == T["left"].shape[0] == T["right"].shape[0] == nn
-        and np.all(np.diff(no) >= 0) and np.all(np.diff(lo) == np.diff(no) + 1)
-        and (nn == 0 or (T["feature"].min() >= 0 and T["feature"].max() < n_features))
-    )  # fmt: skip
-    if ok:
-        for t in range(no.shape[0] - 1):
-            k = int(no[t + 1] - no[t])
-            for child in (T["left"][no[t] : no[t + 1]], T["right"][no[t] : no[t + 1]]):
-                # internal children must point forward (no cycles), leaves must exist
-                internal = child >= 0
-                nodes = np.arange(k)
-                if np.any(child[internal] >= k) or np.any(child[internal] <= nodes[internal]):
-                    ok = False
-                if np.any(~child[~internal] > k):
-                    ok = False
-    if not ok:
-        raise artifact.ArtifactError("lambdamart artifact holds malformed trees")
+    if no.shape[0] < 1 or no.shape != lo.shape:
+        raise _bad(
+            f"node_off ({no.shape[0]}) and leaf_off ({lo.shape[0]}) must both be n_trees + 1 long"
+        )
+    if no[0] != 0 or lo[0] != 0 or no[-1] != nn or lo[-1] != nl:
+        raise _bad(
+            f"node_off must run from 0 to {nn} nodes and leaf_off from 0 to {nl} leaves, "
+            f"got {no[0]}..{no[-1]} and {lo[0]}..{lo[-1]}"
+        )
+    if not T["threshold"].shape[0] == T["left"].shape[0] == T["right"].shape[0] == nn:
+        raise _bad("threshold, left and right must have one entry per node of 'feature'")
+    if np.any(np.diff(no) < 0):
+        raise _bad("node_off is not monotonic")
+    if np.any(np.diff(lo) != np.diff(no) + 1):
+        raise _bad("every tree must have one more leaf than it has nodes (leaf_off vs node_off)")
+    if nn and (T["feature"].min() < 0 or T["feature"].max() >= n_features):
+        bad = int(np.argmax((T["feature"] < 0) | (T["feature"] >= n_features)))
+        raise _bad(
+            f"feature[{bad}] = {T['feature'][bad]} is outside [0, {n_features}) (meta.n_features)"
+        )
+    for t in range(no.shape[0] - 1):
+        first, end = int(no[t]), int(no[t + 1])
+        k = end - first
+        if k == 0:
+            continue
+        left, right = T["left"][first:end], T["right"][first:end]
+        parents = np.arange(k)
+        for side, child in (("left", left), ("right", right)):
+            internal = child >= 0
+            # internal children point forward (no cycles) within the tree
+            if np.any(child[internal] >= k) or np.any(child[internal] <= parents[internal]):
+                raise _bad(f"tree {t}: a {side} child points outside the tree or backwards")
+        kids = np.concatenate([left, right]).astype(np.int64)
+        # a proper binary tree: nodes 1..k-1 and leaves 0..k each reached exactly once
+        if not (
+            np.array_equal(np.sort(kids[kids >= 0]), np.arange(1, k))
+            and np.array_equal(np.sort(~kids[kids < 0]), np.arange(k + 1))
+        ):
+            raise _bad(f"tree {t}: its nodes do not form a tree (a node or leaf is shared or lost)")

@@ -379,19 +379,38 @@ class LambdaMART:
         return artifact.dumps(self.kind, self.get_params(), self.trees_, meta)
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> LambdaMART:
-        art = artifact.loads(blob, expected_kind=cls.kind)
+    def from_bytes(cls, blob: bytes, *, max_bytes: int | None = None) -> LambdaMART:
+        """Read an artifact; anything malformed is an :class:`~learners.artifact.ArtifactError`,
+        a model that would take more than ``max_bytes`` to load an ``ArtifactTooLarge``."""
+        art = artifact.loads(blob, expected_kind=cls.kind, max_bytes=max_bytes)
         try:
             m = cls(**art.params)
-            m.n_features_ = int(art.meta["n_features"])
-            m.best_iteration_ = int(art.meta.get("best_iteration", 0))
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError) as exc:
+            raise artifact.ArtifactError(f"lambdamart artifact has bad params: {exc}") from None
+        n_features = art.meta.get("n_features")
+        if isinstance(n_features, bool) or not isinstance(n_features, int):
             raise artifact.ArtifactError(
-                f"lambdamart artifact has bad params/meta: {exc}"
-            ) from None
+                f"lambdamart artifact: meta.n_features must be an integer, got {n_features!r}"
+            )
+        if not 1 <= n_features < 1 << 31:  # feature ids are int32
+            raise artifact.ArtifactError(
+                f"lambdamart artifact: meta.n_features = {n_features} is outside [1, 2**31)"
+            )
+        best = art.meta.get("best_iteration", 0)
+        if isinstance(best, bool) or not isinstance(best, int):
+            raise artifact.ArtifactError(
+                f"lambdamart artifact: meta.best_iteration must be an integer, got {best!r}"
+            )
+        m.n_features_, m.best_iteration_ = n_features, best
         m.meta_ = {k: v for k, v in art.meta.items() if k not in ("n_features", "best_iteration")}
         m.trees_ = {k: art.array(k) for k in _ARRAYS}
         check_trees(m.trees_, m.n_features_)
+        # _compact allocates a feature map of n_features int64 and per-node tables
+        nn, nl = m.trees_["feature"].shape[0], m.trees_["leaf_value"].shape[0]
+        need = sum(a.nbytes for a in m.trees_.values()) + 8 * n_features + 12 * nn + 8 * nl
+        artifact.memory_budget(
+            f"meta.n_features = {n_features} (8 bytes per feature for scoring)", need, max_bytes
+        )
         m._compact()
         return m
 
@@ -399,5 +418,5 @@ class LambdaMART:
         artifact.save(path, self.to_bytes())
 
     @classmethod
-    def load(cls, path: str | Path) -> LambdaMART:
-        return cls.from_bytes(Path(path).read_bytes())
+    def load(cls, path: str | Path, *, max_bytes: int | None = None) -> LambdaMART:
+        return cls.from_bytes(Path(path).read_bytes(), max_bytes=max_bytes)

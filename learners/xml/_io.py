@@ -151,4 +151,9 @@ def validate_tree_arrays(
         raise ArtifactError(bad + "leaf_ptr/leaf_lab/leaf_val are inconsistent")
     if f["leaf_lab"].size and (f["leaf_lab"].min() < 0 or f["leaf_lab"].max() >= n_labels):
         raise ArtifactError(bad + f"a leaf label is outside [0, {n_labels})")
+    # a score sums one leaf per tree: bounded by the sum of all, which must be finite too
+    with np.errstate(over="ignore"):
+        total = np.sum(np.abs(f["leaf_val"]))
+    if not np.isfinite(total):
+        raise ArtifactError(bad + "leaf_val is so large that scores would overflow")
     return f

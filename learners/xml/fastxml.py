@@ -358,16 +358,34 @@ class FastXML:
         return artifact.dumps(self.kind, params, self.forest_, meta=self.meta_)
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> FastXML:
-        """Read an artifact; a malformed or inconsistent forest is an ArtifactError."""
-        art = artifact.loads(blob, expected_kind=cls.kind)
+    def from_bytes(cls, blob: bytes, *, max_bytes: int | None = None) -> FastXML:
+        """Read an artifact; a malformed or inconsistent forest is an ArtifactError, one
+        whose arrays or scoring scratch would exceed ``max_bytes`` an ArtifactTooLarge."""
+        art = artifact.loads(blob, expected_kind=cls.kind, max_bytes=max_bytes)
         p = dict(art.params)
+        sizes = {}
+        for key in ("n_features", "n_labels"):
+            v = p.pop(key, None)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < 1 << 40:
+                raise artifact.ArtifactError(
+                    f"fastxml artifact: params.{key} must be an integer in [1, 2**40), got {v!r}"
+                )
+            sizes[key] = v
+        n_features, n_labels = sizes["n_features"], sizes["n_labels"]
         try:
-            n_features = int(p.pop("n_features"))
-            n_labels = int(p.pop("n_labels"))
             model = cls(**p)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (TypeError, ValueError) as exc:
             raise artifact.ArtifactError(f"fastxml artifact has bad params: {exc}") from None
+        # Scoring allocates, per thread, a dense row (8 B/feature) and label scratch (17 B/label).
+        threads = os.cpu_count() or 1
+        need = sum(a.nbytes for a in art.arrays.values())
+        need += threads * (8 * n_features + 17 * n_labels)
+        artifact.memory_budget(
+            f"params.n_features = {n_features} / params.n_labels = {n_labels} "
+            f"(scoring scratch for {threads} threads)",
+            need,
+            max_bytes,
+        )
         forest = validate_tree_arrays(art.arrays, n_features, n_labels, model.n_trees)
         model.forest_ = forest
         model.n_features_ = n_features
@@ -379,5 +397,5 @@ class FastXML:
         artifact.save(path, self.to_bytes())
 
     @classmethod
-    def load(cls, path: str | Path) -> FastXML:
-        return cls.from_bytes(Path(path).read_bytes())
+    def load(cls, path: str | Path, *, max_bytes: int | None = None) -> FastXML:
+        return cls.from_bytes(Path(path).read_bytes(), max_bytes=max_bytes)

@@ -115,32 +115,18 @@ async def activate(
 
 @router.post(
     "/models/{name}/rollback",
-    summary="Serve the stored version before the active one (409 if there is none)",
+    summary="Serve the stored version before the active one (409 if there is none, or if "
+    "a concurrent rollback or deploy changed the active version meanwhile)",
     responses=error_responses(401, 403, 404, 409, 503),
 )
 async def rollback(name: str, request: Request, registry: RegistryDep, _: AdminScope) -> Response:
-    h = await registry.find(name)
     request.state.model = name
-    if h.adapter.online:
-        raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
-    try:
-        stored = [v.version for v in await registry.store.list_artifacts(name)]
-        active = await registry.store.get_active_version(name)
-    except StoreUnavailable as e:
-        raise store_unavailable() from e
-    current = active if active is not None else h.version
-    earlier = [v for v in stored if v < current]
-    if not earlier:
-        raise ApiError(
-            409, "no_previous_version", f"model {name!r} has no version before {current}", "name"
-        )
-    previous = max(earlier)
-    h = await registry.activate(name, previous)
+    h, previous = await registry.rollback(name)
     return json_response(
         {
             "model": name,
             "version": h.version,
-            "previous": current,
+            "previous": previous,
             "checksum": h.adapter.state_digest(),
         }
     )

@@ -4,13 +4,15 @@ The artifact bytes are the body of ``PUT {url}/models/{name}/artifact``
 (``Content-Type: application/octet-stream``); the server validates the artifact,
 stores it as the model's next version and swaps it in atomically. The server's
 JSON answer (the new version) is printed on stdout. The file is checked locally
-first (magic, version, checksum), so a corrupted file is never sent.
+first (magic, version, checksum, and the kind's structure), so a corrupted file is
+never sent.
 
     learnserve deploy ranker.lsart --name web-ranker --url http://127.0.0.1:8000 --api-key $KEY
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -19,7 +21,8 @@ import httpx
 import orjson
 import typer
 
-from learners.artifact import ArtifactError, loads
+from learners.artifact import ArtifactError, ArtifactTooLarge, loads
+from learners.registry import BATCH_KINDS, class_for
 from service.cli import app
 
 
@@ -36,6 +39,13 @@ def _server_message(resp: httpx.Response) -> str:
     return orjson.dumps(detail).decode()
 
 
+def _check_locally(kind: str, blob: bytes) -> None:
+    """The kind's own checks (structure, finite scores). The server applies its own
+    memory limit: one over this machine's default is left for it to judge."""
+    with contextlib.suppress(ArtifactTooLarge):
+        class_for(kind).from_bytes(blob)
+
+
 @app.command()
 def deploy(
     model: Annotated[Path, typer.Argument(help="Artifact written by `learnserve train ...`.")],
@@ -50,6 +60,8 @@ def deploy(
     try:
         blob = model.read_bytes()
         kind = loads(blob).kind
+        if kind in BATCH_KINDS:
+            _check_locally(kind, blob)
     except OSError as exc:
         typer.echo(f"error: cannot read {model}: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -11,6 +11,7 @@ import orjson
 import typer
 
 from learners.artifact import ArtifactError, load
+from learners.registry import class_for
 from service.cli import app
 
 # artifact kind -> "module:function(model_path, test, test_query) -> dict"
@@ -32,12 +33,13 @@ def evaluate(
     """Evaluate a trained model on a test file; prints the metrics as JSON on stdout."""
     try:
         kind = load(model).kind
+        if kind not in EVALUATORS:
+            typer.echo(f"error: no evaluator for model kind {kind!r}", err=True)
+            raise typer.Exit(2)
+        class_for(kind).load(model)  # the kind's own checks (structure, finite scores, size)
     except (OSError, ArtifactError) as exc:
         typer.echo(f"error: cannot read {model}: {exc}", err=True)
         raise typer.Exit(2) from None
-    if kind not in EVALUATORS:
-        typer.echo(f"error: no evaluator for model kind {kind!r}", err=True)
-        raise typer.Exit(2)
     module, _, fn = EVALUATORS[kind].partition(":")
     metrics: dict[str, Any] = getattr(importlib.import_module(module), fn)(model, test, test_query)
     sys.stdout.write(orjson.dumps(metrics).decode() + "\n")

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 
+_STORED = 1 << 62  # the memory limit for loading an artifact already admitted to the store
+
+
 class BatchAdapter(ModelAdapter):
     online: ClassVar[bool] = False
 
@@ -47,12 +50,17 @@ class BatchAdapter(ModelAdapter):
 
     @classmethod
     def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> BatchAdapter:
-        return cls.from_artifact(config, blob)
+        # A stored version passed max_model_bytes when it was deployed; a limit lowered
+        # since must not make it unloadable at restart or rollback (no limit here).
+        return cls.from_artifact(config, blob, max_bytes=_STORED)
 
     @classmethod
-    def from_artifact(cls, config: dict[str, Any], blob: bytes) -> BatchAdapter:
-        """Load an artifact fully (validated: magic, version, checksum)."""
-        model = class_for(cls.kind).from_bytes(blob)
+    def from_artifact(
+        cls, config: dict[str, Any], blob: bytes, max_bytes: int | None = None
+    ) -> BatchAdapter:
+        """Load an artifact fully (validated: container, structure, finite scores; the
+        memory loading takes is checked against ``max_bytes`` before it is allocated)."""
+        model = class_for(cls.kind).from_bytes(blob, max_bytes=max_bytes)
         return cls(config, model, hashlib.sha256(blob).hexdigest())
 
     # ------------------------------------------------------------ write path

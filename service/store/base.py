@@ -41,6 +41,17 @@ class LogDiverged(RuntimeError):
     reloads the model from the store instead of keeping (or saving) that state."""
 
 
+class ActiveVersionChanged(RuntimeError):
+    """``set_active_version(..., expected=v)`` found another active version than ``v``
+    (a concurrent rollback or deploy won): nothing was changed (the API answers 409)."""
+
+    def __init__(self, name: str, expected: int, active: int | None) -> None:
+        super().__init__(
+            f"model {name!r}: the active version is {active}, not the expected {expected}"
+        )
+        self.expected, self.active = expected, active
+
+
 class ModelNotFound(KeyError):
     """The model does not exist (never created, or deleted). Raised by writes that
     need the model (``append``, ``add_artifact``, ``set_active_version``); reads of a
@@ -264,5 +275,10 @@ class Store(ABC):
     async def get_active_version(self, name: str) -> int | None: ...
 
     @abstractmethod
-    async def set_active_version(self, name: str, version: int) -> None:
-        """Raises ModelNotFound for a missing model, ValueError for an unknown version."""
+    async def set_active_version(
+        self, name: str, version: int, *, expected: int | None = None
+    ) -> None:
+        """Raises ModelNotFound for a missing model, ValueError for an unknown version.
+
+        With ``expected``, a compare-and-set: the switch happens only if the active
+        version is still ``expected`` (atomically), else :class:`ActiveVersionChanged`."""

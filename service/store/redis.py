@@ -72,6 +72,7 @@ from redis.retry import Retry
 
 from service.store import redis_scripts as scripts
 from service.store.base import (
+    ActiveVersionChanged,
     ArtifactVersion,
     Checkpoint,
     ConfigConflict,
@@ -696,9 +697,17 @@ class RedisStore(Store):
         v = await self._call(lambda: self.r.hget(_keys(name)["artmeta"], "active"))
         return None if v is None else int(v)
 
-    async def set_active_version(self, name: str, version: int) -> None:
+    async def set_active_version(
+        self, name: str, version: int, *, expected: int | None = None
+    ) -> None:
         k = _keys(name)
-        res = await self._script(scripts.SET_ACTIVE, [k["config"], k["artmeta"]], [int(version)])
+        want = "" if expected is None else str(int(expected))
+        res = await self._script(
+            scripts.SET_ACTIVE, [k["config"], k["artmeta"]], [int(version), want]
+        )
+        if isinstance(res, list):  # [-3, active]: the compare-and-set lost
+            assert expected is not None
+            raise ActiveVersionChanged(name, expected, None if res[1] is None else int(res[1]))
         if res == -1:
             raise ModelNotFound(name)
         if res == -2:

@@ -128,10 +128,15 @@ redis.call('HSET', KEYS[2], v, ARGV[1])
 redis.call('HSET', KEYS[3], v, ARGV[2], 'active', v)
 return v
 """
-# KEYS: config, artmeta   ARGV: version  ->  1 ok, -1 no model, -2 no such version
+# KEYS: config, artmeta   ARGV: version, expected active version ('' for any)
+#   ->  1 ok, -1 no model, -2 no such version, {-3, active or false} not the expected one
 SET_ACTIVE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return -2 end
+if ARGV[2] ~= '' then
+  local active = redis.call('HGET', KEYS[2], 'active')
+  if active ~= ARGV[2] then return {-3, active} end
+end
 redis.call('HSET', KEYS[2], 'active', ARGV[1])
 return 1
 """

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from service.store.base import (
+    ActiveVersionChanged,
     ArtifactVersion,
     Checkpoint,
     ConfigConflict,
@@ -614,11 +615,18 @@ class SQLiteStore(Store):
         v = await self._run(self._q1, "SELECT active_version FROM models WHERE name = ?", name)
         return None if v is None else int(v)
 
-    async def set_active_version(self, name: str, version: int) -> None:
+    async def set_active_version(
+        self, name: str, version: int, *, expected: int | None = None
+    ) -> None:
         def q() -> None:
             with self._tx() as db:
-                if self._q1("SELECT 1 FROM models WHERE name = ?", name) is None:
+                row = db.execute(
+                    "SELECT active_version FROM models WHERE name = ?", (name,)
+                ).fetchone()
+                if row is None:
                     raise ModelNotFound(name)
+                if expected is not None and row[0] != expected:  # compare-and-set, in the tx
+                    raise ActiveVersionChanged(name, expected, row[0])
                 if (
                     self._q1(
                         "SELECT 1 FROM artifacts WHERE name = ? AND version = ?", name, version
