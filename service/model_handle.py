@@ -70,7 +70,7 @@ class EvalWindow:
             self.groups -= g0
 
     def summary(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "window_examples": self.n,
             # rankers report NDCG only (their updates count no "correct" labels)
             "accuracy": self.correct / self.n if self.n and not self.groups else None,

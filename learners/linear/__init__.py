@@ -26,8 +26,8 @@ from learners.linear._base import (
     NotFittedError,
 )
 from learners.linear.arow import AROW
-from learners.linear.dry_run import first_nonfinite_row
 from learners.linear.cw import CW
+from learners.linear.dry_run import first_nonfinite_row
 from learners.linear.pa import PA, PA1, PA2
 from learners.linear.scw import SCW1, SCW2
 

@@ -181,9 +181,7 @@ class RankSVM:
             applied=n, updates=int(active), metric_sum=metric, n_groups=int(g.shape[0])
         )
 
-    def first_nonfinite_group(
-        self, batch: Batch, relevance: Any, groups: Any = None
-    ) -> int | None:
+    def first_nonfinite_group(self, batch: Batch, relevance: Any, groups: Any = None) -> int | None:
         """A dry run of ``update`` on a copy of the state (this model is not changed):
         the index of the first group whose learning would make the weights non-finite,
         or None when the whole batch can be learned. Malformed input raises as ``update``.

@@ -238,9 +238,7 @@ class LinearAdapter(ModelAdapter):
         try:
             return self.model.update(batch, meta["y"])
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
-            raise ValueError(
-                f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}"
-            ) from None
+            raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
 
     # ------------------------------------------------------------ read path
     def predict(

@@ -5,7 +5,8 @@ Wire format::
     {"queries": [{"qid": "q1", "items": [{"x": <features>, "relevance": 2}, ...]}, ...]}
 
 ``qid`` is optional (a string or an integer, echoed back as sent); ``relevance``
-(any finite number: RankSVM learns the order within a query) is read only by ``/update``. The items of all queries become one batch, rows in
+(any finite number: RankSVM learns the order within a query) is read only by
+``/update``. The items of all queries become one batch, rows in
 query order, and errors name the query and item, e.g.
 ``queries[0].items[3].relevance: must be a finite number, got str``. The items of one
 request count against the same limit as ``examples`` (``max_batch_examples``).

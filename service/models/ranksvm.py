@@ -40,9 +40,9 @@ import numpy as np
 
 from learners.base import UpdateResult
 from learners.features import Batch, FeatureSpec
+from service.api.errors import invalid
 from service.limits import items_field, require_list
 from service.models.base import ModelAdapter
-from service.api.errors import invalid
 from service.models.linear import online_model_config, overflow_problem
 from service.models.payload import decode_payload, encode_payload
 from service.models.queries import (

@@ -75,4 +75,3 @@ def test_old_limit_is_gone_and_non_numbers_still_refused(client: httpx.Client) -
     r = client.post("/update", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
     assert client.get("/models/real-rel").json()["version"] == 1
-
