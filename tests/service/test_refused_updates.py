@@ -247,3 +247,33 @@ def test_property_a_4xx_never_changes_a_model(service: Service) -> None:
     # every outcome was exercised, a few hundred requests in all
     assert min(counts.values()) > 10, counts
     assert sum(counts.values()) == len(models) * STEPS >= 300
+
+
+def test_an_entry_that_overflows_at_apply_time_is_skipped_whole() -> None:
+    """Another worker's dry run may have seen an older state: at apply time the entry
+    is refused whole (every replica alike), named by example, the state unchanged."""
+    from service.model_handle import ModelHandle
+    from service.models.linear import LinearAdapter
+    from service.models.ranksvm import RankSVMAdapter
+
+    settings = Settings()
+    body = {"algorithm": "pa", "features": {"kind": "dense", "dim": 2}}
+    lin = LinearAdapter.create(LinearAdapter.normalize_config(body, settings))
+    ok, _ = lin.parse_update({"examples": [{"x": [1.0, 2.0], "y": "a"}]}, settings)
+    bad, _ = lin.parse_update(
+        {"examples": [{"x": [1.0, 2.0], "y": "a"}, {"x": [1e200, 1e200], "y": "b"}]}, settings
+    )
+    h = ModelHandle("m", lin, settings)
+    h.apply_entry(1, ok)
+    digest = lin.state_digest()
+    h.apply_entry(2, bad)  # the dry run is skipped here, as if it had passed elsewhere
+    assert (h.version, h.entries_skipped, lin.state_digest()) == (2, 1, digest)
+    assert h.failed[2].startswith("examples[1].x: ")
+    rbody = {"algorithm": "ranksvm", "features": {"kind": "sparse", "dim": 4}}
+    rank = RankSVMAdapter.create(RankSVMAdapter.normalize_config(rbody, settings))
+    items = [{"x": {"0": 1.0}, "relevance": 0.5}, {"x": {"1": 1e308}, "relevance": -3}]
+    payload, _ = rank.parse_update({"queries": [{"items": items}]}, settings)
+    digest = rank.state_digest()
+    with pytest.raises(ValueError, match=r"^queries\[0\]\.items\[1\]\.x: "):
+        rank.apply(payload)
+    assert rank.state_digest() == digest
