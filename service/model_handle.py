@@ -39,6 +39,13 @@ _FAILED_KEEP = 4096  # outcomes of skipped entries kept to answer their own requ
 _RECENT_HEADS = 64  # (position, chain head) of the last entries applied: to count lost ones
 
 
+# How a ranker's progressive NDCG@10 weighs relevance (learners.ranking._ranksvm_kernels).
+NDCG_GAIN = (
+    "per query, scored before learning it: gain 2**rel - 1 when every relevance of the "
+    "query is an integer in [0, 30], else linear gain rel - min(rel of the query)"
+)
+
+
 class EvalWindow:
     """Progressive (predict-then-learn) figures over the last ~``size`` examples."""
 
@@ -65,13 +72,16 @@ class EvalWindow:
             self.groups -= g0
 
     def summary(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "window_examples": self.n,
             # rankers report NDCG only (their updates count no "correct" labels)
             "accuracy": self.correct / self.n if self.n and not self.groups else None,
             "loss": self.loss / self.n if self.n and not self.groups else None,
             "ndcg_at_10": self.metric / self.groups if self.groups else None,
         }
+        if self.groups:
+            out["ndcg_gain"] = NDCG_GAIN
+        return out
 
     def to_json(self) -> list[list[Any]]:
         return [list(b) for b in self.batches]

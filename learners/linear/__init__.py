@@ -27,6 +27,7 @@ from learners.linear._base import (
 )
 from learners.linear.arow import AROW
 from learners.linear.cw import CW
+from learners.linear.dry_run import first_nonfinite_row
 from learners.linear.pa import PA, PA1, PA2
 from learners.linear.scw import SCW1, SCW2
 
@@ -43,6 +44,7 @@ __all__ = [
     "LinearState",
     "NonFiniteWeightsError",
     "NotFittedError",
+    "first_nonfinite_row",
     "make_classifier",
 ]
 

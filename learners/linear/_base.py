@@ -83,6 +83,7 @@ class NonFiniteWeightsError(FloatingPointError, ValueError):
     """
 
     def __init__(self, row: int) -> None:
+        self.row = row
         self.location = f"labels[{row}]"
         super().__init__(
             f"{self.location}: weights became non-finite at {self.location}; state left unchanged"

@@ -115,7 +115,9 @@ def validate_batch(indptr, indices, values, dim):  # pragma: no cover - numba
     return -1, 0
 
 
-@njit(cache=True)
+# error_model numpy: x/0 (an underflowed 0) gives inf/nan, which update_diag refuses
+# (undoing its changes), instead of a ZeroDivisionError mid-batch with the state changed.
+@njit(cache=True, error_model="numpy")
 def _cw_alpha(m, v, phi):  # pragma: no cover - numba
     """α of exact CW / SCW-I before clipping: (−mψ + √(m²φ⁴/4 + vφ²ξ)) / (vξ).
 
@@ -131,7 +133,7 @@ def _cw_alpha(m, v, phi):  # pragma: no cover - numba
     return (-m * psi + root) / (v * xi)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def step(algo, m, v, c, phi):  # pragma: no cover - numba
     """(α, β, κ) for margin ``m`` and variance ``v`` (PA: ``v`` is the scaled ‖x‖²).
 

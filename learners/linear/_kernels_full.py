@@ -56,7 +56,9 @@ def _shrink_full(S, k, u, beta, mu, alpha_sgn):  # pragma: no cover - numba
     return 1.0 if bad else 0.0
 
 
-@njit(cache=True)
+# error_model numpy: a division by an underflowed 0 gives inf/nan, which the finite
+# checks below refuse (undoing the call), instead of raising mid-batch with state changed.
+@njit(cache=True, error_model="numpy")
 def update_full(
     indptr,
     indices,

@@ -90,6 +90,44 @@ def scores(
     return out
 
 
+# --------------------------------------------------------------------------- progressive metric
+
+MAX_GRADED = 30.0  # 2**r - 1 gains stay exact float64 sums up to here (LightGBM's limit too)
+
+
+@njit(cache=True)
+def progressive_ndcg(scores: np.ndarray, rel: np.ndarray, k: int) -> float:
+    """NDCG@k of one query: LightGBM's exponential gain ``2**r - 1`` when every relevance
+    is an integer in [0, 30] (graded labels), else the linear gain ``r - min(r)``.
+
+    Real-valued relevance (e.g. 25..346) would make ``2**r`` overflow or let one item
+    swamp the rest; shifting by the query's minimum keeps the gain >= 0 and leaves the
+    figure unchanged by adding a constant to every relevance, as the pairs are.
+    """
+    n = rel.shape[0]
+    lo = rel[0]
+    graded = True
+    for i in range(n):
+        r = rel[i]
+        lo = min(lo, r)
+        if r < 0.0 or r > MAX_GRADED or r != np.floor(r):
+            graded = False
+    if graded:
+        return group_ndcg(scores, rel, 0, n, k)
+    kk = min(k, n)
+    order = np.argsort(-scores, kind="mergesort")  # stable: ties in input order
+    ideal = np.sort(rel)[::-1]
+    dcg = 0.0
+    idcg = 0.0
+    for i in range(kk):
+        disc = np.log2(i + 2.0)
+        dcg += (rel[order[i]] - lo) / disc
+        idcg += (ideal[i] - lo) / disc
+    if idcg <= 0.0:
+        return 1.0  # all relevances equal: any order is ideal (as LightGBM's all-zero case)
+    return dcg / idcg
+
+
 # --------------------------------------------------------------------------- Pegasos
 
 
@@ -165,7 +203,8 @@ def update_groups(
     metric_k: int,
     ndcg_out: np.ndarray,
 ) -> int:
-    """Learn from each query group in order; ndcg_out[q] = NDCG@k of the pre-update scores.
+    """Learn from each query group in order; ndcg_out[q] = NDCG@k of the pre-update scores
+    (``progressive_ndcg``: exponential gain for graded relevance, else linear).
 
     Pairs: all pairs (i < j, lexicographic) with different relevance when
     ``pairs_per_group < 0`` or the group has at most that many; otherwise
@@ -180,7 +219,7 @@ def update_groups(
         sc = np.empty(n)
         for i in range(n):
             sc[i] = state[0] * row_dot(v, indptr, indices, values, lo + i)
-        ndcg_out[q] = group_ndcg(sc, rel[lo:hi], 0, n, metric_k)
+        ndcg_out[q] = progressive_ndcg(sc, rel[lo:hi], metric_k)
         n_pairs = 0
         for i in range(n):
             for j in range(i + 1, n):

@@ -29,7 +29,9 @@ is bit-exact, and an ``update`` on many groups equals a loop of single-group upd
 
 from __future__ import annotations
 
+import copy
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,6 +50,8 @@ _PARAMS = ("lam", "pairs_per_group", "projection", "seed")
 
 
 def _check_relevance(relevance: Any, n: int) -> np.ndarray:
+    """Relevance as float64: any finite real number (only the order within a query
+    matters to pairwise learning, so 25..346 or -1.5 are as good as graded 0..4)."""
     if isinstance(relevance, np.ndarray):
         items: Sequence[Any] = relevance.tolist()
     else:
@@ -59,9 +63,13 @@ def _check_relevance(relevance: Any, n: int) -> np.ndarray:
     out = np.empty(n, dtype=np.float64)
     for i, r in enumerate(items):
         ok = not isinstance(r, bool) and isinstance(r, int | float | np.integer | np.floating)
-        if not ok or not np.isfinite(r) or r < 0 or r != int(r):
-            raise FeatureError(f"relevance[{i}]", f"must be an integer >= 0, got {r!r}")
-        out[i] = float(r)
+        try:
+            v = float(r) if ok else math.nan
+        except OverflowError:  # an int beyond float64
+            v = math.inf
+        if not math.isfinite(v):
+            raise FeatureError(f"relevance[{i}]", f"must be a finite number, got {r!r}")
+        out[i] = v
     return out
 
 
@@ -138,7 +146,9 @@ class RankSVM:
 
         Everything is validated first; on error nothing changes. ``metric_sum`` is
         the sum of the per-group NDCG@10 of the scores *before* learning from the
-        group; ``updates`` counts the pairs whose hinge was active.
+        group (gain ``2**r - 1`` when the group's relevances are all integers in
+        [0, 30], else ``r - min(r)``: see ``K.progressive_ndcg``); ``updates``
+        counts the pairs whose hinge was active.
         """
         self._check_batch(batch)
         n = batch.n_rows
@@ -170,6 +180,41 @@ class RankSVM:
         return UpdateResult(
             applied=n, updates=int(active), metric_sum=metric, n_groups=int(g.shape[0])
         )
+
+    def first_nonfinite_group(self, batch: Batch, relevance: Any, groups: Any = None) -> int | None:
+        """A dry run of ``update`` on a copy of the state (this model is not changed):
+        the index of the first group whose learning would make the weights non-finite,
+        or None when the whole batch can be learned. Malformed input raises as ``update``.
+
+        The copy is O(dim), as ``update``'s own rollback copy; a failing batch is
+        replayed group by group (``update`` on many groups equals a loop of single
+        groups) to find the group.
+        """
+        try:
+            self._copy().update(batch, relevance, groups)
+            return None
+        except FloatingPointError:
+            pass
+        n = batch.n_rows
+        rel = _check_relevance(relevance, n)
+        g = check_groups([n] if groups is None else groups, n, "groups")
+        trial = self._copy()
+        start = 0
+        for q, size in enumerate(g.tolist()):
+            rows = np.arange(start, start + size)
+            try:
+                trial.update(batch.take(rows), rel[rows])
+            except FloatingPointError:
+                return q
+            start += size
+        return int(g.shape[0]) - 1  # not reached: the whole batch failed, so a group does
+
+    def _copy(self) -> RankSVM:
+        twin = copy.copy(self)  # shares nothing below: every array is replaced
+        twin.v_ = self.v_.copy()
+        twin.state_ = self.state_.copy()
+        twin.counters_ = self.counters_.copy()
+        return twin
 
     def decision_function(self, batch: Batch) -> np.ndarray:
         self._check_batch(batch)

@@ -21,6 +21,7 @@ from starlette.responses import Response
 from service import metrics as M
 from service.api.deps import not_ready
 from service.api.errors import ApiError, json_response
+from service.api.finite import refuse_nonfinite
 from service.api.schemas import (
     IDEMPOTENCY_KEY_PARAM,
     IDEMPOTENT_REPLAYED_HEADER,
@@ -73,6 +74,9 @@ async def update_body(
             settings, raw, h.adapter.parse_update, body, settings, raw
         )
     state["model"] = h.name
+    # A dry run on the current state (no await: no update lands meanwhile): a batch
+    # that would make the weights non-finite is refused before the log sees it.
+    h.adapter.check_update(payload)
     if key is None:
         version = await registry.submit_update(h, payload)
     else:
@@ -156,6 +160,7 @@ async def predict_body(
                 headers={"Retry-After": "1"},
             )
     predictions = h.adapter.predict(body, settings, raw)
+    refuse_nonfinite(predictions, "queries" if "queries" in body else "instances")
     return {"model": name, "version": h.version, "predictions": predictions}
 
 

@@ -16,6 +16,10 @@ An adapter wraps one learner instance and knows the wire format of its kind:
 - ``parse_update_raw(raw, settings) -> FastUpdate | None`` (optional): the same,
   from the bytes alone, for bodies it can prove well-formed (e.g. dense rows
   scanned straight into a matrix); ``None`` sends the body to ``parse_update``.
+- ``check_update(payload)`` (optional): a dry run of the entry on the current
+  state, before it is appended: raise :class:`ApiError` (422, naming the example)
+  when learning it would make the weights non-finite, so a refused batch never
+  reaches the log. Must not change the state.
 - ``apply(payload) -> UpdateResult``: apply one log entry. Deterministic; on
   error raises and leaves the state unchanged (the entry is then skipped by every
   replica alike).
@@ -87,6 +91,13 @@ class ModelAdapter(ABC):
         prove well-formed without building Python objects; ``None`` for any other
         body (the caller then takes ``parse_update``, which names what is wrong)."""
         return None
+
+    def check_update(self, payload: bytes) -> None:
+        """Refuse (422, naming the example) an entry whose learning would make the
+        weights non-finite on the current state; the state is not changed. Another
+        worker may append before this one does, so ``apply`` still refuses such an
+        entry whole (every replica skips it alike)."""
+        return None  # kinds whose weights cannot overflow need no dry run
 
     @abstractmethod
     def apply(self, payload: bytes) -> UpdateResult: ...

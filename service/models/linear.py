@@ -230,10 +230,24 @@ class LinearAdapter(ModelAdapter):
                 "examples",
             )
 
+    def check_update(self, payload: bytes) -> None:
+        from learners.linear import first_nonfinite_row
+
+        batch, meta = decode_payload(payload, self.spec.dim)
+        row = first_nonfinite_row(self.model, batch, meta["y"])
+        if row is not None:
+            loc = f"examples[{row}].x"
+            raise invalid(f"{loc}: {overflow_problem(batch, [row])}", loc)
+
     def apply(self, payload: bytes) -> UpdateResult:
+        from learners.linear import NonFiniteWeightsError
+
         batch, meta = decode_payload(payload, self.spec.dim)
         refuse_label_clash(meta["y"], self.model.labels_)
-        return self.model.update(batch, meta["y"])
+        try:
+            return self.model.update(batch, meta["y"])
+        except NonFiniteWeightsError as e:  # appended by a worker behind this state
+            raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
 
     # ------------------------------------------------------------ read path
     def predict(
@@ -387,3 +401,13 @@ def check_label_api(y: Any, i: int) -> Any:
         return check_label(y, f"examples[{i}].y")
     except FeatureError as e:
         raise invalid(str(e), e.location) from None
+
+
+def overflow_problem(batch: Any, rows: Sequence[int]) -> str:
+    """Why an example was refused although every value is finite (names the largest)."""
+    vals = np.concatenate([batch.values[batch.indptr[r] : batch.indptr[r + 1]] for r in rows])
+    big = float(np.abs(vals).max()) if vals.size else 0.0
+    return (
+        f"these feature values (largest magnitude {big:.3g}) would make the model's "
+        "weights non-finite; the update was refused and the model is unchanged"
+    )

@@ -5,9 +5,10 @@ Wire format::
     {"queries": [{"qid": "q1", "items": [{"x": <features>, "relevance": 2}, ...]}, ...]}
 
 ``qid`` is optional (a string or an integer, echoed back as sent); ``relevance``
-is read only by ``/update``. The items of all queries become one batch, rows in
+(any finite number: RankSVM learns the order within a query) is read only by
+``/update``. The items of all queries become one batch, rows in
 query order, and errors name the query and item, e.g.
-``queries[0].items[3].relevance: must be an integer >= 0``. The items of one
+``queries[0].items[3].relevance: must be a finite number, got str``. The items of one
 request count against the same limit as ``examples`` (``max_batch_examples``).
 
 >>> import numpy as np
@@ -20,6 +21,7 @@ request count against the same limit as ``examples`` (``max_batch_examples``).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,8 +38,6 @@ from service.models.payload import dense_batch
 if TYPE_CHECKING:
     from service.settings import Settings
 
-# Gains are 2**r - 1: beyond 30 they stop being exact in float64 sums and soon overflow.
-MAX_RELEVANCE = 30
 _ROW = re.compile(r"^rows\[(\d+)\]")
 _OUTSIDE = re.compile(r"^feature index (-?\d+) is outside")
 
@@ -47,7 +47,7 @@ class Queries:
     qids: list[Any]
     sizes: list[int]
     xs: list[Any]  # the items' features, all queries in order
-    relevance: list[int]  # empty unless asked for
+    relevance: list[int | float]  # empty unless asked for
 
     def locate(self) -> Callable[[int], str]:
         """Flat item row -> ``queries[q].items[j]``."""
@@ -67,7 +67,7 @@ def parse_queries(body: dict[str, Any], settings: Settings, relevance: bool) -> 
     qids: list[Any] = []
     sizes: list[int] = []
     xs: list[Any] = []
-    rels: list[int] = []
+    rels: list[int | float] = []
     for q, query in enumerate(queries):
         at = f"queries[{q}]"
         if type(query) is not dict:
@@ -103,16 +103,20 @@ def parse_queries(body: dict[str, Any], settings: Settings, relevance: bool) -> 
     return Queries(qids, sizes, xs, rels)
 
 
-def check_relevance(r: Any, loc: str) -> int:
+def check_relevance(r: Any, loc: str) -> int | float:
+    """Any finite real number (an integer stays an integer in the log entry)."""
     if r is None:
         raise invalid(f"{loc}: field required", loc)
-    if isinstance(r, float) and r.is_integer():
-        r = int(r)  # 2.0 is the integer 2 written by a float-only client
-    if isinstance(r, bool) or not isinstance(r, int) or r < 0:
-        raise invalid(f"{loc}: must be an integer >= 0, got {r!r}", loc)
-    if r > MAX_RELEVANCE:
-        raise invalid(f"{loc}: must be at most {MAX_RELEVANCE}, got {r}", loc)
-    return r
+    if isinstance(r, bool) or not isinstance(r, int | float):
+        raise invalid(f"{loc}: must be a finite number, got {type_name(r)}", loc)
+    try:
+        finite = math.isfinite(r)
+    except OverflowError:  # an integer beyond float64
+        finite = False
+    if not finite:
+        raise invalid(f"{loc}: must be a finite number, got {r!r}", loc)
+    # the log entry's JSON holds 64-bit integers only; the learner reads float64 anyway
+    return r if isinstance(r, float) or -(2**53) <= r <= 2**53 else float(r)
 
 
 def encode_rows(

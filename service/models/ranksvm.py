@@ -5,7 +5,9 @@ Config (``PUT /models/{name}``); ``features`` are the same kinds as for classifi
     {"algorithm": "ranksvm", "params": {"lam": 0.01, "pairs_per_group": 100, "seed": 0},
      "features": {"kind": "sparse", "dim": 300}}
 
-``POST /update`` learns from query groups (relevance: integers in [0, 30])::
+``POST /update`` learns from query groups; ``relevance`` is any finite real number
+(pairwise learning reads only the order of the items within a query, so
+disease-progression scores 25..346 or negative values serve as well as graded 0..4)::
 
     {"model": "web", "queries": [{"qid": "q1", "items": [
         {"x": {"3": 0.5, "17": 1.0}, "relevance": 2}, {"x": {"3": 0.1}, "relevance": 0}]}]}
@@ -18,7 +20,13 @@ answered with ``{"score": s}`` per instance.
 
 Each update reports its progressive NDCG@10 (every group scored before the model
 learns from it): ``online_metrics.ndcg_at_10`` of ``GET /models/{name}`` and the
-``learnserve_online_ndcg_at_10`` gauge.
+``learnserve_online_ndcg_at_10`` gauge. Its gain is LightGBM's ``2**rel - 1`` for a
+query whose relevances are all integers in [0, 30], else the linear ``rel - min(rel
+of the query)`` (``2**346`` would overflow); ``online_metrics.ndcg_gain`` says so.
+
+A batch whose values are finite but would make the weights non-finite (e.g. 1e308
+features) is refused before it is appended (``check_update``, a dry run on a copy),
+naming ``queries[q].items[j].x``.
 
 The log entry is the encoded batch (:mod:`service.models.payload`) with the
 relevance labels as ``y`` and the group sizes as ``g``; replay never re-parses JSON.
@@ -31,10 +39,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from learners.base import UpdateResult
-from learners.features import FeatureSpec
+from learners.features import Batch, FeatureSpec
+from service.api.errors import invalid
 from service.limits import items_field, require_list
 from service.models.base import ModelAdapter
-from service.models.linear import online_model_config
+from service.models.linear import online_model_config, overflow_problem
 from service.models.payload import decode_payload, encode_payload
 from service.models.queries import (
     encode_rows,
@@ -97,10 +106,35 @@ class RankSVMAdapter(ModelAdapter):
         payload = encode_payload(batch, q.relevance, dense=dense, matrix=X, g=q.sizes)
         return payload, len(q.xs)
 
+    def check_update(self, payload: bytes) -> None:
+        batch, meta = decode_payload(payload, self.spec.dim)
+        q = self.model.first_nonfinite_group(batch, meta["y"], groups=meta["g"])
+        if q is not None:
+            loc, problem = self._overflow(batch, meta["g"], q)
+            raise invalid(f"{loc}: {problem}", loc)
+
     def apply(self, payload: bytes) -> UpdateResult:
         batch, meta = decode_payload(payload, self.spec.dim)
-        result: UpdateResult = self.model.update(batch, meta["y"], groups=meta["g"])
+        try:
+            result: UpdateResult = self.model.update(batch, meta["y"], groups=meta["g"])
+        except FloatingPointError:  # appended by a worker behind this state; unchanged
+            q = self.model.first_nonfinite_group(batch, meta["y"], groups=meta["g"])
+            loc, problem = self._overflow(batch, meta["g"], q or 0)
+            raise ValueError(f"{loc}: {problem}") from None
         return result
+
+    @staticmethod
+    def _overflow(batch: Batch, sizes: list[int], q: int) -> tuple[str, str]:
+        """``queries[q].items[j].x`` of the query's item with the largest value (the pair
+        steps of a query mix its items; the largest value is what overflows)."""
+        start = int(sum(sizes[:q]))
+        rows = range(start, start + sizes[q])
+        peak = [
+            float(np.abs(batch.values[batch.indptr[r] : batch.indptr[r + 1]]).max(initial=0.0))
+            for r in rows
+        ]
+        j = int(np.argmax(peak))
+        return f"queries[{q}].items[{j}].x", overflow_problem(batch, [start + j])
 
     # ------------------------------------------------------------ read path
     def predict(

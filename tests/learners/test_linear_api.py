@@ -358,7 +358,9 @@ def test_state_and_from_state(algo: str, cov: str | None) -> None:
         LinearClassifier.from_state(algo, 7, clf.params, clf.state())
 
 
-@pytest.mark.parametrize("module", ["__init__", "_normal", "pa", "cw", "arow", "scw", "sklearn"])
+@pytest.mark.parametrize(
+    "module", ["__init__", "_normal", "pa", "cw", "arow", "scw", "sklearn", "dry_run"]
+)
 def test_docstring_examples_run(module: str) -> None:
     import doctest
     import importlib

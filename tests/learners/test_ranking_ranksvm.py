@@ -178,8 +178,10 @@ def test_determinism_with_seed_and_seed_matters():
 @pytest.mark.parametrize(
     ("rel", "groups", "where"),
     [
-        ([1, 0, -1, 2], [4], "relevance[2]"),
-        ([1, 0, 0.5, 2], [4], "relevance[2]"),
+        ([1, 0, float("nan"), 2], [4], "relevance[2]"),
+        ([1, 0, float("-inf"), 2], [4], "relevance[2]"),
+        ([1, 0, 10**400, 2], [4], "relevance[2]"),
+        ([1, 0, "2", 2], [4], "relevance[2]"),
         ([1, 0, True, 2], [4], "relevance[2]"),
         ([1, 0, 2], [4], "relevance"),
         ([1, 0, 1, 2], [3, 2], "groups"),
@@ -267,3 +269,45 @@ def test_quality_on_lightgbm_lambdarank():
     assert random < 0.60
     assert ndcg10 == pytest.approx(0.7204, abs=0.005)
     assert ndcg10 >= random + 0.10
+
+
+def test_relevance_is_any_finite_real_only_its_order_counts():
+    """Pairs read only which item of a pair is more relevant: a strictly increasing
+    transform of the relevance (here 25..346-like reals, negatives) learns the same."""
+    X, rel, sizes = _data(seed=8, n_groups=6)
+    B = Batch.from_dense(X)
+    a, b = (RankSVM(X.shape[1], lam=0.05, pairs_per_group=3, seed=2) for _ in range(2))
+    a.update(B, rel, groups=sizes)
+    b.update(B, 41.5 * np.asarray(rel, dtype=float) - 17.25, groups=sizes)
+    assert a.state_digest() == b.state_digest()
+
+
+def test_progressive_metric_uses_linear_gain_for_real_relevance():
+    X, rel, _ = _data(seed=9, n_groups=1)
+    real = 25.0 + 80.5 * np.asarray(rel, dtype=float)  # 2**r - 1 would overflow past 1023
+    m = RankSVM(X.shape[1], lam=0.1, seed=0)
+    m.update(Batch.from_dense(X), real)
+    s = m.decision_function(Batch.from_dense(X))
+    r = m.update(Batch.from_dense(X), real)
+    gain = real - real.min()
+    disc = 1.0 / np.log2(np.arange(min(10, gain.size)) + 2.0)
+    order = np.argsort(-s, kind="stable")[:10]
+    expect = (gain[order] * disc).sum() / (np.sort(gain)[::-1][:10] * disc).sum()
+    assert r.metric_sum == pytest.approx(expect, abs=1e-12)
+    assert 0.0 <= r.metric_sum <= 1.0
+
+
+def test_first_nonfinite_group_is_a_dry_run():
+    X, rel, sizes = _data(seed=10, n_groups=3)
+    m = RankSVM(X.shape[1], lam=0.01, seed=0)
+    m.update(Batch.from_dense(X), rel, groups=sizes)
+    digest = m.state_digest()
+    huge = X.copy()
+    start = sizes[0] + sizes[1]
+    huge[start + 1, :] = 1e200  # an item of the third group: its pair steps overflow
+    assert m.first_nonfinite_group(Batch.from_dense(huge), rel, groups=sizes) == 2
+    assert m.first_nonfinite_group(Batch.from_dense(X), rel, groups=sizes) is None
+    assert m.state_digest() == digest
+    with pytest.raises(FloatingPointError):
+        m.update(Batch.from_dense(huge), rel, groups=sizes)
+    assert m.state_digest() == digest

@@ -1,0 +1,59 @@
+"""Would this batch make a linear classifier's weights non-finite? A dry run at O(nnz).
+
+An example reads and writes only the weight coordinates of its own non-zero
+features (plus whole per-label rows and scalars), so the model restricted to the
+batch's support U, the union of its feature indices, learns the batch exactly as
+the whole model would on those coordinates, and leaves the others as they are.
+The dry run copies the (labels x U) block, not the model: a batch of a 2**20-dim
+sparse model costs what its own update costs. (A full-covariance model keeps the
+U x U block of each Σ: its updates read Σ only through Σx with x supported on U.)
+
+>>> from learners.features import FeatureSpec
+>>> from learners.linear import make_classifier
+>>> spec = FeatureSpec.sparse(1000)
+>>> clf = make_classifier("pa", dim=1000)
+>>> first_nonfinite_row(clf, spec.encode([{"5": 1.0}, {"7": 1e200, "9": 1e200}]), ["a", "b"])
+1
+>>> clf.n_seen_, first_nonfinite_row(clf, spec.encode([{"5": 1.0}]), ["a"])
+(0, None)
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import numpy as np
+
+from learners.base import Label
+from learners.features import Batch
+from learners.linear._base import LinearClassifier, LinearState, NonFiniteWeightsError
+
+__all__ = ["first_nonfinite_row"]
+
+
+def first_nonfinite_row(
+    clf: LinearClassifier, batch: Batch, labels: Sequence[Label] | np.ndarray
+) -> int | None:
+    """The first row of ``batch`` whose update would make ``clf``'s weights non-finite
+    (``clf`` is not changed), or None when ``clf.update(batch, labels)`` would succeed
+    on the current state. Malformed input raises as ``update`` does."""
+    _, ix, vs = clf._check_batch(batch)
+    support = np.unique(ix)
+    k = max(int(support.size), 1)  # a batch of empty rows still runs (on one coordinate)
+    if support.size == 0:
+        support = np.zeros(1, dtype=np.int64)
+    small = Batch(batch.indptr, np.searchsorted(support, ix), vs, k)
+    # fancy indexing copies: the twin never shares an array with clf
+    mu = clf._mean[:, support]
+    cov = clf._cov
+    if cov is not None:
+        cov = cov[:, support[:, None], support] if cov.ndim == 3 else cov[:, support]
+    twin = copy.copy(clf)  # same class and hyperparameters; its state is replaced below
+    twin.dim = k
+    twin._restore(LinearState(list(clf.labels_), mu, cov, clf.n_seen_, clf.n_updates_))
+    try:
+        twin.update(small, labels)
+    except NonFiniteWeightsError as e:
+        return e.row
+    return None

@@ -1,0 +1,61 @@
+"""``first_nonfinite_row``: the O(nnz) dry run on the batch's support agrees with a real
+``update`` (on a copy) about whether, and at which row, the weights would overflow;
+and it never changes the model."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from learners.features import Batch
+from learners.linear import (
+    ALGORITHMS,
+    LinearClassifier,
+    NonFiniteWeightsError,
+    first_nonfinite_row,
+    make_classifier,
+)
+
+DIM = 40
+
+
+def _batch(rng: np.random.Generator, n: int) -> Batch:
+    X = np.zeros((n, DIM))
+    for i in range(n):
+        cols = rng.choice(DIM, size=int(rng.integers(1, 6)), replace=False)
+        mags = 10.0 ** rng.uniform(-300, 308, size=cols.size) if rng.random() < 0.3 else 1.0
+        X[i, cols] = rng.choice([-1.0, 1.0], size=cols.size) * mags * rng.random(cols.size)
+    return Batch.from_dense(X)
+
+
+@pytest.mark.parametrize("covariance", ["diagonal", "full"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_dry_run_predicts_update_exactly(algorithm: str, covariance: str) -> None:
+    rng = np.random.default_rng(zlib.crc32(f"{algorithm}/{covariance}".encode()))
+    params = {} if algorithm.startswith("pa") else {"covariance": covariance}
+    if algorithm.startswith("pa") and covariance == "full":
+        pytest.skip("PA keeps no covariance")
+    clf = make_classifier(algorithm, DIM, params)
+    refused = accepted = 0
+    for _ in range(40):
+        batch = _batch(rng, int(rng.integers(1, 6)))
+        labels = rng.choice(["a", "b", "c", 7], size=batch.n_rows).tolist()
+        labels = [int(v) if v == "7" else v for v in labels]
+        before = clf.state_digest()
+        predicted = first_nonfinite_row(clf, batch, labels)
+        assert clf.state_digest() == before  # the dry run changes nothing
+        twin = LinearClassifier.from_bytes(clf.to_bytes())
+        try:
+            twin.update(batch, labels)
+            actual = None
+        except NonFiniteWeightsError as e:
+            actual = e.row
+        assert predicted == actual
+        if actual is None:
+            clf.update(batch, labels)
+            accepted += 1
+        else:
+            refused += 1
+    assert accepted and refused  # both outcomes were exercised
