@@ -115,7 +115,3 @@ async def periodic(registry: Registry) -> None:
         due = due and now >= h.lease_retry_at
         if due and h.version > h.checkpoint_position and not h.checkpointing:
             registry.spawn(checkpoint(registry, h))
-        last = await registry.store.last_position(h.name)
-        M.LOG_LAG.labels(h.name).set(max(0, last - h.version))
-        if last < h.version and not h.lock.locked():
-            registry.spawn(registry.recover_lost_tail(h))  # the log lost its tail

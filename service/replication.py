@@ -1,12 +1,15 @@
 """The apply-loop: every worker applies every model's log, in log order.
 
-One background task per process. It waits on the store for new entries
-(``wait_for_entries``: XREAD BLOCK on Redis, a short poll on SQLite), applies
-them to every model, polls ``catalog_epoch()`` to pick up models created or
-deleted by other workers, and once a second runs time-based checkpoints and
-refreshes lag/age gauges. While the store is unreachable it backs off and keeps
-trying; ``/predict`` keeps answering from memory meanwhile.
-"""
+One background task per process. It waits on the store for the models that changed
+(``wait_for_changes``: the Redis wake streams, ``service.store.redis_wakes``; a
+short poll of the positions on SQLite) and catches up only those, so a pass costs
+O(models changed), not O(models held). Every ``reconcile_seconds`` (and whenever the
+store says some wakes may be lost) it reads every model's position in batched reads:
+a lost wake, or a log that lost its tail in a failover, is found there, and the
+log-lag gauges are refreshed. It also polls ``catalog_epoch()`` to pick up models
+created or deleted by other workers, and once a second runs time-based checkpoints.
+While the store is unreachable it backs off and keeps trying; ``/predict`` keeps
+answering from memory meanwhile."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import contextlib
 import logging
 import time
 
+from service import metrics as M
 from service.model_handle import ModelHandle
 from service.registry import Registry
 from service.store.base import StoreUnavailable
@@ -80,26 +84,42 @@ class Replicator:
     async def run(self) -> None:
         reg = self.registry
         backoff = 0.1
-        last_catalog = last_periodic = 0.0
+        last_catalog = last_periodic = last_reconcile = 0.0
         while True:
             try:
                 if not reg.ready:
                     await reg.restore_all()
                     reg.health.ok()
+                    last_reconcile = 0.0
                     continue
                 online = [h for h in reg.models.values() if h.adapter.online and self._due(h)]
                 after = {h.name: h.version for h in online}
+                changes: dict[str, int] | None = {}
                 if after:
-                    await reg.store.wait_for_entries(after, timeout=0.5)
+                    changes = await reg.store.wait_for_changes(after, timeout=0.5)
                     # Coalesce: under a stream of writes the wait returns at once every
                     # time; a few ms let one read_log per model pick up many entries
                     # (this worker's own entries are already applied by their requests).
                     await asyncio.sleep(0.005)
                 else:
                     await asyncio.sleep(0.1)
+                now = time.monotonic()
+                if changes is None or now - last_reconcile >= self.settings.reconcile_seconds:
+                    # Every model's position, in batched reads: catches lost wakes, a
+                    # log that lost its tail, and refreshes every lag gauge.
+                    changes = await reg.store.last_positions(list(after))
+                    last_reconcile = now
+                    for h in online:
+                        pos = changes.get(h.name, 0)
+                        M.LOG_LAG.labels(h.name).set(max(0, pos - h.version))
+                        if pos < h.version and not h.lock.locked():
+                            reg.spawn(reg.recover_lost_tail(h))
                 for h in online:
+                    if changes.get(h.name, 0) <= h.version:
+                        continue  # not woken: nothing new (a pass is O(models changed))
                     if reg.models.get(h.name) is h:  # not dropped/replaced meanwhile
                         await self._catch_up_one(h)
+                        M.LOG_LAG.labels(h.name).set(max(0, changes[h.name] - h.version))
                 now = time.monotonic()
                 if now - last_catalog >= self.settings.catalog_poll_seconds:
                     await reg.sync_catalog()

@@ -118,6 +118,10 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: float = Field(default=86400.0, gt=0)
     eval_window: int = Field(default=1000, ge=1)  # examples in the progressive-evaluation window
     catalog_poll_seconds: float = Field(default=0.5, gt=0)
+    # The apply-loop follows wakes (only models that changed); every this many seconds
+    # it also reads every model's log position (batched) to catch a lost wake and a
+    # log that lost its tail, and to refresh the log-lag gauges.
+    reconcile_seconds: float = Field(default=30.0, gt=0)
     # The event-loop lag monitor sleeps this long and records the oversleep in
     # learnserve_event_loop_lag_seconds (how long the loop could not run anything).
     loop_lag_interval_seconds: float = Field(default=0.025, gt=0)

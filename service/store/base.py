@@ -219,6 +219,21 @@ class Store(ABC):
     async def trim_log(self, name: str, upto: int) -> None:
         """Drop entries with position <= ``upto`` (they are covered by a checkpoint)."""
 
+    async def wait_for_changes(
+        self, after: dict[str, int], timeout: float
+    ) -> dict[str, int] | None:
+        """Wait until some model in ``after`` may have entries past its position (or
+        ``timeout`` seconds), and say which: ``{name: last position}`` of the models
+        that changed (possibly {} after a timeout), or None when the store cannot tell
+        (the caller then checks every model). The apply-loop uses it, so that a pass
+        costs O(models changed), not O(models held). The default cannot tell."""
+        await self.wait_for_entries(after, timeout)
+        return None
+
+    async def last_positions(self, names: list[str]) -> dict[str, int]:
+        """``last_position`` of many models at once (the stores batch the reads)."""
+        return {n: await self.last_position(n) for n in names}
+
     async def wait_for_entries(self, after: dict[str, int], timeout: float) -> None:
         """Return when any model in ``after`` may have entries past its position, or
         after ``timeout`` seconds. The default polls; RedisStore blocks on XREAD."""

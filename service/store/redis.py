@@ -87,6 +87,7 @@ from service.store.base import (
     payload_digest,
     validate_name,
 )
+from service.store.redis_wakes import WakeStreams
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -195,6 +196,7 @@ class RedisStore(Store):
         self._blocking: aioredis.Redis | None = None
         self._pending: list[_Pending] = []  # appends waiting for the next pipeline
         self._flusher: asyncio.Task[None] | None = None
+        self.wakes = WakeStreams(one_reader_per_stream=False)
 
     # ------------------------------------------------------------------ plumbing
     def _client(self, socket_timeout: float | None, max_connections: int) -> aioredis.Redis:
@@ -282,6 +284,7 @@ class RedisStore(Store):
             )
 
     async def close(self) -> None:
+        await self.wakes.stop()
         if self._flusher is not None and not self._flusher.done():
             # Let queued appends finish (they were accepted before close()).
             with contextlib.suppress(Exception):
@@ -432,6 +435,12 @@ class RedisStore(Store):
                     self._pending.clear()
                     raise
                 continue
+            stored = {
+                name: int(res[0])
+                for (name, _, _), res in zip(batch, results, strict=False)
+                if isinstance(res, list)
+            }
+            self.wakes.publish(self.r, stored)
             for (name, _, fut), res in zip(batch, results, strict=False):
                 if fut.done():  # the caller was cancelled; the entry is stored anyway
                     continue
@@ -534,6 +543,7 @@ class RedisStore(Store):
         if int(res[0]) == -1:
             raise ModelNotFound(name)
         if int(res[0]) == 1:
+            self.wakes.publish(self.r, {name: int(res[1])})
             return int(res[1]), int(n), False
         rec = res[1].decode() if isinstance(res[1], bytes) else str(res[1])
         pos, rn, rhash = rec.split(" ", 3)[:3]
@@ -564,6 +574,31 @@ class RedisStore(Store):
         await self._call(
             lambda: self.r.xtrim(_keys(name)["log"], minid=f"{upto + 1}-0", approximate=False)
         )
+
+    async def wait_for_changes(
+        self, after: dict[str, int], timeout: float
+    ) -> dict[str, int] | None:
+        """The models other workers (and this one) appended to, from the wake streams
+        (``service.store.redis_wakes``); None when some wakes may have been missed."""
+        if self._blocking is None:
+            raise RuntimeError("RedisStore is not open (call await store.open())")
+        q = self.wakes.start(lambda: self._blocking)
+        return await self.wakes.next_changes(q, timeout)
+
+    async def last_positions(self, names: list[str]) -> dict[str, int]:
+        """One pipeline of GETs per 1,000 models."""
+        out: dict[str, int] = {}
+        for i in range(0, len(names), 1000):
+            chunk = names[i : i + 1000]
+
+            async def q(chunk: list[str] = chunk) -> list[Any]:
+                async with self.r.pipeline(transaction=False) as p:
+                    for n in chunk:
+                        p.get(_keys(n)["seq"])
+                    return await p.execute()
+
+            out.update((n, int(v or 0)) for n, v in zip(chunk, await self._call(q), strict=True))
+        return out
 
     async def wait_for_entries(self, after: dict[str, int], timeout: float) -> None:
         """XREAD BLOCK on every model's stream at once, on its own connection pool."""

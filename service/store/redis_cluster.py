@@ -51,6 +51,7 @@ from redis.retry import Retry
 
 from service.store.base import StoreUnavailable
 from service.store.redis import RedisStore, _append_command, _keys
+from service.store.redis_wakes import WAKE_STREAMS, WakeStreams
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -95,6 +96,8 @@ class RedisClusterStore(RedisStore):
         **opts: Any,
     ) -> None:
         super().__init__(url, **opts)
+        # A multi-key XREAD would cross slots: one reader (connection) per wake stream.
+        self.wakes = WakeStreams(one_reader_per_stream=True)
         if poll_interval <= 0 or refresh_interval < 0:
             raise ValueError("poll_interval must be > 0 and refresh_interval >= 0 seconds")
         self.poll_interval = poll_interval
@@ -187,6 +190,8 @@ class RedisClusterStore(RedisStore):
         if self._r is not None:
             return
         self._r = self._client(self.socket_timeout, self.max_connections)
+        # The wake readers' XREAD BLOCK: no socket timeout (asyncio.wait_for bounds it).
+        self._blocking = self._client(None, WAKE_STREAMS + 2)
         try:
             await self._learn_version()
         except StoreUnavailable as e:
@@ -279,6 +284,27 @@ class RedisClusterStore(RedisStore):
             if left <= 0:
                 return
             await asyncio.sleep(min(self.poll_interval, left))
+
+    async def last_positions(self, names: list[str]) -> dict[str, int]:
+        """One pipelined GET per model on each master, masters concurrently."""
+
+        async def on_master(node: ClusterNode, idx: list[int]) -> dict[str, int]:
+            replies = await self.node_pipeline(node, [("GET", _keys(names[i])["seq"]) for i in idx])
+            out: dict[str, int] = {}
+            for i, reply in zip(idx, replies, strict=True):
+                if isinstance(reply, Exception):
+                    raise reply
+                out[names[i]] = int(reply or 0)
+            return out
+
+        async def run() -> dict[str, int]:
+            groups = await self.by_master(names)
+            found: dict[str, int] = {}
+            for part in await asyncio.gather(*(on_master(n, i) for n, i in groups.items())):
+                found.update(part)
+            return found
+
+        return await self._call(run) if names else {}
 
     async def _any_past(self, names: list[str], after: dict[str, int]) -> bool:
         async def on_master(node: ClusterNode, idx: list[int]) -> bool:

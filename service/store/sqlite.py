@@ -469,11 +469,17 @@ class SQLiteStore(Store):
         await self._run(q)
 
     async def wait_for_entries(self, after: dict[str, int], timeout: float) -> None:
-        """Returns at once if a model already has entries past ``after``; otherwise wakes
-        on this process's appends immediately and on other processes' by polling."""
+        await self.wait_for_changes(after, timeout)
+
+    async def wait_for_changes(
+        self, after: dict[str, int], timeout: float
+    ) -> dict[str, int] | None:
+        """Returns at once if models already have entries past ``after`` (those models);
+        otherwise wakes on this process's appends immediately and on other processes'
+        by polling (one indexed read of the models table per poll)."""
         if not after:
             await asyncio.sleep(max(timeout, 0.0))
-            return
+            return {}
         deadline = time.monotonic() + timeout
         ev = asyncio.Event()
         waiter = (asyncio.get_running_loop(), ev)
@@ -482,29 +488,36 @@ class SQLiteStore(Store):
         try:
             while True:
                 ev.clear()  # cleared before the check, so an append after it still wakes us
-                if await self._run(self._any_beyond, dict(after)):
-                    return
+                changed = await self._run(self._beyond, dict(after))
+                if changed:
+                    return changed
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return
+                    return {}
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(ev.wait(), min(remaining, self.poll_interval))
         finally:
             with self._lock:
                 self._waiters.discard(waiter)
 
-    def _any_beyond(self, after: dict[str, int]) -> bool:
+    def _beyond(self, after: dict[str, int]) -> dict[str, int]:
+        return {n: p for n, p in self._positions(list(after)).items() if p > after[n]}
+
+    def _positions(self, names: list[str]) -> dict[str, int]:
         assert self._db is not None
-        names = list(after)
+        out: dict[str, int] = {}
         for i in range(0, len(names), 500):  # stay far below SQLite's bound-variable limit
             chunk = names[i : i + 500]
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(
                 f"SELECT name, last_pos FROM models WHERE name IN ({marks})", chunk
             ).fetchall()
-            if any(pos > after[n] for n, pos in rows):
-                return True
-        return False
+            out.update((n, int(p)) for n, p in rows)
+        return out
+
+    async def last_positions(self, names: list[str]) -> dict[str, int]:
+        found = await self._run(self._positions, list(names))
+        return {n: found.get(n, 0) for n in names}
 
     # ------------------------------------------------------------------ leases
     async def try_lease(self, name: str, purpose: str, holder: str, ttl_seconds: float) -> bool:

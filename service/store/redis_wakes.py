@@ -1,0 +1,145 @@
+"""Wake streams: how one worker tells the others which models it appended to.
+
+Without them every worker would have to look at every model's log on every pass of
+its apply-loop (one XRANGE or GET per model: with 5,000 idle models a pass took 1.5 s
+and Redis served N x M commands per pass). With them a pass costs O(models changed).
+
+After its appends are acknowledged, a worker adds one entry ``m=<name> p=<position>``
+per model to that model's wake stream: ``ls:{wake<k>}:w`` with ``k = crc32(name) %
+WAKE_STREAMS``, each stream its own Redis Cluster slot, capped (``MAXLEN ~``). Every
+worker reads the streams with XREAD BLOCK from the last id it saw (one reader over all
+streams on a single Redis; one reader per stream on a cluster, where a multi-key XREAD
+would cross slots) and hands the names to its apply-loop.
+
+A wake is a hint, never the source of truth: it is sent after the append (it can be
+lost if the appender dies in between), a reader that fell behind the cap or lost its
+connection may miss some. So the reader reports "check everything" after any error,
+and the apply-loop also reconciles every model's ``seq`` now and then (pipelined).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+WAKE_STREAMS = 8
+_MAXLEN = 10_000  # entries kept per stream (approximately): a reader further behind re-checks all
+_BLOCK_MS = 1000
+_COUNT = 1000
+
+
+def wake_key(name: str) -> str:
+    return f"ls:{{wake{zlib.crc32(name.encode()) % WAKE_STREAMS}}}:w"
+
+
+ALL_WAKE_KEYS = [f"ls:{{wake{k}}}:w" for k in range(WAKE_STREAMS)]
+
+# A reader's report: (name, position), or None for "some wakes may be lost: check all".
+Wake = tuple[str, int] | None
+
+
+class WakeStreams:
+    """Publishes wakes and runs the readers for one store (one per process)."""
+
+    def __init__(self, one_reader_per_stream: bool) -> None:
+        self.groups = [[k] for k in ALL_WAKE_KEYS] if one_reader_per_stream else [ALL_WAKE_KEYS]
+        self.queue: asyncio.Queue[Wake] | None = None
+        self._readers: list[asyncio.Task[None]] = []
+        self._sends: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------ publishing
+    def publish(self, client: Any, positions: dict[str, int]) -> None:
+        """Send the wakes in the background: the appends are acknowledged already and
+        a lost wake is caught by the readers' reconciliation."""
+        if not positions:
+            return
+        task = asyncio.get_running_loop().create_task(self._send(client, positions))
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+
+    @staticmethod
+    async def _send(client: Any, positions: dict[str, int]) -> None:
+        try:
+            async with client.pipeline(transaction=False) as p:
+                for name, pos in positions.items():
+                    p.xadd(wake_key(name), {"m": name, "p": pos}, maxlen=_MAXLEN, approximate=True)
+                await p.execute(raise_on_error=False)
+        except Exception as e:  # a hint only: the others reconcile
+            log.debug("wakes not sent: %s", e)
+
+    # ------------------------------------------------------------ reading
+    def start(self, blocking: Callable[[], Any]) -> asyncio.Queue[Wake]:
+        """Start the readers (once); ``blocking()`` gives the client for XREAD BLOCK."""
+        if self.queue is None:
+            self.queue = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+            for keys in self.groups:
+                self._readers.append(loop.create_task(self._read(blocking, keys, self.queue)))
+        return self.queue
+
+    async def _read(
+        self, blocking: Callable[[], Any], keys: list[str], q: asyncio.Queue[Wake]
+    ) -> None:
+        ids: dict[str, str] = {}
+        backoff = 0.1
+        while True:
+            try:
+                client = blocking()
+                if not ids:  # start from now: what came before is covered by restore
+                    for k in keys:
+                        info = await client.xinfo_stream(k) if await client.exists(k) else None
+                        last: Any = info["last-generated-id"] if info else "0-0"
+                        ids[k] = last.decode() if isinstance(last, bytes) else str(last)
+                reply = await asyncio.wait_for(
+                    client.xread(ids, count=_COUNT, block=_BLOCK_MS), _BLOCK_MS / 1000 + 10
+                )
+                backoff = 0.1
+                for stream, entries in reply or []:
+                    key = stream.decode() if isinstance(stream, bytes) else stream
+                    for eid, fields in entries:
+                        ids[key] = eid.decode() if isinstance(eid, bytes) else eid
+                        q.put_nowait((fields[b"m"].decode(), int(fields[b"p"])))
+                    if len(entries) >= _COUNT:
+                        q.put_nowait(None)  # far behind: the cap may have dropped some
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.debug("wake reader %s: %s", keys, e)
+                q.put_nowait(None)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    async def next_changes(self, q: asyncio.Queue[Wake], timeout: float) -> dict[str, int] | None:
+        """The models woken within ``timeout`` (all queued wakes, coalesced), or None
+        when a reader may have missed some."""
+        out: dict[str, int] = {}
+        with contextlib.suppress(TimeoutError):
+            first = await asyncio.wait_for(q.get(), max(timeout, 0.0))
+            if first is None:
+                out_none = True
+            else:
+                out_none = False
+                out[first[0]] = first[1]
+            while not q.empty():
+                w = q.get_nowait()
+                if w is None:
+                    out_none = True
+                else:
+                    out[w[0]] = max(out.get(w[0], 0), w[1])
+            return None if out_none else out
+        return out
+
+    async def stop(self) -> None:
+        for t in [*self._readers, *self._sends]:
+            t.cancel()
+        for t in [*self._readers, *self._sends]:
+            with contextlib.suppress(BaseException):
+                await t
+        self._readers.clear()
+        self.queue = None
