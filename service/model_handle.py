@@ -35,6 +35,11 @@ log = logging.getLogger("learnserve.registry")
 _CK_MAGIC = b"LSCK"
 _CK_HEAD = struct.Struct("<4sI")
 _FAILED_KEEP = 4096  # outcomes of skipped entries kept to answer their own requests
+# The most recent of those kept in checkpoints (messages cut to _FAILED_CHARS): a
+# worker restored from a checkpoint still answers a replay of one of them when the
+# store holds no record of its outcome (see service.update_outcomes).
+_FAILED_IN_CHECKPOINT = 256
+_FAILED_CHARS = 1000
 
 
 class EvalWindow:
@@ -93,6 +98,7 @@ class ModelHandle:
         self.examples_learned = 0  # over the model's whole life (kept in checkpoints)
         self.entries_skipped = 0
         self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
+        self.unrecorded: list[int] = []  # failed positions whose outcome is not in the store
         # This worker's own appended entries not applied yet, by position: catching
         # up through them needs no read from the store.
         self.local: dict[int, bytes] = {}
@@ -124,6 +130,9 @@ class ModelHandle:
             self.failed[position] = str(e)
             if len(self.failed) > _FAILED_KEEP:
                 self.failed.popitem(last=False)
+            self.unrecorded.append(position)
+            if len(self.unrecorded) > _FAILED_KEEP:
+                del self.unrecorded[0]
             self.entries_skipped += 1
         else:
             self.examples_learned += r.applied
@@ -166,7 +175,20 @@ class ModelHandle:
             "examples_learned": self.examples_learned,
             "entries_skipped": self.entries_skipped,
             "window": self.window.to_json(),
+            "failed": [
+                [p, m[:_FAILED_CHARS]]
+                for p, m in list(self.failed.items())[-_FAILED_IN_CHECKPOINT:]
+                if p <= self.version
+            ],
         }
+
+    def load_failed(self, meta: dict[str, Any]) -> None:
+        """The failures a checkpoint carries (``checkpoint_meta``), oldest first."""
+        for p, m in meta.get("failed", []):
+            self.failed[int(p)] = str(m)
+            self.failed.move_to_end(int(p))
+        while len(self.failed) > _FAILED_KEEP:
+            self.failed.popitem(last=False)
 
     async def digest(self) -> str:
         """The state digest, cached per version. Hashing a big model (16 MB for 2**20

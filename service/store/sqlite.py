@@ -105,9 +105,11 @@ CREATE TABLE IF NOT EXISTS idempotency (
     generation TEXT NOT NULL,
     created_at REAL NOT NULL,
     expires_at REAL NOT NULL,
+    outcome TEXT,                          -- record_outcome: the entry could not be applied
     PRIMARY KEY (name, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
+CREATE INDEX IF NOT EXISTS idempotency_position ON idempotency (name, position);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('epoch', 0);
 """
@@ -211,6 +213,9 @@ class SQLiteStore(Store):
             cols = {row[1] for row in db.execute("PRAGMA table_info(models)")}
             if "generation" not in cols:  # a file written before generations existed
                 db.execute("ALTER TABLE models ADD COLUMN generation TEXT NOT NULL DEFAULT ''")
+            icols = {row[1] for row in db.execute("PRAGMA table_info(idempotency)")}
+            if "outcome" not in icols:  # a file written before outcomes were recorded
+                db.execute("ALTER TABLE idempotency ADD COLUMN outcome TEXT")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _enable_wal(self, db: sqlite3.Connection) -> None:
@@ -415,6 +420,36 @@ class SQLiteStore(Store):
                 (name, key, pos, n, payload_hash, gen, now, now + ttl),
             )
             return int(pos), n, False
+
+    async def record_outcome(
+        self, name: str, position: int, outcome: str, generation: str | None = None
+    ) -> bool:
+        def q() -> bool:
+            with self._tx() as db:
+                # The row's generation must be the model's (positions restart at 1 when
+                # a model is created again), and the caller's if it gave one.
+                cur = db.execute(
+                    "UPDATE idempotency SET outcome = ? WHERE name = ? AND position = ? "
+                    "AND outcome IS NULL AND expires_at > ? AND generation = "
+                    "(SELECT generation FROM models WHERE name = ? AND (? IS NULL OR "
+                    "generation = ?))",
+                    (outcome, name, int(position), time.time(), name, generation, generation),
+                )
+                return cur.rowcount > 0
+
+        return await self._run(q)
+
+    async def get_outcome(self, name: str, key: str) -> str | None:
+        out = await self._run(
+            self._q1,
+            "SELECT i.outcome FROM idempotency i JOIN models m "
+            "ON m.name = i.name AND m.generation = i.generation "
+            "WHERE i.name = ? AND i.key = ? AND i.expires_at > ?",
+            name,
+            key,
+            time.time(),
+        )
+        return None if out is None else str(out)
 
     def _wake_waiters(self) -> None:
         with self._lock:
