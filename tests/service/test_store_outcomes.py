@@ -7,7 +7,10 @@ import asyncio
 
 from service.store import Store
 from service.store.redis import RedisStore, _keys
-from tests.service.test_store_contract import CFG, Backend, backend  # noqa: F401
+from tests.service import test_store_contract as contract
+from tests.service.test_store_contract import CFG, Backend
+
+backend = contract.backend  # the contract suite's fixture: SQLite and a real redis-server
 
 DAY = 86400.0
 
@@ -105,7 +108,7 @@ def test_outcome_is_atomic_across_store_instances(backend: Backend) -> None:
                 *(o.record_outcome("m", 1, f"w{i}") for i, o in enumerate([s1, *others]))
             )
             assert sorted(res) == [False] * n + [True]
-            winner = [f"w{i}" for i, r in enumerate(res) if r][0]
+            winner = next(f"w{i}" for i, r in enumerate(res) if r)
             assert {await o.get_outcome("m", "k") for o in others} == {winner}
         finally:
             for o in others:
