@@ -107,6 +107,10 @@ class ModelHandle:
         self.checkpoint_at: float | None = None
         self.checkpoint_done = -math.inf  # time.monotonic() of the last checkpoint written here
         self.checkpointing = False
+        # Failed checkpoints since the last one written: no new try before retry_at.
+        self.checkpoint_failures = 0
+        self.checkpoint_retry_at = -math.inf  # time.monotonic()
+        self.checkpoint_error: str | None = None
         self._advanced: asyncio.Event | None = None  # set when the version moves on
         self.next_time_checkpoint = time.monotonic() + settings.checkpoint_every_seconds * (
             0.5 + random.random()  # jitter: replicas rarely checkpoint the same model together
@@ -205,6 +209,16 @@ class ModelHandle:
         self._digest = (version, adapter, value)
         return value
 
+    def checkpoint_backoff(self) -> dict[str, Any] | None:
+        """While checkpoints of the model fail: how many did, and when the next try is."""
+        if not self.checkpoint_failures:
+            return None
+        return {
+            "failures": self.checkpoint_failures,
+            "retry_in_seconds": max(0.0, self.checkpoint_retry_at - time.monotonic()),
+            "last_error": self.checkpoint_error,
+        }
+
     async def describe(self) -> dict[str, Any]:
         digest = await self.digest()
         cp = None
@@ -224,6 +238,7 @@ class ModelHandle:
             **self.adapter.describe(),
             "online_metrics": self.window.summary(),
             "last_checkpoint": cp,
+            "checkpoint_backoff": self.checkpoint_backoff(),
             "state_digest": digest,
             "worker": os.getpid(),
         }

@@ -408,6 +408,8 @@ class Registry:
                 M.ONLINE_LOSS,
                 M.ONLINE_NDCG,
                 M.CHECKPOINT_AGE,
+                M.CHECKPOINT_BACKOFF,
+                M.CHECKPOINT_FAILURES,
                 M.LOG_LAG,
             )
         ):
