@@ -90,6 +90,8 @@ def _back_off(settings: Settings, h: ModelHandle, error: BaseException) -> None:
         settings.checkpoint_retry_base_seconds * 2.0 ** min(h.checkpoint_failures - 1, 60),
     )
     h.checkpoint_retry_at = time.monotonic() + delay
+    # The state is still not written: the periodic tick tries again once the wait is over.
+    h.next_time_checkpoint = min(h.next_time_checkpoint, h.checkpoint_retry_at)
     h.checkpoint_error = f"{type(error).__name__}: {error}"[:1000]
     M.CHECKPOINT_FAILURES.labels(h.name).inc()
     M.CHECKPOINT_BACKOFF.labels(h.name).set(delay)
