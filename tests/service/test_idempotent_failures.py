@@ -35,7 +35,12 @@ class Env:
         self.redis_url = redis_url
 
     def settings(self, **kw: Any) -> Settings:
-        return Settings(redis_url=self.redis_url, data_dir=str(self.tmp_path), **kw)
+        return Settings(
+            redis_url=self.redis_url,
+            data_dir=str(self.tmp_path),
+            checkpoint_every_updates=1,
+            **kw,
+        )
 
     def environ(self) -> dict[str, str]:
         env = {
