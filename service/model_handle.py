@@ -182,7 +182,6 @@ class ModelHandle:
             "failed": [
                 [p, m[:_FAILED_CHARS]]
                 for p, m in list(self.failed.items())[-_FAILED_IN_CHECKPOINT:]
-                if p <= self.version
             ],
         }
 

@@ -10,6 +10,11 @@ Concurrent appends from one process are group-committed: whatever is queued when
 writer thread gets to it goes into one transaction and one fsync, which keeps
 ``/update`` throughput up without weakening durability.
 
+Checkpoints are written as chunks (``checkpoint_chunk_bytes``, 16 MB: one value may not
+exceed 1e9 bytes, a model's state may) in a transaction each, under a token of the
+write, then switched to in one transaction that also drops the replaced chunks; a
+checkpoint written whole by schema 1 is still read.
+
 Example::
 
     import asyncio
