@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -66,6 +67,7 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
             await registry.store.trim_log(h.name, upto)
     except StoreUnavailable as e:
         registry.health.failed("put_checkpoint", e)
+        _back_off(registry.settings, h, e)
         return False
     except ModelNotFound:
         return False  # deleted meanwhile
@@ -73,11 +75,18 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
         log.error("checkpoint of %r refused: %s", h.name, e)
         registry.spawn(registry.recover_lost_tail(h))
         return False
-    except Exception:
+    except Exception as e:
         log.exception("checkpoint of %r failed", h.name)
+        _back_off(registry.settings, h, e)
         return False
     finally:
         h.checkpointing = False
+    if h.checkpoint_failures:
+        log.info("checkpoint of %r written after %d failures", h.name, h.checkpoint_failures)
+    h.checkpoint_failures = 0
+    h.checkpoint_retry_at = -math.inf
+    h.checkpoint_error = None
+    M.CHECKPOINT_BACKOFF.labels(h.name).set(0.0)
     h.checkpoint_position = position
     h.checkpoint_at = time.time()
     h.checkpoint_done = time.monotonic()
@@ -88,14 +97,39 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
     return True
 
 
+def _back_off(settings: Settings, h: ModelHandle, error: BaseException) -> None:
+    """No new try of the model's checkpoint for a while: a store that cannot take it
+    (a value over its limit, a full disk, an outage) would otherwise be sent the whole
+    state again at every update or tick."""
+    h.checkpoint_failures += 1
+    delay = min(
+        settings.checkpoint_retry_max_seconds,
+        settings.checkpoint_retry_base_seconds * 2.0 ** min(h.checkpoint_failures - 1, 60),
+    )
+    h.checkpoint_retry_at = time.monotonic() + delay
+    # The state is still not written: the periodic tick tries again once the wait is over.
+    h.next_time_checkpoint = min(h.next_time_checkpoint, h.checkpoint_retry_at)
+    h.checkpoint_error = f"{type(error).__name__}: {error}"[:1000]
+    M.CHECKPOINT_FAILURES.labels(h.name).inc()
+    M.CHECKPOINT_BACKOFF.labels(h.name).set(delay)
+    log.warning(
+        "checkpoint of %r failed (%d in a row); next try in %.0f s",
+        h.name,
+        h.checkpoint_failures,
+        delay,
+    )
+
+
 def count_due(settings: Settings, h: ModelHandle) -> bool:
     """``checkpoint_every_updates`` entries since the last checkpoint, and at least
-    ``checkpoint_min_interval_seconds`` since this process wrote one."""
+    ``checkpoint_min_interval_seconds`` since this process wrote one, and not backing
+    off after a failed one."""
     now = time.monotonic()
     return (
         h.version - h.checkpoint_position >= settings.checkpoint_every_updates
         and now - h.checkpoint_done >= settings.checkpoint_min_interval_seconds
         and now >= h.lease_retry_at  # another worker holds the checkpoint lease
+        and now >= h.checkpoint_retry_at
     )
 
 
@@ -107,7 +141,8 @@ async def periodic(registry: Registry) -> None:
             continue
         if h.checkpoint_at is not None:
             M.CHECKPOINT_AGE.labels(h.name).set(max(0.0, time.time() - h.checkpoint_at))
-        timed = now >= h.next_time_checkpoint
+        # Backing off after a failure: the timer stays due, for when the wait is over.
+        timed = now >= h.next_time_checkpoint and now >= h.checkpoint_retry_at
         if timed:
             h.next_time_checkpoint = now + registry.settings.checkpoint_every_seconds
         # A count-triggered one held back by the minimum interval is taken here.

@@ -70,6 +70,17 @@ CHECKPOINT_AGE = Gauge(
     ["model"],
     multiprocess_mode="livemin",
 )
+CHECKPOINT_FAILURES = Counter(
+    "learnserve_checkpoint_failures_total",
+    "Checkpoints of the model that could not be written.",
+    ["model"],
+)
+CHECKPOINT_BACKOFF = Gauge(
+    "learnserve_checkpoint_backoff_seconds",
+    "Delay before the next try after the model's last checkpoint failed (0: none failed).",
+    ["model"],
+    multiprocess_mode="livemax",
+)
 CHECKPOINT_DURATION = Histogram(
     "learnserve_checkpoint_duration_seconds",
     "Time to serialise and store one checkpoint.",

@@ -45,6 +45,12 @@ NDCG_GAIN = (
     "query is an integer in [0, 30], else linear gain rel - min(rel of the query)"
 )
 
+# The most recent of those kept in checkpoints (messages cut to _FAILED_CHARS): a
+# worker restored from a checkpoint still answers a replay of one of them when the
+# store holds no record of its outcome (see service.update_outcomes).
+_FAILED_IN_CHECKPOINT = 256
+_FAILED_CHARS = 1000
+
 
 class EvalWindow:
     """Progressive (predict-then-learn) figures over the last ~``size`` examples."""
@@ -118,11 +124,16 @@ class ModelHandle:
         )
         self.reset_at: int | None = None  # version last rebuilt from the store's checkpoint
         self.lease_retry_at = 0.0  # monotonic time to ask for the checkpoint lease again
+        self.unrecorded: list[int] = []  # failed positions whose outcome is not in the store
         self._digest: tuple[int, ModelAdapter, str] | None = None
         self.checkpoint_position = 0
         self.checkpoint_at: float | None = None
         self.checkpoint_done = -math.inf  # time.monotonic() of the last checkpoint written here
         self.checkpointing = False
+        # Failed checkpoints since the last one written: no new try before retry_at.
+        self.checkpoint_failures = 0
+        self.checkpoint_retry_at = -math.inf  # time.monotonic()
+        self.checkpoint_error: str | None = None
         self._advanced: asyncio.Event | None = None  # set when the version moves on
         self.next_time_checkpoint = time.monotonic() + settings.checkpoint_every_seconds * (
             0.5 + random.random()  # jitter: replicas rarely checkpoint the same model together
@@ -148,6 +159,9 @@ class ModelHandle:
             self.failed[position] = str(e)
             if len(self.failed) > _FAILED_KEEP:
                 self.failed.popitem(last=False)
+            self.unrecorded.append(position)
+            if len(self.unrecorded) > _FAILED_KEEP:
+                del self.unrecorded[0]
             self.entries_skipped += 1
         else:
             self.examples_learned += r.applied
@@ -201,7 +215,19 @@ class ModelHandle:
             "entries_skipped": self.entries_skipped,
             "window": self.window.to_json(),
             "head": self.head,
+            "failed": [
+                [p, m[:_FAILED_CHARS]]
+                for p, m in list(self.failed.items())[-_FAILED_IN_CHECKPOINT:]
+            ],
         }
+
+    def load_failed(self, meta: dict[str, Any]) -> None:
+        """The failures a checkpoint carries (``checkpoint_meta``), oldest first."""
+        for p, m in meta.get("failed", []):
+            self.failed[int(p)] = str(m)
+            self.failed.move_to_end(int(p))
+        while len(self.failed) > _FAILED_KEEP:
+            self.failed.popitem(last=False)
 
     async def digest(self) -> str:
         """The state digest, cached per version. Hashing a big model (16 MB for 2**20
@@ -217,6 +243,16 @@ class ModelHandle:
             value = await asyncio.to_thread(adapter.state_digest)
         self._digest = (version, adapter, value)
         return value
+
+    def checkpoint_backoff(self) -> dict[str, Any] | None:
+        """While checkpoints of the model fail: how many did, and when the next try is."""
+        if not self.checkpoint_failures:
+            return None
+        return {
+            "failures": self.checkpoint_failures,
+            "retry_in_seconds": max(0.0, self.checkpoint_retry_at - time.monotonic()),
+            "last_error": self.checkpoint_error,
+        }
 
     async def describe(self) -> dict[str, Any]:
         digest = await self.digest()
@@ -237,6 +273,7 @@ class ModelHandle:
             **self.adapter.describe(),
             "online_metrics": self.window.summary(),
             "last_checkpoint": cp,
+            "checkpoint_backoff": self.checkpoint_backoff(),
             "state_digest": digest,
             "worker": os.getpid(),
         }

@@ -23,7 +23,7 @@ import socket
 import time
 from typing import Any
 
-from service import batch_deploys, checkpoints
+from service import batch_deploys, checkpoints, update_outcomes
 from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.model_handle import ModelHandle, StoreHealth, unpack_checkpoint
@@ -151,12 +151,14 @@ class Registry:
             h.entries_skipped = int(meta.get("entries_skipped", 0))
             h.window.load(meta.get("window", []))
             h.head = meta.get("head")
+            h.load_failed(meta)
         else:
             h = ModelHandle(name, cls.create(config), self.settings)
         h.generation = generation
         h._m_version.set(h.version)
         async with h.lock:
             await self._catch_up_locked(h)
+        self._record_failures_soon(h)
         return h
 
     # ------------------------------------------------------------ batch models
@@ -179,6 +181,13 @@ class Registry:
     async def catch_up(self, h: ModelHandle, target: int | None = None) -> None:
         async with h.lock:
             await self._catch_up_locked(h, target)
+        self._record_failures_soon(h)
+
+    def _record_failures_soon(self, h: ModelHandle) -> None:
+        """Record in the store the outcomes of entries that just failed here, so that a
+        replay of their idempotency keys answers them on any worker, at any time."""
+        if h.unrecorded:
+            self.spawn(update_outcomes.record_failures(self, h))
 
     async def _catch_up_locked(self, h: ModelHandle, target: int | None = None) -> None:
         """Apply every entry past ``h.version`` (up to ``target`` if given), checking that
@@ -230,6 +239,7 @@ class Registry:
         h.examples_learned = int(meta.get("examples_learned", h.examples_learned))
         h.head = meta.get("head")
         h.recent_heads.clear()
+        h.load_failed(meta)
         h.local = {p: v for p, v in h.local.items() if p > h.version}
         h.notify_advanced()
 
@@ -321,6 +331,7 @@ class Registry:
         h.recent_heads.clear()
         h.local.clear()
         h.failed.clear()
+        h.load_failed(meta)
         h._m_version.set(position)
         h.notify_advanced()
 
@@ -375,7 +386,22 @@ class Registry:
             ) from None
         self.health.ok()
         # A replayed entry is applied from the log (it may be applied already).
-        await self._apply_own(h, position, None if replayed else payload)
+        try:
+            await self._apply_own(h, position, None if replayed else payload)
+        except ApiError as e:
+            if replayed and e.status == 422:  # the entry failed here, as the first time
+                e.headers = dict(update_outcomes.REPLAYED)
+            raise
+        if replayed:
+            # Applied fine as far as this worker knows; but it may have forgotten the
+            # failure (restarted, restored from a later checkpoint, thousands of later
+            # failures): the store keeps the first answer with the key.
+            try:
+                failure = await update_outcomes.recorded_failure(self, h, key)
+            except StoreUnavailable as e:
+                raise self._stored_not_applied(e) from e
+            if failure is not None:
+                raise failure
         return position, n, replayed
 
     async def _apply_own(
@@ -417,7 +443,10 @@ class Registry:
             h.local.pop(position, None)
             error = h.failed.get(position)
         if error is not None:
-            raise invalid(f"the update could not be applied: {error}")
+            # Recorded before answering: a retry of it (if it had a key) answers alike.
+            await update_outcomes.record_failures(self, h)
+            raise update_outcomes.failure_error(error)
+        self._record_failures_soon(h)
         self._maybe_checkpoint(h)
 
     async def wait_for_version(self, h: ModelHandle, version: int, timeout: float) -> bool:
@@ -512,6 +541,8 @@ class Registry:
                 M.ONLINE_LOSS,
                 M.ONLINE_NDCG,
                 M.CHECKPOINT_AGE,
+                M.CHECKPOINT_BACKOFF,
+                M.CHECKPOINT_FAILURES,
                 M.LOG_LAG,
             )
         ):

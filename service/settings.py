@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     # model's checkpoint lease in the store (taken or renewed at each write, expiring
     # after this long, so another worker takes over when the holder stops).
     checkpoint_lease_seconds: float = Field(default=30.0, gt=0)
+    # After a failed checkpoint, the next try of the model's (count- or time-triggered)
+    # waits this long, doubled after each further failure up to the maximum.
+    checkpoint_retry_base_seconds: float = Field(default=5.0, gt=0)
+    checkpoint_retry_max_seconds: float = Field(default=300.0, gt=0)
     # Entries kept in the log behind a checkpoint, so a lagging replica can catch up
     # from the log instead of reloading the checkpoint.
     log_retain_entries: int = Field(default=1000, ge=0)

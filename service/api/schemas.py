@@ -167,6 +167,8 @@ class ModelInfo(BaseModel):
     labels: list[Label] = []
     online_metrics: dict[str, Any]
     last_checkpoint: dict[str, Any] | None
+    # While checkpoints fail: {"failures", "retry_in_seconds", "last_error"}
+    checkpoint_backoff: dict[str, Any] | None = None
     state_digest: str
 
 

@@ -55,8 +55,9 @@ def open_store(redis_url: str | None, data_dir: str | Path, **opts: Any) -> Stor
     ``opts`` go to the constructor: for Redis ``socket_timeout``, ``connect_timeout``,
     ``max_connections``, ``health_check_interval``, ``waitaof``, ``wait_replicas``,
     ``wait_timeout``, and ``cluster`` (a Redis Cluster: ``RedisClusterStore``);
-    for SQLite ``busy_timeout``, ``poll_interval``. Options meant for the other store
-    are ignored, so callers can pass one settings-derived dict either way.
+    for SQLite ``busy_timeout``, ``poll_interval``, ``checkpoint_chunk_bytes``. Options
+    meant for the other store are ignored, so callers can pass one settings-derived dict
+    either way.
     """
     if redis_url:
         from service.store.redis import RedisStore
@@ -70,5 +71,5 @@ def open_store(redis_url: str | None, data_dir: str | Path, **opts: Any) -> Stor
 
     d = Path(data_dir)
     d.mkdir(parents=True, exist_ok=True)
-    skeys = ("busy_timeout", "poll_interval")
+    skeys = ("busy_timeout", "poll_interval", "checkpoint_chunk_bytes")
     return SQLiteStore(d / SQLITE_FILENAME, **{k: v for k, v in opts.items() if k in skeys})

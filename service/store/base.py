@@ -208,6 +208,25 @@ class Store(ABC):
         """
 
     @abstractmethod
+    async def record_outcome(
+        self, name: str, position: int, outcome: str, generation: str | None = None
+    ) -> bool:
+        """Record ``outcome`` (opaque text: the service stores the answer of an entry
+        that could not be applied) with the idempotency key whose entry is at
+        ``position``, so a replay of that key answers it (``get_outcome``) whichever
+        worker serves it. One atomic step; True if this call recorded it. The first
+        outcome recorded stays (every worker applying the entry records the same one).
+        Does nothing and returns False when no live key points at ``position`` (an
+        entry appended without a key, an expired key), when the model is gone, or,
+        given a ``generation``, when the model's is another (the writer holds a
+        deleted model's state). The record goes when the key does (expiry, delete)."""
+
+    @abstractmethod
+    async def get_outcome(self, name: str, key: str) -> str | None:
+        """The outcome recorded for the live idempotency ``key`` (``record_outcome``),
+        or None: no such key, or its entry has no recorded outcome (yet)."""
+
+    @abstractmethod
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
         """Entries with position > ``after``, in order (at most ``limit``)."""
 

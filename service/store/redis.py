@@ -15,6 +15,8 @@ every per-model Lua script touches one slot only)::
     ls:{NAME}:artmeta   hash    "<version>" -> JSON metadata, "last", "active"
     ls:{NAME}:idem      hash    idempotency key -> "<position> <n> <payload hash> <gen>"
     ls:{NAME}:idemexp   zset    idempotency key, scored by its expiry (ms, Redis TIME)
+    ls:{NAME}:idempos   hash    "<position>" -> the idempotency key appended there
+    ls:{NAME}:idemout   hash    idempotency key -> outcome of an entry that failed to apply
     ls:{catalog}:models set     names of all models (an index; configs are authoritative)
     ls:{catalog}:epoch  string  catalog change counter
 
@@ -142,6 +144,8 @@ def _keys(name: str) -> dict[str, str]:
             "idemexp",
             "head",
             "lease:checkpoint",
+            "idempos",
+            "idemout",
         )
     }
 
@@ -529,7 +533,8 @@ class RedisStore(Store):
         if self.waitaof_requested and self.server_version is None:
             await self._learn_version()
         k = _keys(name)
-        keys = [k["config"], k["seq"], k["log"], k["idem"], k["idemexp"], k["gen"], k["head"]]
+        keys = [k["config"], k["seq"], k["log"], k["idem"], k["idemexp"], k["gen"]]
+        keys += [k["idempos"], k["idemout"], k["head"]]
         args: list[Any] = [
             bytes(payload),
             key,
@@ -552,6 +557,22 @@ class RedisStore(Store):
                 f"idempotency key {key!r} was used for model {name!r} with another payload"
             )
         return int(pos), int(rn), True
+
+    async def record_outcome(
+        self, name: str, position: int, outcome: str, generation: str | None = None
+    ) -> bool:
+        k = _keys(name)
+        keys = [k["config"], k["gen"], k["idem"], k["idemexp"], k["idempos"], k["idemout"]]
+        args: list[Any] = [int(position), outcome]
+        if generation is not None:
+            args.append(generation)
+        return bool(await self._script(scripts.RECORD_OUTCOME, keys, args) == 1)
+
+    async def get_outcome(self, name: str, key: str) -> str | None:
+        k = _keys(name)
+        keys = [k["idem"], k["idemexp"], k["gen"], k["idemout"]]
+        out = await self._script(scripts.GET_OUTCOME, keys, [key])
+        return None if out is None else out.decode() if isinstance(out, bytes) else str(out)
 
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
         if limit <= 0:

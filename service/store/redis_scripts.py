@@ -16,21 +16,32 @@ redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
 redis.call('SET', KEYS[4], head)
 return {pos, head}
 """
-# KEYS: config, seq, log, idem, idemexp, gen, head
-#   ARGV: payload, key, hash, n, ttl ms, sha1hex(payload)
+# KEYS: config, seq, log, idem, idemexp, gen, idempos, idemout, head
+# ARGV: payload, key, hash, n, ttl ms, sha1hex(payload)
 #   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
 # Expired records are dropped first (at most 100 per call; any left over are ignored
-# by their score). Both idem keys expire with the last record to expire, so a model that stops
-# sending keys leaves nothing behind. A record of another generation (a model deleted
-# by an older learnserve that did not know these keys) counts as absent.
+# by their score), with their position index entries and outcomes. The idem keys expire
+# with the last record to expire, so a model that stops sending keys leaves nothing
+# behind. A record of another generation (a model deleted by an older learnserve that
+# did not know these keys) counts as absent. idempos maps a keyed entry's position to
+# its key, so whoever applies the entry can record its outcome (RECORD_OUTCOME).
 APPEND_ONCE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[5])
+local function forget(keys)
+  local recs = redis.call('HMGET', KEYS[4], unpack(keys))
+  for i, r in ipairs(recs) do
+    local p = r and string.match(r, '^(%S+)')
+    if p and redis.call('HGET', KEYS[7], p) == keys[i] then redis.call('HDEL', KEYS[7], p) end
+  end
+  redis.call('HDEL', KEYS[4], unpack(keys))
+  redis.call('HDEL', KEYS[8], unpack(keys))
+end
 local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
 if #old > 0 then
-  redis.call('HDEL', KEYS[4], unpack(old))
+  forget(old)
   redis.call('ZREM', KEYS[5], unpack(old))
 end
 local gen = redis.call('GET', KEYS[6]) or ''
@@ -39,17 +50,49 @@ if rec then
   local exp = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[2]) or '0')
   local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
   if exp > now and rgen == gen then return {0, rec} end
+  forget({ARGV[2]})
 end
 local pos = redis.call('INCR', KEYS[2])
-local head = redis.sha1hex((redis.call('GET', KEYS[7]) or '') .. ARGV[6])
+local head = redis.sha1hex((redis.call('GET', KEYS[9]) or '') .. ARGV[6])
 redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
-redis.call('SET', KEYS[7], head)
+redis.call('SET', KEYS[9], head)
 redis.call('HSET', KEYS[4], ARGV[2], string.format('%d %s %s %s', pos, ARGV[4], ARGV[3], gen))
+redis.call('HSET', KEYS[7], pos, ARGV[2])
 redis.call('ZADD', KEYS[5], now + ttl, ARGV[2])
 local last = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[4], last[2])
-redis.call('PEXPIREAT', KEYS[5], last[2])
+for _, k in ipairs({KEYS[4], KEYS[5], KEYS[7], KEYS[8]}) do
+  redis.call('PEXPIREAT', k, last[2])
+end
 return {1, pos}
+"""
+# KEYS: config, gen, idem, idemexp, idempos, idemout   ARGV: position, outcome[, generation]
+#   ->  1 recorded, 0 not (no live key at that position, already recorded, no model,
+#   another generation)
+RECORD_OUTCOME = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local gen = redis.call('GET', KEYS[2]) or ''
+if ARGV[3] and ARGV[3] ~= gen then return 0 end
+local key = redis.call('HGET', KEYS[5], ARGV[1])
+if not key then return 0 end
+local rec = redis.call('HGET', KEYS[3], key)
+if not rec then return 0 end
+local _, _, rpos, rgen = string.find(rec, '^(%S+) %S+ %S+ (.*)$')
+if tonumber(rpos) ~= tonumber(ARGV[1]) or rgen ~= gen then return 0 end
+if redis.call('HSETNX', KEYS[6], key, ARGV[2]) == 0 then return 0 end
+local last = redis.call('ZREVRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+if last[2] then redis.call('PEXPIREAT', KEYS[6], last[2]) end
+return 1
+"""
+# KEYS: idem, idemexp, gen, idemout   ARGV: key  ->  the key's outcome, or false
+GET_OUTCOME = """
+local rec = redis.call('HGET', KEYS[1], ARGV[1])
+if not rec then return false end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0')
+local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
+if exp <= now or rgen ~= (redis.call('GET', KEYS[3]) or '') then return false end
+return redis.call('HGET', KEYS[4], ARGV[1])
 """
 # KEYS: config, gen   ARGV: canonical config, generation
 #   ->  1 created, 0 equal, else the existing config
@@ -63,7 +106,7 @@ end
 if cur == ARGV[1] then return 0 end
 return cur
 """
-# KEYS: config, seq, log, ckpt, art, artmeta, gen, idem, idemexp  ->  1 deleted, 0 absent
+# KEYS: every key of the model (redis._keys)  ->  1 deleted, 0 absent
 DELETE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('UNLINK', unpack(KEYS))

@@ -10,6 +10,11 @@ Concurrent appends from one process are group-committed: whatever is queued when
 writer thread gets to it goes into one transaction and one fsync, which keeps
 ``/update`` throughput up without weakening durability.
 
+Checkpoints are written as chunks (``checkpoint_chunk_bytes``, 16 MB: one value may not
+exceed 1e9 bytes, a model's state may) in a transaction each, under a token of the
+write, then switched to in one transaction that also drops the replaced chunks; a
+checkpoint written whole by schema 1 is still read.
+
 Example::
 
     import asyncio
@@ -58,7 +63,8 @@ from service.store.base import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+# 2: checkpoints in chunks (an older learnserve would read a chunked one as empty)
+SCHEMA_VERSION = 2
 _MAX_GROUP = 1000  # appends per group commit
 
 # Blob columns come last: SQLite then reads the other columns without walking the
@@ -81,11 +87,25 @@ CREATE TABLE IF NOT EXISTS log (
     payload BLOB NOT NULL,
     PRIMARY KEY (name, position)
 );
+-- token: the checkpoint's chunks in checkpoint_chunks (NULL: written whole in blob,
+-- by schema 1), switched to in one transaction once all of them are written.
 CREATE TABLE IF NOT EXISTS checkpoints (
     name TEXT PRIMARY KEY,
     position INTEGER NOT NULL,
     created_at REAL NOT NULL,
+    token TEXT,
+    chunks INTEGER,
     blob BLOB NOT NULL
+);
+-- position: that of the write the chunk belongs to (chunks of abandoned writes of an
+-- older position are swept by the next switch).
+CREATE TABLE IF NOT EXISTS checkpoint_chunks (
+    name TEXT NOT NULL,
+    token TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (name, token, idx)
 );
 CREATE TABLE IF NOT EXISTS artifacts (
     name TEXT NOT NULL,
@@ -109,6 +129,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
     generation TEXT NOT NULL,
     created_at REAL NOT NULL,
     expires_at REAL NOT NULL,
+    outcome TEXT,                          -- record_outcome: the entry could not be applied
     PRIMARY KEY (name, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
@@ -120,6 +141,7 @@ CREATE TABLE IF NOT EXISTS leases (
     expires_at REAL NOT NULL,
     PRIMARY KEY (name, purpose)
 );
+CREATE INDEX IF NOT EXISTS idempotency_position ON idempotency (name, position);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('epoch', 0);
 """
@@ -137,16 +159,27 @@ def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) ->
 
 
 _BLOB_SLICE = 1 << 20  # bytes per checkpoint blob write (each releases the GIL)
+# Bytes per checkpoint chunk (one row, one transaction each): far below SQLite's 1e9
+# byte limit on one value, which a model's state may exceed (max_model_bytes is 4 GiB),
+# and short enough that appends of other workers get the write lock in between.
+CHECKPOINT_CHUNK = 16 << 20
 
 
 class SQLiteStore(Store):
     name = "sqlite"
 
     def __init__(
-        self, path: str | Path, busy_timeout: float = 10.0, poll_interval: float = 0.05
+        self,
+        path: str | Path,
+        busy_timeout: float = 10.0,
+        poll_interval: float = 0.05,
+        checkpoint_chunk_bytes: int = CHECKPOINT_CHUNK,
     ) -> None:
         if busy_timeout <= 0 or poll_interval <= 0:
             raise ValueError("busy_timeout and poll_interval must be > 0 seconds")
+        if checkpoint_chunk_bytes < 1:
+            raise ValueError("checkpoint_chunk_bytes must be >= 1")
+        self.checkpoint_chunk_bytes = checkpoint_chunk_bytes
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         # Other processes' appends are noticed by polling at this interval.
@@ -227,6 +260,13 @@ class SQLiteStore(Store):
                 db.execute("ALTER TABLE models ADD COLUMN head TEXT NOT NULL DEFAULT ''")
             if "head" not in {row[1] for row in db.execute("PRAGMA table_info(log)")}:
                 db.execute("ALTER TABLE log ADD COLUMN head TEXT NOT NULL DEFAULT ''")
+            ccols = {row[1] for row in db.execute("PRAGMA table_info(checkpoints)")}
+            if "token" not in ccols:  # schema 1: every checkpoint one blob
+                db.execute("ALTER TABLE checkpoints ADD COLUMN token TEXT")
+                db.execute("ALTER TABLE checkpoints ADD COLUMN chunks INTEGER")
+            icols = {row[1] for row in db.execute("PRAGMA table_info(idempotency)")}
+            if "outcome" not in icols:  # a file written before outcomes were recorded
+                db.execute("ALTER TABLE idempotency ADD COLUMN outcome TEXT")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _enable_wal(self, db: sqlite3.Connection) -> None:
@@ -321,7 +361,8 @@ class SQLiteStore(Store):
         with self._tx() as db:
             if db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount == 0:
                 return False
-            for table in ("log", "checkpoints", "artifacts", "idempotency", "leases"):
+            tables = ("log", "checkpoints", "checkpoint_chunks", "artifacts", "idempotency")
+            for table in (*tables, "leases"):
                 db.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
             self._bump_epoch(db)
         return True
@@ -436,6 +477,36 @@ class SQLiteStore(Store):
             )
             return int(pos), n, False
 
+    async def record_outcome(
+        self, name: str, position: int, outcome: str, generation: str | None = None
+    ) -> bool:
+        def q() -> bool:
+            with self._tx() as db:
+                # The row's generation must be the model's (positions restart at 1 when
+                # a model is created again), and the caller's if it gave one.
+                cur = db.execute(
+                    "UPDATE idempotency SET outcome = ? WHERE name = ? AND position = ? "
+                    "AND outcome IS NULL AND expires_at > ? AND generation = "
+                    "(SELECT generation FROM models WHERE name = ? AND (? IS NULL OR "
+                    "generation = ?))",
+                    (outcome, name, int(position), time.time(), name, generation, generation),
+                )
+                return cur.rowcount > 0
+
+        return await self._run(q)
+
+    async def get_outcome(self, name: str, key: str) -> str | None:
+        out = await self._run(
+            self._q1,
+            "SELECT i.outcome FROM idempotency i JOIN models m "
+            "ON m.name = i.name AND m.generation = i.generation "
+            "WHERE i.name = ? AND i.key = ? AND i.expires_at > ?",
+            name,
+            key,
+            time.time(),
+        )
+        return None if out is None else str(out)
+
     def _wake_waiters(self) -> None:
         with self._lock:
             waiters = list(self._waiters)
@@ -547,42 +618,115 @@ class SQLiteStore(Store):
         generation: str | None = None,
         head: str | None = None,  # unchecked: a committed SQLite log never loses its tail
     ) -> None:
+        """Chunks first, one transaction each (appends, this process's and others', get
+        the write lock in between), under a token of this write; then one transaction
+        switches the checkpoint to them and sweeps the replaced chunks."""
         data = memoryview(blob).cast("B")
+        position = int(position)
+        if not await self._run(self._checkpoint_wanted, name, position, generation):
+            return  # would be refused: do not write gigabytes for nothing
+        size = self.checkpoint_chunk_bytes
+        token = f"{position}.{secrets.token_hex(6)}"
+        n = -(-data.nbytes // size)
+        switched = False
+        try:
+            for i in range(n):
+                chunk = data[i * size : (i + 1) * size]
+                await self._run(self._put_chunk, name, position, token, i, chunk)
+            switched = await self._run(
+                self._switch_checkpoint, name, position, token, n, generation
+            )
+        finally:
+            if not switched and n:
+                with contextlib.suppress(Exception):  # best effort: the next switch sweeps
+                    await self._run(self._drop_chunks, name, token)
 
-        def q() -> None:
-            with self._tx() as db:
-                # The WHERE clauses give both guards in one statement: the model must
-                # exist, and an older position never overwrites a newer checkpoint.
-                row = db.execute(
-                    "INSERT INTO checkpoints (name, position, created_at, blob) "
-                    "SELECT ?, ?, ?, zeroblob(?) "
-                    "WHERE EXISTS (SELECT 1 FROM models WHERE name = ? "
-                    "AND (? IS NULL OR generation = ?)) "
-                    "ON CONFLICT (name) DO UPDATE SET position = excluded.position, "
-                    "created_at = excluded.created_at, blob = excluded.blob "
-                    "WHERE excluded.position >= checkpoints.position RETURNING rowid",
-                    (name, int(position), time.time(), data.nbytes, name, generation, generation),
-                ).fetchone()
-                if row is None:
-                    return
-                # Written in slices through the blob handle, which releases the GIL per
-                # write: binding the whole blob would copy it (16 MB for a 2**20-dim
-                # model, ~10 ms) with the GIL held, stalling the event loop meanwhile.
-                with db.blobopen("checkpoints", "blob", row[0]) as handle:
-                    for off in range(0, data.nbytes, _BLOB_SLICE):
-                        handle.write(data[off : off + _BLOB_SLICE])
+    def _checkpoint_wanted(self, name: str, position: int, generation: str | None) -> bool:
+        gen = self._q1("SELECT generation FROM models WHERE name = ?", name)
+        cur = self._q1("SELECT position FROM checkpoints WHERE name = ?", name)
+        if gen is None or (generation is not None and gen != generation):
+            return False
+        return cur is None or int(cur) <= position
 
-        await self._run(q)
+    def _put_chunk(self, name: str, position: int, token: str, i: int, chunk: memoryview) -> None:
+        with self._tx() as db:
+            rowid = db.execute(
+                "INSERT INTO checkpoint_chunks (name, token, idx, position, data) "
+                "VALUES (?, ?, ?, ?, zeroblob(?)) RETURNING rowid",
+                (name, token, i, position, chunk.nbytes),
+            ).fetchone()[0]
+            # Written in slices through the blob handle, which releases the GIL per
+            # write: binding the whole chunk would copy it with the GIL held, stalling
+            # the event loop meanwhile.
+            with db.blobopen("checkpoint_chunks", "data", rowid) as handle:
+                for off in range(0, chunk.nbytes, _BLOB_SLICE):
+                    handle.write(chunk[off : off + _BLOB_SLICE])
+
+    def _switch_checkpoint(
+        self, name: str, position: int, token: str, n: int, generation: str | None
+    ) -> bool:
+        with self._tx() as db:
+            have = self._q1(
+                "SELECT COUNT(*) FROM checkpoint_chunks WHERE name = ? AND token = ?", name, token
+            )
+            if have != n:  # swept by the switch of a newer one meanwhile
+                return False
+            # The WHERE clauses give both guards in one statement: the model must
+            # exist, and an older position never overwrites a newer checkpoint.
+            row = db.execute(
+                "INSERT INTO checkpoints (name, position, created_at, token, chunks, blob) "
+                "SELECT ?, ?, ?, ?, ?, x'' "
+                "WHERE EXISTS (SELECT 1 FROM models WHERE name = ? "
+                "AND (? IS NULL OR generation = ?)) "
+                "ON CONFLICT (name) DO UPDATE SET position = excluded.position, "
+                "created_at = excluded.created_at, token = excluded.token, "
+                "chunks = excluded.chunks, blob = excluded.blob "
+                "WHERE excluded.position >= checkpoints.position RETURNING rowid",
+                (name, position, time.time(), token, n, name, generation, generation),
+            ).fetchone()
+            if row is None:
+                return False
+            # The replaced checkpoint's chunks, and those of writers of this or an older
+            # position that died before switching (a newer one's are still wanted).
+            db.execute(
+                "DELETE FROM checkpoint_chunks WHERE name = ? AND token != ? AND position <= ?",
+                (name, token, position),
+            )
+            return True
+
+    def _drop_chunks(self, name: str, token: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM checkpoint_chunks WHERE name = ? AND token = ?", (name, token))
 
     async def get_checkpoint(self, name: str) -> Checkpoint | None:
-        def q() -> tuple[int, bytes, float] | None:
-            assert self._db is not None
-            return self._db.execute(
-                "SELECT position, blob, created_at FROM checkpoints WHERE name = ?", (name,)
-            ).fetchone()
+        def q() -> Checkpoint | None:
+            db = self._db
+            assert db is not None
+            # One read transaction: the row and its chunks from one snapshot, whatever
+            # other processes switch meanwhile.
+            db.execute("BEGIN")
+            try:
+                row = db.execute(
+                    "SELECT position, created_at, token, chunks FROM checkpoints WHERE name = ?",
+                    (name,),
+                ).fetchone()
+                if row is None:
+                    return None
+                position, created_at, token, n = int(row[0]), float(row[1]), row[2], row[3]
+                if token is None:  # written whole, by schema 1
+                    blob = self._q1("SELECT blob FROM checkpoints WHERE name = ?", name)
+                    return Checkpoint(position, bytes(blob), created_at)
+                parts = db.execute(
+                    "SELECT data FROM checkpoint_chunks WHERE name = ? AND token = ? ORDER BY idx",
+                    (name, token),
+                ).fetchall()
+                if len(parts) != int(n):
+                    raise RuntimeError(f"checkpoint of {name!r} has {len(parts)} of its {n} chunks")
+                return Checkpoint(position, b"".join(p[0] for p in parts), created_at)
+            finally:
+                db.execute("COMMIT")
 
-        row = await self._run(q)
-        return None if row is None else Checkpoint(int(row[0]), bytes(row[1]), float(row[2]))
+        return await self._run(q)
 
     # ------------------------------------------------------------------ artifacts
     async def add_artifact(self, name: str, blob: bytes, kind: str, checksum: str) -> int:

@@ -10,7 +10,13 @@ import pytest
 
 @pytest.mark.parametrize(
     "module",
-    ["service.settings", "service.models.payload", "service.model_handle", "service.api.finite"],
+    [
+        "service.settings",
+        "service.models.payload",
+        "service.model_handle",
+        "service.api.finite",
+        "service.update_outcomes",
+    ],
 )
 def test_doctests(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))

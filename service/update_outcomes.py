@@ -1,0 +1,82 @@
+"""The answer of an ``/update`` whose entry was appended but could not be applied, kept
+so that a retry with the same ``Idempotency-Key`` gets that answer again.
+
+An entry fails to apply deterministically (every replica holds the same state, so
+every replica fails on it), but a worker only remembers the last few thousand
+failures it saw itself (``ModelHandle.failed``), and a worker restored from a
+checkpoint past the entry never saw it fail. So whichever worker applies a failing
+entry records the failure's answer with the entry's idempotency key in the store
+(``Store.record_outcome``: a no-op for an entry appended without a key), and a
+replay answers from there. The most recent failures also travel in checkpoints
+(``ModelHandle.checkpoint_meta``), for when the store could not take the record.
+
+>>> e = decode(encode(failure_error("weights would become non-finite")))
+>>> (e.status, e.code, e.message)
+(422, 'invalid_input', 'the update could not be applied: weights would become non-finite')
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import orjson
+
+from service.api.errors import ApiError, invalid
+from service.store.base import StoreUnavailable
+
+if TYPE_CHECKING:  # the registry imports this module; only the types are needed here
+    from service.model_handle import ModelHandle
+    from service.registry import Registry
+
+log = logging.getLogger("learnserve.registry")
+
+REPLAYED = {"Idempotent-Replayed": "true"}
+
+
+def failure_error(message: str) -> ApiError:
+    """The answer to an update whose entry could not be applied."""
+    return invalid(f"the update could not be applied: {message}")
+
+
+def encode(err: ApiError) -> str:
+    return orjson.dumps(
+        {"status": err.status, "error": err.code, "message": err.message, "field": err.field}
+    ).decode()
+
+
+def decode(text: str) -> ApiError:
+    d = orjson.loads(text)
+    return ApiError(int(d["status"]), str(d["error"]), str(d["message"]), d.get("field"))
+
+
+async def record_failures(registry: Registry, h: ModelHandle) -> None:
+    """Record the outcome of every entry this worker saw fail and has not recorded yet.
+
+    Every worker applying a failing entry records it (the store keeps the first; they
+    are equal); an entry appended without a key costs one no-op call. When the store
+    is unreachable the positions are kept for the next call."""
+    pending, h.unrecorded = h.unrecorded, []
+    for i, position in enumerate(pending):
+        message = h.failed.get(position)
+        if message is None:  # evicted meanwhile (thousands of later failures)
+            continue
+        try:
+            outcome = encode(failure_error(message))
+            await registry.store.record_outcome(h.name, position, outcome, h.generation)
+        except StoreUnavailable as e:
+            registry.health.failed("record_outcome", e)
+            h.unrecorded[:0] = pending[i:]
+            return
+        except Exception:
+            log.exception("model %r: outcome of entry %d not recorded", h.name, position)
+
+
+async def recorded_failure(registry: Registry, h: ModelHandle, key: str) -> ApiError | None:
+    """The failure recorded for a replayed ``key``, if its entry failed to apply."""
+    outcome = await registry.store.get_outcome(h.name, key)
+    if outcome is None:
+        return None
+    err = decode(outcome)
+    err.headers = dict(REPLAYED)
+    return err
