@@ -41,11 +41,14 @@ def cluster_args() -> list[str]:
 
 
 class RedisClusterNodes:
-    def __init__(self, server: str, cli: str, directory: Path, masters: int = 3) -> None:
+    def __init__(
+        self, server: str, cli: str, directory: Path, masters: int = 3, replicas: int = 0
+    ) -> None:
         self.cli = cli
+        self.replicas = replicas  # per master
         self.nodes = [
             RedisServer(server, Path(directory) / f"node{i}", extra_args=cluster_args())
-            for i in range(masters)
+            for i in range(masters * (1 + replicas))
         ]
         self.created = False
 
@@ -63,7 +66,7 @@ class RedisClusterNodes:
         if not self.created:
             addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
             run = subprocess.run(
-                [self.cli, "--cluster", "create", *addrs, "--cluster-replicas", "0",
+                [self.cli, "--cluster", "create", *addrs, "--cluster-replicas", str(self.replicas),
                  "--cluster-yes"],
                 capture_output=True, text=True, timeout=120,
             )  # fmt: skip
@@ -94,6 +97,18 @@ class RedisClusterNodes:
                 last = repr(e)
             time.sleep(0.1)
         raise RuntimeError(f"cluster not ok within {timeout}s: {last}")
+
+    def master_port(self, key: str) -> int:
+        """The port of the master serving ``key``'s slot now (asked of a running node)."""
+        for n in self.nodes:
+            if not n.running:
+                continue
+            with n.client(1.0) as c:
+                slot = c.execute_command("CLUSTER", "KEYSLOT", key)
+                for start, end, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                    if start <= slot <= end:
+                        return int(master[1])
+        raise RuntimeError(f"no running node serves {key!r}")
 
     def stop(self) -> None:
         for n in self.nodes:
