@@ -17,7 +17,13 @@ from service.api.errors import ApiError, invalid, json_response, store_unavailab
 from service.api.models import check_name
 from service.api.schemas import ActivateRequest, body_doc, error_responses
 from service.auth import AdminScope, PredictScope
-from service.limits import optional_int, read_body, read_json_object
+from service.limits import (
+    OCTETS_TYPE,
+    check_content_type,
+    optional_int,
+    read_body,
+    read_json_object,
+)
 from service.store.base import StoreUnavailable
 
 router = APIRouter(tags=["batch models"])
@@ -41,6 +47,9 @@ async def deploy(
     name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     check_name(name)
+    # Only octet-stream (what `learnserve deploy` sends): the CORS-simple types a web
+    # page can send without a preflight (text/plain, forms, none) are refused.
+    check_content_type(request.headers.get("content-type"), OCTETS_TYPE)
     blob = await read_body(request, settings.max_artifact_bytes)
     if not blob:
         raise invalid("artifact: the body is empty; send the artifact file", "artifact")

@@ -32,7 +32,14 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.limits import optional_int, parse_json_object, read_body, require_str
+from service.limits import (
+    check_content_type,
+    check_utf8_start,
+    optional_int,
+    parse_json_object,
+    read_body,
+    require_str,
+)
 from service.model_handle import ModelHandle
 from service.registry import Registry
 from service.settings import Settings
@@ -56,6 +63,7 @@ async def update_body(
     key = headers.get("idempotency-key")
     if key is not None:
         check_idempotency_key(key)
+    check_utf8_start(raw)  # before the bytes scanners, which read ASCII structure
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
     parsed = await _parse_raw(registry, settings, raw)
@@ -168,6 +176,7 @@ def ready_registry(registry: Registry) -> Registry:
 async def _serve(request: Request, scope: str, handler: Any) -> Response:
     state = request.app.state
     state.keyring.check(request.headers, scope)
+    check_content_type(request.headers.get("content-type"))
     registry = ready_registry(state.registry)
     settings: Settings = state.settings
     raw = await read_body(request, settings.max_body_bytes)

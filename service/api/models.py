@@ -16,6 +16,7 @@ from service.api.schemas import ModelCreate, ModelInfo, ModelList, body_doc, err
 from service.auth import AdminScope, PredictScope
 from service.limits import read_json_object
 from service.models import adapter_for_body
+from service.store.base import validate_name
 
 router = APIRouter(tags=["models"])
 
@@ -25,7 +26,10 @@ NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name):
         raise invalid(f"name: {name[:80]!r} must be 1-64 characters of A-Z a-z 0-9 . _ -", "name")
-    return name
+    try:
+        return validate_name(name)  # the stores' rules (e.g. "." and ".." are reserved)
+    except ValueError as e:
+        raise invalid(f"name: {e}", "name") from None
 
 
 @router.put(

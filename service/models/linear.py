@@ -50,6 +50,14 @@ def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
     extra = set(features) - {"kind", "dim", "bits"}
     if extra:
         raise invalid(f"features: unknown field(s) {sorted(extra)}", "features")
+    # A field of another kind is a mistake (the value would be silently ignored).
+    misplaced = "dim" if spec.kind == "hashed" else "bits"
+    if misplaced in features:
+        raise invalid(
+            f"features.{misplaced}: does not apply to kind {spec.kind!r} "
+            f"({'bits' if spec.kind == 'hashed' else 'dim'} sets the dimension)",
+            f"features.{misplaced}",
+        )
     if spec.dim > settings.max_dim:
         raise invalid(
             f"features: dimension {spec.dim} exceeds the limit of {settings.max_dim}", "features"
