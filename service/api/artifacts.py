@@ -15,7 +15,15 @@ from starlette.responses import Response
 from service.api.deps import RegistryDep, SettingsDep
 from service.api.errors import ApiError, invalid, json_response, store_unavailable
 from service.api.models import check_name
-from service.api.schemas import ActivateRequest, body_doc, error_responses
+from service.api.schemas import (
+    ActivateRequest,
+    ActivateResponse,
+    ArtifactList,
+    DeployResponse,
+    RollbackResponse,
+    body_doc,
+    error_responses,
+)
 from service.auth import AdminScope, PredictScope
 from service.limits import (
     OCTETS_TYPE,
@@ -40,7 +48,7 @@ _OCTETS = {
     "/models/{name}/artifact",
     summary="Deploy a trained artifact as the model's next version (atomic swap)",
     status_code=201,
-    responses=error_responses(401, 403, 409, 413, 422, 503),
+    responses={201: {"model": DeployResponse}, **error_responses(401, 403, 409, 413, 422, 503)},
     openapi_extra=_OCTETS,
 )
 async def deploy(
@@ -69,12 +77,12 @@ async def deploy(
 @router.get(
     "/models/{name}/versions",
     summary="Stored artifact versions of a batch model, and the active one",
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses={200: {"model": ArtifactList}, **error_responses(401, 403, 404, 409, 503)},
 )
 @router.get(
     "/models/{name}/artifacts",
     summary="Stored artifact versions of a batch model (same as /versions)",
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses={200: {"model": ArtifactList}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def list_artifacts(
     name: str, request: Request, registry: RegistryDep, _: PredictScope
@@ -105,7 +113,7 @@ async def list_artifacts(
 @router.put(
     "/models/{name}/active",
     summary='Serve a stored artifact version (rollback): body {"version": 3}',
-    responses=error_responses(401, 403, 404, 409, 422, 503),
+    responses={200: {"model": ActivateResponse}, **error_responses(401, 403, 404, 409, 422, 503)},
     openapi_extra=body_doc(ActivateRequest),
 )
 async def activate(
@@ -125,7 +133,7 @@ async def activate(
 @router.post(
     "/models/{name}/rollback",
     summary="Serve the stored version before the active one (409 if there is none)",
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses={200: {"model": RollbackResponse}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def rollback(name: str, request: Request, registry: RegistryDep, _: AdminScope) -> Response:
     h = await registry.find(name)
