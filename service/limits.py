@@ -222,8 +222,16 @@ def require_list(body: Mapping[str, Any], key: str, max_items: int) -> list[Any]
     return v
 
 
+def json_int(v: Any) -> Any:
+    """``v`` as an int when it is a JSON number with an integer value (``3.0``: JSON
+    and JSON Schema do not tell 3.0 from 3), else ``v`` unchanged."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
+        return int(v)
+    return v
+
+
 def optional_int(body: Mapping[str, Any], key: str, minimum: int = 0) -> int | None:
-    v = body.get(key)
+    v = json_int(body.get(key))
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:

@@ -78,7 +78,7 @@ class SCWParams(_Params):
 class RankSVMParams(_Params):
     lam: Positive = Field(0.01, description="L2 regularisation (Pegasos)")
     pairs_per_group: int | None = Field(
-        100, ge=1, description="pairs sampled per query group; null: all pairs"
+        100, ge=1, le=2**63 - 1, description="pairs sampled per query group; null: all pairs"
     )
     projection: bool = False
     seed: int = Field(0, ge=0, le=2**63 - 1)

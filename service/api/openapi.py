@@ -95,9 +95,11 @@ def build(app: FastAPI, settings: Settings) -> dict[str, Any]:
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
     components["securitySchemes"] = SECURITY_SCHEMES
-    for path, item in schema.get("paths", {}).items():
+    paths = schema.get("paths", {})
+    for path, item in paths.items():
         for method, op in item.items():
             _complete(op, method, path, settings)
+    _add_links(paths)
     return schema
 
 
@@ -151,3 +153,39 @@ def _complete(op: dict[str, Any], method: str, path: str, settings: Settings) ->
             resp["content"] = {"application/json": {"schema": _ERROR_REF}}
             if resp.get("description") in (None, "", "Validation Error"):
                 resp["description"] = _REASONS.get(int(code), "error")
+
+
+# What a created model leads to, as OpenAPI links (clients and schemathesis's
+# stateful phase follow them): link name -> (operation id, body given to it).
+_NAME = {"name": "$request.path.name"}
+_MODEL = {"model": "$request.path.name"}
+_AFTER_CREATE: dict[str, tuple[str, dict[str, str] | None]] = {
+    "GetModel": ("get_model_models__name__get", None),
+    "Checkpoint": ("checkpoint_model_models__name__checkpoint_post", None),
+    "Update": ("update_update_post", _MODEL),
+    "Predict": ("predict_predict_post", _MODEL),
+    "DeleteModel": ("delete_model_models__name__delete", None),
+}
+_AFTER_DEPLOY: dict[str, tuple[str, dict[str, str] | None]] = {
+    "GetModel": ("get_model_models__name__get", None),
+    "Versions": ("list_artifacts_models__name__versions_get", None),
+    "Artifacts": ("list_artifacts_models__name__artifacts_get", None),
+    "Activate": ("activate_models__name__active_put", None),
+    "Rollback": ("rollback_models__name__rollback_post", None),
+    "Predict": ("predict_predict_post", _MODEL),
+    "DeleteModel": ("delete_model_models__name__delete", None),
+}
+
+
+def _add_links(paths: dict[str, Any]) -> None:
+    for path, status, targets in (("/models/{name}", "201", _AFTER_CREATE),
+                                  ("/models/{name}", "200", _AFTER_CREATE),
+                                  ("/models/{name}/artifact", "201", _AFTER_DEPLOY)):  # fmt: skip
+        links = paths[path]["put"]["responses"][status].setdefault("links", {})
+        for link_name, (op_id, body) in targets.items():
+            link: dict[str, Any] = {"operationId": op_id}
+            if body is None:
+                link["parameters"] = _NAME
+            else:
+                link["requestBody"] = body
+            links[link_name] = link

@@ -99,6 +99,7 @@ class PredictRequest(BaseModel):
     min_version: int | None = Field(
         None,
         ge=0,
+        le=2**63 - 1,
         description="wait briefly until this worker has applied this version, else 503; "
         "422 at once if the model's log has not reached it",
     )
@@ -229,7 +230,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 class ActivateRequest(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{"version": 3}]})
-    version: int = Field(ge=1, description="a stored artifact version of the model")
+    version: int = Field(ge=1, le=2**63 - 1, description="a stored artifact version of the model")
 
 
 class CheckpointResponse(BaseModel):

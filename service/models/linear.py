@@ -20,7 +20,7 @@ from learners.base import UpdateResult, check_label
 from learners.features import FeatureError, FeatureSpec
 from learners.linear import NotFittedError
 from service.api.errors import ApiError, invalid
-from service.limits import items_field, require_list, too_large, type_name
+from service.limits import items_field, json_int, require_list, too_large, type_name
 from service.models.base import FastUpdate, ModelAdapter
 from service.models.payload import (
     decode_payload,
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 CONFIG_KEYS = frozenset({"algorithm", "params", "features"})
+INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
 
 
 def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
@@ -43,6 +44,7 @@ def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
             f"got {type_name(features)}",
             "features",
         )
+    features = {k: json_int(v) for k, v in features.items()}  # "dim": 28.0 is 28
     try:
         spec = FeatureSpec.from_config(features)
     except ValueError as e:
@@ -101,6 +103,8 @@ def online_model_config(
         params = {}
     if not isinstance(params, dict):
         raise invalid(f"params: must be an object, got {type_name(params)}", "params")
+    # JSON does not tell 100.0 from 100: integer-valued hyperparameters arrive as ints.
+    params = {k: json_int(v) if k in INTEGER_PARAMS else v for k, v in params.items()}
     spec = feature_spec(body, settings)
     try:
         build(algorithm, spec, dict(params))
