@@ -89,7 +89,7 @@ def build(app: FastAPI, settings: Settings) -> dict[str, Any]:
     for model in DOC_MODELS:
         _add(schemas, model.__name__, model.model_json_schema(ref_template=_REF))
     create = MODEL_CREATE.json_schema(ref_template=_REF)
-    create["examples"] = MODEL_CREATE_EXAMPLES
+    create["examples"] = [e for e in MODEL_CREATE_EXAMPLES if _within(e["features"], settings)]
     _add(schemas, "ModelCreate", create)
     _write_limits(schemas, settings)
     for name in ("HTTPValidationError", "ValidationError"):
@@ -112,11 +112,22 @@ def _add(schemas: dict[str, Any], name: str, js: dict[str, Any]) -> None:
     schemas[name] = js
 
 
+def _max_bits(settings: Settings) -> int:
+    return min(31, settings.max_dim.bit_length() - 1)
+
+
+def _within(features: dict[str, Any], settings: Settings) -> bool:
+    """An example's features fit this server's limits (examples must validate)."""
+    return bool(
+        features.get("dim", 1) <= settings.max_dim
+        and features.get("bits", 1) <= _max_bits(settings)
+    )
+
+
 def _write_limits(schemas: dict[str, Any], settings: Settings) -> None:
     for kind in ("DenseFeatures", "SparseFeatures"):
         schemas[kind]["properties"]["dim"]["maximum"] = settings.max_dim
-    bits = min(31, settings.max_dim.bit_length() - 1)
-    schemas["HashedFeatures"]["properties"]["bits"]["maximum"] = bits
+    schemas["HashedFeatures"]["properties"]["bits"]["maximum"] = _max_bits(settings)
     for name, key in (("UpdateRequest", "examples"), ("UpdateRequest", "queries"),
                       ("PredictRequest", "instances"), ("PredictRequest", "queries")):  # fmt: skip
         # Optional, but never null: an absent list is fine, a null one is refused.

@@ -6,7 +6,7 @@ import os
 
 from fastapi import APIRouter, Request
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from service.api.errors import json_response
 from service.api.schemas import Health, Readiness, error_responses
@@ -43,6 +43,7 @@ async def readyz(request: Request) -> Response:
 @router.get(
     "/metrics",
     summary="Prometheus metrics (all workers when several)",
+    response_class=PlainTextResponse,
     responses={
         200: {
             "description": "Prometheus text exposition format",
