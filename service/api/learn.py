@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from service import metrics as M
 from service.api.deps import not_ready
-from service.api.errors import ApiError, json_response
+from service.api.errors import ApiError, invalid, json_response
 from service.api.schemas import (
     IDEMPOTENCY_KEY_PARAM,
     IDEMPOTENT_REPLAYED_HEADER,
@@ -152,6 +152,10 @@ async def predict_body(
     h = await registry.find(name)
     state["model"] = name
     min_version = optional_int(body, "min_version")
+    if "k" in body:  # read by FastXML only, but documented (and checked) for every model
+        k = optional_int(body, "k", minimum=1)
+        if k is None or k > 100:
+            raise invalid(f"k: must be an integer in [1, 100], got {body['k']!r}", "k")
     if min_version is not None and h.version < min_version:
         ok = await registry.wait_for_version(h, min_version, settings.min_version_wait_seconds)
         if not ok:

@@ -271,3 +271,13 @@ def test_body_timeout_setting_from_the_environment(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("LEARNSERVE_BODY_TIMEOUT_SECONDS", "2.5")
     assert Settings().body_timeout_seconds == 2.5
     assert Settings.model_fields["body_timeout_seconds"].default == 30.0
+
+
+@pytest.mark.parametrize("k", ["5", 0, 101, None, 2.5])
+def test_k_is_checked_for_every_model(client: TestClient, k: Any) -> None:
+    """Documented for /predict (FastXML reads it): a bad one is refused on any model."""
+    body = {"model": "m", "instances": [{"x": [1.0, 2.0, 3.0]}], "k": k}
+    for path in ("/predict", "/plain/predict"):
+        r = client.post(path, json=body)
+        assert r.status_code == 422 and detail(r)["field"] == "k", r.text
+    assert client.post("/predict", json={**body, "k": 3}).status_code == 200
