@@ -10,7 +10,7 @@ validates by hand (``service.models.linear.online_model_config``).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -138,7 +138,7 @@ ModelCreate = Annotated[
     Field(discriminator="algorithm"),
 ]  # fmt: skip
 
-MODEL_CREATE_EXAMPLES = [
+MODEL_CREATE_EXAMPLES: list[dict[str, Any]] = [
     {"algorithm": "arow", "params": {"r": 1.0}, "features": {"kind": "dense", "dim": 28}},
     {"algorithm": "scw1", "params": {"C": 1.0, "eta": 0.9},
      "features": {"kind": "hashed", "bits": 20}},
