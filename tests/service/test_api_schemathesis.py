@@ -166,7 +166,10 @@ def run_schemathesis(url: str, report_dir: Path, max_examples: int, seed: int = 
         "--report-dir", str(report_dir),
     ]  # fmt: skip
     env = {**os.environ, "SCHEMATHESIS_HOOKS": ""}
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    # cwd: schemathesis keeps a cache (.schemathesis/) in its working directory.
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=1800, check=False, cwd=report_dir
+    )
     out = r.stdout + r.stderr
     (report_dir / "schemathesis.out").write_text(out)
     assert r.returncode == 0, out[-20000:]
