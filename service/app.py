@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
-from fastapi.openapi.utils import get_openapi
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -27,7 +26,7 @@ from service import metrics as M
 from service.api import artifacts, learn, models, ops
 from service.api.errors import install_handlers
 from service.api.hot import HotRoutes, route_path
-from service.api.schemas import DOC_MODELS
+from service.api.openapi import install_openapi
 from service.auth import KeyRing
 from service.loop_monitor import start_loop_monitor, stop_loop_monitor
 from service.registry import Registry
@@ -185,7 +184,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.keyring = KeyRing(settings.api_keys)
     install_handlers(app)
     _add_routes(app, [learn.router, models.router, artifacts.router, ops.router])
-    _install_openapi(app)
+    install_openapi(app, settings)
     return app
 
 
@@ -200,31 +199,6 @@ def _add_routes(app: FastAPI, routers: list[APIRouter]) -> None:
     mark = getattr(app.router, "_mark_routes_changed", None)
     if mark is not None:
         mark()
-
-
-def _install_openapi(app: FastAPI) -> None:
-    """Add the hand-parsed bodies' schemas (with examples) to the components."""
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema:
-            return app.openapi_schema
-        schema = get_openapi(
-            title=app.title,
-            version=app.version,
-            summary=app.summary,
-            description=app.description,
-            routes=app.routes,
-        )
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for model in DOC_MODELS:
-            js = model.model_json_schema(ref_template="#/components/schemas/{model}")
-            for name, sub in js.pop("$defs", {}).items():
-                components.setdefault(name, sub)
-            components[model.__name__] = js
-        app.openapi_schema = schema
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def factory() -> FastAPI:

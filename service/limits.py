@@ -1,13 +1,20 @@
-"""Request-size limits and strict JSON parsing for request bodies.
+"""Request-size limits, content types and strict JSON parsing for request bodies.
 
 Bodies are read as bytes and parsed with orjson, which refuses ``NaN`` and
 ``Infinity`` tokens (not JSON) — those become 422 "body is not valid JSON". A
 number that overflows a double (``1e400``) parses to ``inf`` and is refused later
 by the feature encoder with the example and field named.
+
+JSON bodies must say ``Content-Type: application/json`` (a ``charset`` parameter,
+if any, must be ``utf-8``), else 415: ``text/plain``, form types and no type at all
+are what a web page may POST cross-origin without a CORS preflight, so refusing
+them keeps a browser from driving a keyless service. Bodies are UTF-8 only: no
+byte-order mark and no UTF-16/32 detection (422 naming ``body``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -23,8 +30,59 @@ def too_large(message: str, field: str | None = None) -> ApiError:
     return ApiError(413, "too_large", message, field)
 
 
+JSON_TYPE = "application/json"
+OCTETS_TYPE = "application/octet-stream"
+
+
+def check_content_type(value: str | None, expected: str = JSON_TYPE) -> None:
+    """Raise 415 unless the ``Content-Type`` header is ``expected`` (parameters
+    allowed; a ``charset`` must be ``utf-8``)."""
+    if value is None or not value.strip():
+        raise unsupported_type(f"Content-Type is missing; send {expected}")
+    media, *params = value.split(";")
+    if media.strip().lower() != expected:
+        raise unsupported_type(f"Content-Type {value[:100]!r} is not supported; send {expected}")
+    for param in params:
+        key, _, v = param.partition("=")
+        if key.strip().lower() == "charset" and v.strip().strip('"').lower() not in (
+            "utf-8",
+            "utf8",
+        ):
+            raise unsupported_type(
+                f"Content-Type {value[:100]!r}: the body must be UTF-8 (charset=utf-8)"
+            )
+
+
+def unsupported_type(message: str) -> ApiError:
+    return ApiError(415, "unsupported_media_type", message, "Content-Type")
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def body_timeout(seconds: float) -> ApiError:
+    # Connection: close, so the connection is not reused with half a body unread.
+    return ApiError(
+        408,
+        "request_timeout",
+        f"body: the request body did not arrive within {seconds:g} s",
+        "body",
+        headers={"Connection": "close"},
+    )
+
+
 async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The raw body, refusing more than ``max_bytes`` (before reading it when announced)."""
+    """The raw body, refusing more than ``max_bytes`` (before reading it when announced)
+    and a body that takes longer than the ``body_timeout_seconds`` setting (408)."""
+    seconds: float = request.app.state.settings.body_timeout_seconds
+    try:
+        async with asyncio.timeout(seconds):
+            return await _read_body(request, max_bytes)
+    except TimeoutError:
+        raise body_timeout(seconds) from None
+
+
+async def _read_body(request: Request, max_bytes: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -49,8 +107,18 @@ class ClientGone(Exception):
     """The client disconnected before its body was read (nothing to answer)."""
 
 
-async def receive_body(receive: Receive, declared: str | None, max_bytes: int) -> bytes:
+async def receive_body(
+    receive: Receive, declared: str | None, max_bytes: int, timeout_seconds: float
+) -> bytes:
     """``read_body`` for a plain ASGI ``receive``: the same limits and messages."""
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            return await _receive_body(receive, declared, max_bytes)
+    except TimeoutError:
+        raise body_timeout(timeout_seconds) from None
+
+
+async def _receive_body(receive: Receive, declared: str | None, max_bytes: int) -> bytes:
     if declared is not None:
         try:
             n = int(declared)
@@ -74,13 +142,24 @@ async def receive_body(receive: Receive, declared: str | None, max_bytes: int) -
 
 
 async def read_json_object(request: Request, max_bytes: int) -> dict[str, Any]:
+    check_content_type(request.headers.get("content-type"))
     body = await read_body(request, max_bytes)
     return parse_json_object(body)
+
+
+def check_utf8_start(body: bytes) -> None:
+    """Refuse a byte-order mark or a UTF-16/32 body up front (a NUL among the first
+    bytes: JSON text starts with ASCII), before any parser guesses an encoding."""
+    if body.startswith(_BOM):
+        raise invalid("body: must be UTF-8 JSON without a byte-order mark (BOM)", "body")
+    if b"\x00" in body[:4]:
+        raise invalid("body: must be UTF-8 JSON (it looks like UTF-16 or UTF-32)", "body")
 
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
     if not body:
         raise invalid("body is empty; expected a JSON object")
+    check_utf8_start(body)
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as e:
@@ -99,7 +178,8 @@ def _lenient_loads(body: bytes) -> Any:
     non-finite value (``examples[3].x["17"]: value is NaN``) instead of a bare
     parse error. Every value still goes through the finiteness checks."""
     try:
-        obj = json.loads(body)
+        # Decoded here as strict UTF-8: json.loads(bytes) would guess UTF-16/32.
+        obj = json.loads(body.decode("utf-8"))
         # Python's parser also takes what orjson refuses for good reasons (lone
         # surrogates, integers beyond 64 bits); those must stay a parse error.
         orjson.dumps(obj)
@@ -142,8 +222,16 @@ def require_list(body: Mapping[str, Any], key: str, max_items: int) -> list[Any]
     return v
 
 
+def json_int(v: Any) -> Any:
+    """``v`` as an int when it is a JSON number with an integer value (``3.0``: JSON
+    and JSON Schema do not tell 3.0 from 3), else ``v`` unchanged."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
+        return int(v)
+    return v
+
+
 def optional_int(body: Mapping[str, Any], key: str, minimum: int = 0) -> int | None:
-    v = body.get(key)
+    v = json_int(body.get(key))
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:

@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     otel: bool = False  # FastAPI's OpenTelemetry instrumentation (costs per request)
 
     max_body_bytes: int = Field(default=16 << 20, ge=1024)
+    # A request body not fully received within this many seconds is 408 and the
+    # connection closed: trickling clients cannot hold connections (and memory) forever.
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
     # PUT /models/{name}/artifact; Redis cannot store a value over 512 MB.
     max_artifact_bytes: int = Field(default=256 << 20, ge=1024)
     max_batch_examples: int = Field(default=10_000, ge=1)

@@ -15,9 +15,23 @@ from starlette.responses import Response
 from service.api.deps import RegistryDep, SettingsDep
 from service.api.errors import ApiError, invalid, json_response, store_unavailable
 from service.api.models import check_name
-from service.api.schemas import ActivateRequest, body_doc, error_responses
+from service.api.schemas import (
+    ActivateRequest,
+    ActivateResponse,
+    ArtifactList,
+    DeployResponse,
+    RollbackResponse,
+    body_doc,
+    error_responses,
+)
 from service.auth import AdminScope, PredictScope
-from service.limits import optional_int, read_body, read_json_object
+from service.limits import (
+    OCTETS_TYPE,
+    check_content_type,
+    optional_int,
+    read_body,
+    read_json_object,
+)
 from service.store.base import StoreUnavailable
 
 router = APIRouter(tags=["batch models"])
@@ -34,13 +48,16 @@ _OCTETS = {
     "/models/{name}/artifact",
     summary="Deploy a trained artifact as the model's next version (atomic swap)",
     status_code=201,
-    responses=error_responses(401, 403, 409, 413, 422, 503),
+    responses={201: {"model": DeployResponse}, **error_responses(401, 403, 409, 413, 422, 503)},
     openapi_extra=_OCTETS,
 )
 async def deploy(
     name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     check_name(name)
+    # Only octet-stream (what `learnserve deploy` sends): the CORS-simple types a web
+    # page can send without a preflight (text/plain, forms, none) are refused.
+    check_content_type(request.headers.get("content-type"), OCTETS_TYPE)
     blob = await read_body(request, settings.max_artifact_bytes)
     if not blob:
         raise invalid("artifact: the body is empty; send the artifact file", "artifact")
@@ -60,12 +77,12 @@ async def deploy(
 @router.get(
     "/models/{name}/versions",
     summary="Stored artifact versions of a batch model, and the active one",
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses={200: {"model": ArtifactList}, **error_responses(401, 403, 404, 409, 503)},
 )
 @router.get(
     "/models/{name}/artifacts",
     summary="Stored artifact versions of a batch model (same as /versions)",
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses={200: {"model": ArtifactList}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def list_artifacts(
     name: str, request: Request, registry: RegistryDep, _: PredictScope
@@ -96,7 +113,7 @@ async def list_artifacts(
 @router.put(
     "/models/{name}/active",
     summary='Serve a stored artifact version (rollback): body {"version": 3}',
-    responses=error_responses(401, 403, 404, 409, 422, 503),
+    responses={200: {"model": ActivateResponse}, **error_responses(401, 403, 404, 409, 422, 503)},
     openapi_extra=body_doc(ActivateRequest),
 )
 async def activate(
@@ -117,7 +134,7 @@ async def activate(
     "/models/{name}/rollback",
     summary="Serve the stored version before the active one (409 if there is none, or if "
     "a concurrent rollback or deploy changed the active version meanwhile)",
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses={200: {"model": RollbackResponse}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def rollback(name: str, request: Request, registry: RegistryDep, _: AdminScope) -> Response:
     request.state.model = name

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 log = logging.getLogger("learnserve.api")
 
@@ -24,8 +25,10 @@ _CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     409: "conflict",
     413: "too_large",
+    415: "unsupported_media_type",
     422: "invalid_input",
     503: "unavailable",
 }
@@ -88,6 +91,17 @@ def error_response(
     return json_response(error_body(code, message, field), status, headers)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on the request's path, and OPTIONS."""
+    methods = {"OPTIONS"}
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(route_methods)
+    order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    return sorted(methods, key=lambda m: order.index(m) if m in order else len(order))
+
+
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
@@ -95,9 +109,17 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            # Starlette's Allow names the methods of one route object; a path such as
+            # /models/{name} has several. OPTIONS answers the same list.
+            allow = {"Allow": ", ".join(allowed_methods(request))}
+            if request.method == "OPTIONS":
+                return Response(status_code=204, headers=allow)
+            headers = {**(headers or {}), **allow}
         code = _CODES.get(exc.status_code, "error")
         msg = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        return error_response(exc.status_code, code, msg, headers=getattr(exc, "headers", None))
+        return error_response(exc.status_code, code, msg, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:

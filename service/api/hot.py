@@ -8,7 +8,8 @@ runs at ~0.3x a bare ASGI app). These two routes take nothing but a JSON body,
 so this layer answers them directly and hands every other request to FastAPI.
 
 They keep everything the other routes have: API keys and scopes
-(:class:`service.auth.KeyRing`), the readiness check, the body limit, the one
+(:class:`service.auth.KeyRing`), the content type, the readiness check, the body
+limit and timeout, the one
 error body (:func:`service.api.errors.error_body`) and the metrics
 (``MetricsMiddleware`` wraps this layer). The handlers are the ones in
 :mod:`service.api.learn`, whose FastAPI routes document the two paths.
@@ -25,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.errors import ApiError, error_body
 from service.api.learn import predict_body, ready_registry, update_body
-from service.limits import ClientGone, receive_body
+from service.limits import ClientGone, check_content_type, receive_body
 from service.registry import Registry
 from service.settings import Settings
 
@@ -41,7 +42,9 @@ ROUTES: dict[str, tuple[str, Handler]] = {
     "/update": ("update", update_body),
 }
 # The only request headers these routes read.
-_WANTED = frozenset({b"content-length", b"authorization", b"x-api-key", b"idempotency-key"})
+_WANTED = frozenset(
+    {b"content-length", b"content-type", b"authorization", b"x-api-key", b"idempotency-key"}
+)
 _JSON = (b"content-type", b"application/json")
 
 
@@ -74,10 +77,14 @@ class HotRoutes:
             try:
                 state = self.state
                 state.keyring.check(headers, key_scope)
+                check_content_type(headers.get("content-type"))
                 registry = ready_registry(state.registry)
                 settings: Settings = state.settings
                 raw = await receive_body(
-                    receive, headers.get("content-length"), settings.max_body_bytes
+                    receive,
+                    headers.get("content-length"),
+                    settings.max_body_bytes,
+                    settings.body_timeout_seconds,
                 )
                 answer = await handler(registry, settings, raw, rstate, headers)
                 if "idempotency-key" in headers:  # the only requests that add headers

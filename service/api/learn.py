@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from service import metrics as M
 from service.api.deps import not_ready
-from service.api.errors import ApiError, json_response
+from service.api.errors import ApiError, invalid, json_response
 from service.api.finite import refuse_nonfinite
 from service.api.schemas import (
     IDEMPOTENCY_KEY_PARAM,
@@ -33,7 +33,14 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.limits import optional_int, parse_json_object, read_body, require_str
+from service.limits import (
+    check_content_type,
+    check_utf8_start,
+    optional_int,
+    parse_json_object,
+    read_body,
+    require_str,
+)
 from service.model_handle import ModelHandle
 from service.registry import Registry
 from service.settings import Settings
@@ -57,6 +64,7 @@ async def update_body(
     key = headers.get("idempotency-key")
     if key is not None:
         check_idempotency_key(key)
+    check_utf8_start(raw)  # before the bytes scanners, which read ASCII structure
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
     parsed = await _parse_raw(registry, settings, raw)
@@ -148,6 +156,10 @@ async def predict_body(
     h = await registry.find(name)
     state["model"] = name
     min_version = optional_int(body, "min_version")
+    if "k" in body:  # read by FastXML only, but documented (and checked) for every model
+        k = optional_int(body, "k", minimum=1)
+        if k is None or k > 100:
+            raise invalid(f"k: must be an integer in [1, 100], got {body['k']!r}", "k")
     if min_version is not None and h.version < min_version:
         ok = await registry.wait_for_version(h, min_version, settings.min_version_wait_seconds)
         if not ok:
@@ -173,6 +185,7 @@ def ready_registry(registry: Registry) -> Registry:
 async def _serve(request: Request, scope: str, handler: Any) -> Response:
     state = request.app.state
     state.keyring.check(request.headers, scope)
+    check_content_type(request.headers.get("content-type"))
     registry = ready_registry(state.registry)
     settings: Settings = state.settings
     raw = await read_body(request, settings.max_body_bytes)

@@ -12,10 +12,17 @@ from starlette.responses import Response
 
 from service.api.deps import RegistryDep, SettingsDep
 from service.api.errors import ApiError, invalid, json_response, store_unavailable
-from service.api.schemas import ModelCreate, ModelInfo, ModelList, body_doc, error_responses
+from service.api.schemas import (
+    CheckpointResponse,
+    ModelInfo,
+    ModelList,
+    body_doc,
+    error_responses,
+)
 from service.auth import AdminScope, PredictScope
 from service.limits import read_json_object
 from service.models import adapter_for_body
+from service.store.base import validate_name
 
 router = APIRouter(tags=["models"])
 
@@ -25,7 +32,10 @@ NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name):
         raise invalid(f"name: {name[:80]!r} must be 1-64 characters of A-Z a-z 0-9 . _ -", "name")
-    return name
+    try:
+        return validate_name(name)  # the stores' rules (e.g. "." and ".." are reserved)
+    except ValueError as e:
+        raise invalid(f"name: {e}", "name") from None
 
 
 @router.put(
@@ -34,7 +44,7 @@ def check_name(name: str) -> str:
     status_code=201,
     responses={200: {"model": ModelInfo, "description": "already exists with this config"},
                201: {"model": ModelInfo}, **error_responses(401, 403, 409, 413, 422, 503)},
-    openapi_extra=body_doc(ModelCreate),
+    openapi_extra=body_doc("ModelCreate"),
 )  # fmt: skip
 async def put_model(
     name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
@@ -75,7 +85,7 @@ async def get_model(
 @router.post(
     "/models/{name}/checkpoint",
     summary="Write a checkpoint of the model now (e.g. before maintenance)",
-    responses=error_responses(401, 403, 404, 409, 503),
+    responses={200: {"model": CheckpointResponse}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def checkpoint_model(
     name: str, request: Request, registry: RegistryDep, _: AdminScope

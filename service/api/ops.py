@@ -6,19 +6,27 @@ import os
 
 from fastapi import APIRouter, Request
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from service.api.errors import json_response
+from service.api.schemas import Health, Readiness, error_responses
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", summary="Liveness: the process answers")
+@router.get("/healthz", summary="Liveness: the process answers", responses={200: {"model": Health}})
 async def healthz() -> Response:
     return json_response({"status": "ok", "worker": os.getpid()})
 
 
-@router.get("/readyz", summary="Readiness: every model is restored")
+@router.get(
+    "/readyz",
+    summary="Readiness: every model is restored",
+    responses={
+        200: {"model": Readiness},
+        503: {"model": Readiness, "description": "models are still being restored"},
+    },
+)
 async def readyz(request: Request) -> Response:
     reg = request.app.state.registry
     body = {
@@ -32,7 +40,18 @@ async def readyz(request: Request) -> Response:
     return json_response(body, 200 if reg.ready else 503)
 
 
-@router.get("/metrics", summary="Prometheus metrics (all workers when several)")
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (all workers when several)",
+    response_class=PlainTextResponse,
+    responses={
+        200: {
+            "description": "Prometheus text exposition format",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+        **error_responses(401, 403),
+    },
+)
 async def metrics(request: Request) -> Response:
     settings = request.app.state.settings
     if not settings.metrics_public:

@@ -17,30 +17,6 @@ Features = list[float] | dict[str, float | str]
 Label = str | int
 
 
-class FeaturesConfig(BaseModel):
-    kind: Literal["dense", "sparse", "hashed"]
-    dim: int | None = Field(None, description="dense/sparse: number of features")
-    bits: int | None = Field(None, description="hashed: 2**bits dimensions")
-
-
-class ModelCreate(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {"algorithm": "arow", "params": {"r": 1.0},
-                 "features": {"kind": "dense", "dim": 28}},
-                {"algorithm": "scw1", "params": {"c": 1.0, "eta": 0.9},
-                 "features": {"kind": "hashed", "bits": 20}},
-                {"algorithm": "ranksvm", "params": {"lam": 0.01, "pairs_per_group": 100, "seed": 0},
-                 "features": {"kind": "sparse", "dim": 300}},
-            ]
-        }
-    )  # fmt: skip
-    algorithm: Literal["pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2", "ranksvm"]
-    params: dict[str, Any] = Field(default_factory=dict)
-    features: FeaturesConfig
-
-
 class Example(BaseModel):
     x: Features = Field(description="dense list, sparse {index: value} or named {name: value}")
     y: Label
@@ -66,13 +42,14 @@ class UpdateRequest(BaseModel):
                 {"model": "web-ranker", "queries": [
                     {"qid": "q1", "items": [{"x": {"3": 0.5, "17": 1.0}, "relevance": 2},
                                             {"x": {"3": 0.1}, "relevance": 0}]}]},
-            ]
+            ],
+            "oneOf": [{"required": ["examples"]}, {"required": ["queries"]}],
         }
     )  # fmt: skip
     model: str
-    examples: list[Example] | None = Field(None, description="classifiers")
+    examples: list[Example] | None = Field(None, min_length=1, description="classifiers")
     queries: list[Query] | None = Field(
-        None, description="rankers (ranksvm): query groups; applied = number of items"
+        None, min_length=1, description="rankers (ranksvm): query groups; applied = number of items"
     )
 
 
@@ -102,22 +79,27 @@ class PredictRequest(BaseModel):
                  "min_version": 17},
                 {"model": "web-ranker", "queries": [
                     {"qid": "q1", "items": [{"x": {"1": 0.5, "17": 1.0}}, {"x": {"3": 0.1}}]}]},
-            ]
+            ],
+            "oneOf": [{"required": ["instances"]}, {"required": ["queries"]}],
         }
     )  # fmt: skip
     model: str
     instances: list[Instance] | None = Field(
-        None, description='score each instance (rankers: {"score": s} per instance)'
+        None, min_length=1, description='score each instance (rankers: {"score": s} per instance)'
     )
     queries: list[PredictQuery] | None = Field(
         None,
+        min_length=1,
         description="rankers (ranksvm, lambdamart): rank each query's items. LambdaMART "
         "sparse keys are feature indices as in the training file (1-based when the "
         "artifact's index_base is 1: {\"1\": 0.5} is the file's feature 1); dense lists "
         "have n_features values",
     )
+    k: int = Field(5, ge=1, le=100, description="FastXML: how many labels per instance (default 5)")
     min_version: int | None = Field(
         None,
+        ge=0,
+        le=2**63 - 1,
         description="wait briefly until this worker has applied this version, else 503; "
         "422 at once if the model's log has not reached it",
     )
@@ -127,7 +109,7 @@ class PredictionOut(BaseModel):
     label: Label
     score: float
     scores: dict[str, float] = Field(description="by label; JSON keys are always strings")
-    confidence: float | None
+    confidence: float | None = Field(None, description="online classifiers only")
 
 
 class RankingOut(BaseModel):
@@ -138,6 +120,11 @@ class RankingOut(BaseModel):
 
 class ScoreOut(BaseModel):
     score: float
+
+
+class TopKOut(BaseModel):
+    labels: list[int] = Field(description="FastXML: the top-k label ids, best first")
+    scores: list[float]
 
 
 class PredictResponse(BaseModel):
@@ -154,7 +141,7 @@ class PredictResponse(BaseModel):
     )  # fmt: skip
     model: str
     version: int
-    predictions: list[PredictionOut | RankingOut | ScoreOut]
+    predictions: list[PredictionOut | RankingOut | ScoreOut | TopKOut]
 
 
 class ModelInfo(BaseModel):
@@ -195,14 +182,14 @@ class ErrorBody(BaseModel):
     detail: ErrorDetail
 
 
-def body_doc(model: type[BaseModel]) -> dict[str, Any]:
-    """``openapi_extra`` documenting a JSON body that the route reads itself."""
+def body_doc(model: type[BaseModel] | str) -> dict[str, Any]:
+    """``openapi_extra`` documenting a JSON body that the route reads itself (a model,
+    or the name of a component that ``service.api.openapi`` adds)."""
+    name = model if isinstance(model, str) else model.__name__
     return {
         "requestBody": {
             "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
-            },
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
         }
     }
 
@@ -245,7 +232,63 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 class ActivateRequest(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{"version": 3}]})
-    version: int = Field(ge=1, description="a stored artifact version of the model")
+    version: int = Field(ge=1, le=2**63 - 1, description="a stored artifact version of the model")
 
 
-DOC_MODELS: list[type[BaseModel]] = [ModelCreate, UpdateRequest, PredictRequest, ActivateRequest]
+class CheckpointResponse(BaseModel):
+    model: str
+    written: bool = Field(description="false when there was nothing new to write")
+    position: int = Field(description="the log position the stored checkpoint covers")
+    duration_seconds: float
+
+
+class DeployResponse(BaseModel):
+    model: str
+    kind: str
+    version: int
+    checksum: str
+    size: int = Field(description="bytes of the artifact")
+    created: bool = Field(description="true when this deploy created the model")
+
+
+class ArtifactVersion(BaseModel):
+    version: int
+    size: int
+    checksum: str
+    created_at: float
+    kind: str
+
+
+class ArtifactList(BaseModel):
+    model: str
+    active: int | None = Field(description="the version stored as active")
+    serving: int = Field(description="the version this worker serves")
+    versions: list[ArtifactVersion]
+
+
+class ActivateResponse(BaseModel):
+    model: str
+    version: int
+    checksum: str
+
+
+class RollbackResponse(ActivateResponse):
+    previous: int = Field(description="the version served before")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    worker: int = Field(description="the process id of the worker that answered")
+
+
+class Readiness(BaseModel):
+    ready: bool
+    models: int
+    store: str
+    store_up: bool
+    failed_models: dict[str, str] = Field(
+        description="models whose stored state could not be loaded (the others are served)"
+    )
+
+
+DOC_MODELS: list[type[BaseModel]] = [UpdateRequest, PredictRequest, ActivateRequest]

@@ -23,7 +23,7 @@ from learners.base import UpdateResult, check_label
 from learners.features import FeatureError, FeatureSpec
 from learners.linear import NotFittedError
 from service.api.errors import ApiError, invalid
-from service.limits import items_field, require_list, too_large, type_name
+from service.limits import items_field, json_int, require_list, too_large, type_name
 from service.models.base import FastUpdate, ModelAdapter
 from service.models.payload import (
     decode_payload,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 CONFIG_KEYS = frozenset({"algorithm", "params", "features"})
+INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
 
 
 def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
@@ -46,6 +47,7 @@ def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
             f"got {type_name(features)}",
             "features",
         )
+    features = {k: json_int(v) for k, v in features.items()}  # "dim": 28.0 is 28
     try:
         spec = FeatureSpec.from_config(features)
     except ValueError as e:
@@ -53,6 +55,14 @@ def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
     extra = set(features) - {"kind", "dim", "bits"}
     if extra:
         raise invalid(f"features: unknown field(s) {sorted(extra)}", "features")
+    # A field of another kind is a mistake (the value would be silently ignored).
+    misplaced = "dim" if spec.kind == "hashed" else "bits"
+    if misplaced in features:
+        raise invalid(
+            f"features.{misplaced}: does not apply to kind {spec.kind!r} "
+            f"({'bits' if spec.kind == 'hashed' else 'dim'} sets the dimension)",
+            f"features.{misplaced}",
+        )
     if spec.dim > settings.max_dim:
         raise invalid(
             f"features: dimension {spec.dim} exceeds the limit of {settings.max_dim}", "features"
@@ -96,6 +106,8 @@ def online_model_config(
         params = {}
     if not isinstance(params, dict):
         raise invalid(f"params: must be an object, got {type_name(params)}", "params")
+    # JSON does not tell 100.0 from 100: integer-valued hyperparameters arrive as ints.
+    params = {k: json_int(v) if k in INTEGER_PARAMS else v for k, v in params.items()}
     spec = feature_spec(body, settings)
     try:
         build(algorithm, spec, dict(params))

@@ -69,6 +69,8 @@ def validate_name(name: str) -> str:
         raise ValueError(f"model name is {len(name)} characters long; the limit is 200")
     if any(c in "{}" or ord(c) < 32 or ord(c) == 127 for c in name):
         raise ValueError(f"model name {name!r} must not contain braces or control characters")
+    if name in (".", ".."):  # HTTP clients normalise /models/.. away: unreachable by URL
+        raise ValueError(f"model name {name!r} is reserved (a path segment)")
     return name
 
 

@@ -23,7 +23,7 @@ from service.settings import Settings
 from tests.service.serving import dense_model
 
 KEYS = {"all": ["predict", "update", "admin"], "reader": ["predict"]}
-ALL = {"X-API-Key": "all"}
+ALL = {"X-API-Key": "all", "content-type": "application/json"}
 
 
 def both_stacks(app: FastAPI) -> Any:
@@ -187,7 +187,8 @@ def test_a_client_that_leaves_is_counted_499_not_500(client: TestClient) -> None
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
             "method": "POST", "scheme": "http", "path": "/predict", "raw_path": b"/predict",
             "root_path": "", "query_string": b"", "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 2), "headers": [(b"x-api-key", b"all")],
+            "server": ("127.0.0.1", 2),
+            "headers": [(b"x-api-key", b"all"), (b"content-type", b"application/json")],
         }  # fmt: skip
         await app(scope, receive, send)
 

@@ -15,6 +15,8 @@ from learners.linear import make_classifier
 from service.settings import Settings
 from tests.service.serving import ServerThread, dense_model
 
+JSON = {"content-type": "application/json"}
+
 MAX_BODY = 64 * 1024
 
 
@@ -208,7 +210,7 @@ def test_nan_and_infinity_are_refused(client: httpx.Client) -> None:
     r = client.post("/update", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 422 and err(r)["field"] == "examples[0].x[2]", r.text
     raw = b'{"model": "nan", "instances": [{"x": [1, 2, -1e999, 4]}]}'
-    r = client.post("/predict", content=raw)
+    r = client.post("/predict", content=raw, headers=JSON)
     assert r.status_code == 422 and err(r)["field"] == "instances[0].x[2]", r.text
     # sparse rows name the key
     make(client, "nan-sp", {"algorithm": "arow", "features": {"kind": "sparse", "dim": 30}})
@@ -237,8 +239,8 @@ def test_bad_top_level_fields(client: httpx.Client) -> None:
     ]:
         r = client.post("/predict", json=body)
         assert r.status_code == 422 and err(r)["field"] == field, r.text
-    assert client.post("/update", content=b"").status_code == 422
-    assert client.post("/update", content=b"[1]").status_code == 422
+    assert client.post("/update", content=b"", headers=JSON).status_code == 422
+    assert client.post("/update", content=b"[1]", headers=JSON).status_code == 422
 
 
 def test_body_and_batch_limits_are_413(client: httpx.Client) -> None:

@@ -23,6 +23,8 @@ from service.store.sqlite import SQLiteStore
 from tests.service.procs import free_port, stop_process
 from tests.service.serving import ServerThread, dense_model, start_learnserve
 
+JSON = {"content-type": "application/json"}
+
 DIM = 4
 KEY = "Idempotency-Key"
 
@@ -181,7 +183,7 @@ def test_retry_after_the_appending_worker_died(stack: Stack) -> None:
         digest = hashlib.sha256(raw).hexdigest()
         got = stack.store(lambda s: s.append_once("m", p, "lost", digest, 5, 3600.0))
         assert got == (1, 5, False)
-        r = c.post("/update", content=raw, headers={KEY: "lost"})
+        r = c.post("/update", content=raw, headers={KEY: "lost", **JSON})
         assert r.status_code == 200, r.text
         assert r.json() == {"model": "m", "applied": 5, "version": 1}
         assert r.headers["idempotent-replayed"] == "true"

@@ -16,6 +16,8 @@ from service.models.linear import LinearAdapter
 from service.settings import Settings
 from tests.service.serving import ServerThread, dense_model
 
+JSON = {"content-type": "application/json"}
+
 SETTINGS = Settings(max_labels=4)
 
 
@@ -129,11 +131,11 @@ def test_service_learns_the_same_through_either_path(tmp_path: Any) -> None:
             X = rng.normal(size=(5, 3)).round(4)
             ex = [{"x": x, "y": "ab"[k % 2]} for k, x in enumerate(X.tolist())]
             plain = json.dumps({"model": "fast", "examples": ex})
-            assert c.post("/update", content=plain).status_code == 200
+            assert c.post("/update", content=plain, headers=JSON).status_code == 200
             other = {"examples": ex, "model": "mixed"}
             if i % 2:  # a key the fast path does not know: the general path
                 other["note"] = "x"
-            r = c.post("/update", content=json.dumps(other, indent=1))
+            r = c.post("/update", content=json.dumps(other, indent=1), headers=JSON)
             assert r.status_code == 200, r.text
         a, b = (c.get(f"/models/{n}").json() for n in ("fast", "mixed"))
         assert a["state_digest"] == b["state_digest"]

@@ -1,0 +1,149 @@
+"""The ``PUT /models/{name}`` body in OpenAPI: one schema per algorithm.
+
+``params`` are typed per algorithm with the learners' real hyperparameter names,
+types and bounds (``learners/linear``, ``learners/ranking/ranksvm.py``), and
+``features`` per kind, so a body that validates against the document is one the
+service accepts (up to the configured limits, which ``service.api.openapi``
+writes into the document: ``max_dim``). These models only document; the route
+validates by hand (``service.models.linear.online_model_config``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+# ------------------------------------------------------------------ features
+
+
+class DenseFeatures(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="DenseFeatures")
+    kind: Literal["dense"]
+    dim: int = Field(ge=1, description="number of features (x is a list of dim numbers)")
+
+
+class SparseFeatures(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="SparseFeatures")
+    kind: Literal["sparse"]
+    dim: int = Field(ge=1, description='number of features (x is {"index": value})')
+
+
+class HashedFeatures(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="HashedFeatures")
+    kind: Literal["hashed"]
+    bits: int = Field(ge=1, le=31, description="2**bits dimensions; x is {name: value}")
+
+
+FeaturesConfig = Annotated[
+    DenseFeatures | SparseFeatures | HashedFeatures, Field(discriminator="kind")
+]
+
+# ------------------------------------------------------------------ params
+
+Positive = Annotated[float, Field(gt=0)]
+Eta = Annotated[float, Field(gt=0.5, lt=1.0, description="confidence, in (0.5, 1)")]
+Covariance = Literal["diagonal", "full"]
+_COV = "'full' keeps a dim×dim matrix per label (dim <= 4096)"
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PAParams(_Params):
+    pass
+
+
+class PA1Params(_Params):
+    C: Positive = Field(1.0, description="aggressiveness (slack cost)")
+
+
+class CWParams(_Params):
+    eta: Eta = 0.9
+    covariance: Covariance = Field("diagonal", description=_COV)
+
+
+class AROWParams(_Params):
+    r: Positive = Field(1.0, description="regularisation")
+    covariance: Covariance = Field("diagonal", description=_COV)
+
+
+class SCWParams(_Params):
+    C: Positive = Field(0.01, description="aggressiveness (slack cost)")
+    eta: Eta = 0.75
+    covariance: Covariance = Field("diagonal", description=_COV)
+
+
+class RankSVMParams(_Params):
+    lam: Positive = Field(0.01, description="L2 regularisation (Pegasos)")
+    pairs_per_group: int | None = Field(
+        100, ge=1, le=2**63 - 1, description="pairs sampled per query group; null: all pairs"
+    )
+    projection: bool = False
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+
+
+# ------------------------------------------------------------------ bodies
+
+
+class _Create(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    features: FeaturesConfig
+
+
+class PACreate(_Create):
+    algorithm: Literal["pa"]
+    params: PAParams | None = None
+
+
+class PA1Create(_Create):
+    algorithm: Literal["pa1"]
+    params: PA1Params | None = None
+
+
+class PA2Create(_Create):
+    algorithm: Literal["pa2"]
+    params: PA1Params | None = None
+
+
+class CWCreate(_Create):
+    algorithm: Literal["cw"]
+    params: CWParams | None = None
+
+
+class AROWCreate(_Create):
+    algorithm: Literal["arow"]
+    params: AROWParams | None = None
+
+
+class SCW1Create(_Create):
+    algorithm: Literal["scw1"]
+    params: SCWParams | None = None
+
+
+class SCW2Create(_Create):
+    algorithm: Literal["scw2"]
+    params: SCWParams | None = None
+
+
+class RankSVMCreate(_Create):
+    algorithm: Literal["ranksvm"]
+    params: RankSVMParams | None = None
+
+
+ModelCreate = Annotated[
+    PACreate | PA1Create | PA2Create | CWCreate | AROWCreate | SCW1Create | SCW2Create
+    | RankSVMCreate,
+    Field(discriminator="algorithm"),
+]  # fmt: skip
+
+MODEL_CREATE_EXAMPLES: list[dict[str, Any]] = [
+    {"algorithm": "arow", "params": {"r": 1.0}, "features": {"kind": "dense", "dim": 28}},
+    {"algorithm": "scw1", "params": {"C": 1.0, "eta": 0.9},
+     "features": {"kind": "hashed", "bits": 20}},
+    {"algorithm": "ranksvm", "params": {"lam": 0.01, "pairs_per_group": 100, "seed": 0},
+     "features": {"kind": "sparse", "dim": 300}},
+]  # fmt: skip
+
+MODEL_CREATE: TypeAdapter[object] = TypeAdapter(ModelCreate)
