@@ -87,7 +87,10 @@ class Replicator:
                     await reg.restore_all()
                     reg.health.ok()
                     continue
-                online = [h for h in reg.models.values() if h.adapter.online and self._due(h)]
+                # Owned models only: guests catch up when a request reads them.
+                online = [
+                    h for h in reg.models.values() if h.adapter.online and h.owned and self._due(h)
+                ]
                 after = {h.name: h.version for h in online}
                 if after:
                     await reg.store.wait_for_entries(after, timeout=0.5)
