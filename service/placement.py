@@ -86,6 +86,7 @@ class Placement:
         self._m_hits = M.LRU_HITS.labels(self.member)
         self._m_misses = M.LRU_MISSES.labels(self.member)
         self._m_evictions = M.LRU_EVICTIONS.labels(self.member)
+        self._m_members.set(1)
 
     # ------------------------------------------------------------ predicates
     def owns(self, name: str) -> bool:
@@ -264,8 +265,6 @@ class Placement:
             log.info("evicted guest model %r", name)
 
     def update_gauges(self) -> None:
-        if not self.sharded:
-            return
         self._m_owned.set(sum(1 for n in self.registry.models if self.owns(n)))
         self._m_lru_bytes.set(self.guest_bytes)
         self._m_lru_models.set(len(self.guests))
