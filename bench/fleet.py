@@ -35,7 +35,6 @@ from typing import Any
 import httpx
 
 from bench._common import print_table, write_results
-
 from service.ownership import OwnershipView
 from tests.service.procs import RedisServer, find_redis_server, free_port, stop_process
 from tests.service.serving import start_learnserve
