@@ -137,7 +137,7 @@ async def periodic(registry: Registry) -> None:
     """Time-based checkpoints and slow-moving gauges (called about once a second)."""
     now = time.monotonic()
     for h in list(registry.models.values()):
-        if not h.adapter.online:
+        if not h.adapter.online or not h.owned:  # owners checkpoint; guests only read
             continue
         if h.checkpoint_at is not None:
             M.CHECKPOINT_AGE.labels(h.name).set(max(0.0, time.time() - h.checkpoint_at))

@@ -132,3 +132,50 @@ LOG_ENTRIES_LOST = Counter(
     "reloaded the model from the store.",
     ["model"],
 )
+
+# ------------------------------------------------------------ sharded ownership
+# (service.placement; the member label is LEARNSERVE_MEMBER_ID, one per worker)
+OWNED_MODELS = Gauge(
+    "learnserve_owned_models",
+    "Models this member owns (applies and checkpoints); every model when replicated.",
+    ["member"],
+    multiprocess_mode="liveall",
+)
+FLEET_MEMBERS = Gauge(
+    "learnserve_fleet_members",
+    "Live members of the fleet as this member sees them (heartbeat leases).",
+    ["member"],
+    multiprocess_mode="liveall",
+)
+LRU_BYTES = Gauge(
+    "learnserve_lru_bytes",
+    "Bytes of models held as guests (not owned, loaded for a request) in the LRU.",
+    ["member"],
+    multiprocess_mode="liveall",
+)
+LRU_MODELS = Gauge(
+    "learnserve_lru_models",
+    "Models held as guests in the LRU.",
+    ["member"],
+    multiprocess_mode="liveall",
+)
+LRU_HITS = Counter(
+    "learnserve_lru_hits_total",
+    "Requests for a model this member does not own that found it loaded.",
+    ["member"],
+)
+LRU_MISSES = Counter(
+    "learnserve_lru_misses_total",
+    "Requests for a model this member does not own that had to load it (checkpoint + log).",
+    ["member"],
+)
+LRU_EVICTIONS = Counter(
+    "learnserve_lru_evictions_total",
+    "Guest models dropped from the LRU to stay within LEARNSERVE_LRU_BYTES.",
+    ["member"],
+)
+LOG_ENTRIES_APPLIED = Counter(
+    "learnserve_log_entries_applied_total",
+    "Log entries applied by this worker, as owner of the model or as a guest copy.",
+    ["model", "role"],
+)

@@ -125,6 +125,10 @@ class ModelHandle:
         self.reset_at: int | None = None  # version last rebuilt from the store's checkpoint
         self.lease_retry_at = 0.0  # monotonic time to ask for the checkpoint lease again
         self.unrecorded: list[int] = []  # failed positions whose outcome is not in the store
+        # Sharded ownership (service.placement): whether this worker owns the model
+        # or holds a guest copy, and the entries applied here in each role.
+        self.owned = True
+        self.entries_applied = {"owner": 0, "guest": 0}
         self._digest: tuple[int, ModelAdapter, str] | None = None
         self.checkpoint_position = 0
         self.checkpoint_at: float | None = None
@@ -143,6 +147,7 @@ class ModelHandle:
         self._m_acc = M.ONLINE_ACCURACY.labels(name)
         self._m_loss = M.ONLINE_LOSS.labels(name)
         self._m_ndcg = M.ONLINE_NDCG.labels(name)
+        self._m_applied = {r: M.LOG_ENTRIES_APPLIED.labels(name, r) for r in ("owner", "guest")}
 
     def apply_entry(self, position: int, payload: bytes, head: str | None = None) -> None:
         """Apply one log entry (caller holds the lock and checked the order and the
@@ -180,6 +185,9 @@ class ModelHandle:
             self.recent_heads.append((position, head))
         self.version = position
         self._m_version.set(position)
+        role = "owner" if self.owned else "guest"
+        self.entries_applied[role] += 1
+        self._m_applied[role].inc()
         self.notify_advanced()
 
     def chain_breaks(self, payload: bytes, head: str | None) -> bool:

@@ -29,6 +29,7 @@ from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.model_handle import ModelHandle, StoreHealth, unpack_checkpoint
 from service.models import adapter_class, warmup_all
 from service.models.base import ModelAdapter
+from service.placement import Placement
 from service.settings import Settings
 from service.store.base import (
     ConfigConflict,
@@ -56,6 +57,14 @@ class Registry:
         self.failed: dict[str, str] = {}  # models that could not be restored, and why
         # This process's name in the store's leases (unique per process and start).
         self.member_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        # Who holds what (LEARNSERVE_OWNERSHIP): with "sharded", this worker owns some
+        # models and loads the others on demand as guests (service.placement).
+        self.placement = Placement(self, settings)
+
+    def owns(self, name: str) -> bool:
+        """Whether this worker applies (apply loop) and checkpoints ``name``: always
+        when replicated; when sharded, if this member is one of its owners."""
+        return self.placement.owns(name)
 
     # ------------------------------------------------------------ lookup
     def get(self, name: str) -> ModelHandle:
@@ -82,6 +91,13 @@ class Registry:
             with contextlib.suppress(StoreUnavailable):
                 await self.sync_catalog()
             h = self.models.get(name)
+            if h is None and self.placement.sharded and name not in self.failed:
+                try:  # not ours: load it as a guest (slower, never wrong)
+                    h = await self.placement.guest(name)
+                except StoreUnavailable as e:
+                    raise store_unavailable() from e
+        elif h is not None and not h.owned:
+            await self.placement.refresh(h)  # a guest: catch up before answering
         if h is None:
             raise self._missing(name)
         return h
@@ -92,11 +108,13 @@ class Registry:
             # JIT-compile (or load cached) kernels off the loop before taking traffic.
             await asyncio.to_thread(warmup_all)
             self._warm = True
+        await self.placement.start()  # join the fleet first: we restore what we own
         async with self._catalog_lock:
             epoch = await self.store.catalog_epoch()
             configs = await self.store.list_models()
             for name, config in configs.items():
-                await self._load(name, config)
+                if self.owns(name):  # the others load on demand
+                    await self._load(name, config)
             self.epoch = epoch
         # Start-up leaves ~150k long-lived objects (modules, numba, pydantic, the
         # models); a full collection walks them all (~40 ms measured, 50-140 ms the
@@ -106,6 +124,7 @@ class Registry:
         gc.freeze()
         self.ready = True
         self._update_kind_gauge()
+        self.placement.update_gauges()
         log.info("restored %d model(s); ready", len(self.models))
 
     async def _load(self, name: str, config: dict[str, Any]) -> ModelHandle | None:
@@ -155,6 +174,7 @@ class Registry:
         else:
             h = ModelHandle(name, cls.create(config), self.settings)
         h.generation = generation
+        h.owned = self.owns(name)  # before the catch-up: its entries count in this role
         h._m_version.set(h.version)
         async with h.lock:
             await self._catch_up_locked(h)
@@ -511,6 +531,8 @@ class Registry:
                         self.health.failed("create_model", e)
                         raise store_unavailable() from e
                     self.models[name] = h
+                    if not h.owned:
+                        self.placement._admit(h)
         self._update_kind_gauge()
         return h, created
 
@@ -527,6 +549,7 @@ class Registry:
 
     def _drop(self, name: str) -> bool:
         h = self.models.pop(name, None)
+        self.placement.forget(name)
         if h is None:
             return False
         # prometheus-client cannot remove labels in multi-process mode (it warns).
@@ -578,7 +601,7 @@ class Registry:
                         continue
                     else:  # another worker deployed or rolled back
                         stale = await self.store.get_active_version(name) != h.version
-                if h is None or stale:
+                if (h is None and self.owns(name)) or stale:
                     await self._load(name, config)
             self.epoch = epoch
         self._update_kind_gauge()
@@ -604,7 +627,7 @@ class Registry:
 
     # ------------------------------------------------------------ checkpoints
     def _maybe_checkpoint(self, h: ModelHandle) -> None:
-        if checkpoints.count_due(self.settings, h) and not h.checkpointing:
+        if h.owned and checkpoints.count_due(self.settings, h) and not h.checkpointing:
             self.spawn(self.checkpoint(h))
 
     def spawn(self, coro: Any) -> None:
@@ -621,6 +644,7 @@ class Registry:
         await checkpoints.periodic(self)
 
     async def close(self) -> None:
+        await self.placement.stop()  # leave the fleet: the others take over at once
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -92,7 +92,10 @@ class Replicator:
                     reg.health.ok()
                     last_reconcile = 0.0
                     continue
-                online = [h for h in reg.models.values() if h.adapter.online and self._due(h)]
+                # Owned models only: guests catch up when a request reads them.
+                online = [
+                    h for h in reg.models.values() if h.adapter.online and h.owned and self._due(h)
+                ]
                 after = {h.name: h.version for h in online}
                 changes: dict[str, int] | None = {}
                 if after:

@@ -133,6 +133,20 @@ class Settings(BaseSettings):
     # learnserve_event_loop_lag_seconds (how long the loop could not run anything).
     loop_lag_interval_seconds: float = Field(default=0.025, gt=0)
 
+    # Who holds which model (service.placement): "replicate" = every worker holds and
+    # applies every model; "sharded" = REPLICAS_PER_MODEL members own each model (by
+    # rendezvous hashing over the live members) and others load it on demand into a
+    # bounded LRU of LRU_BYTES. MEMBER_ID names this worker in the fleet (default
+    # hostname-pid; the pid is appended when --workers > 1).
+    ownership: Literal["replicate", "sharded"] = "replicate"
+    replicas_per_model: int = Field(default=2, ge=1, le=64)
+    member_id: str | None = None
+    member_lease_seconds: float = Field(default=3.0, gt=0)
+    lru_bytes: int = Field(default=256 << 20, ge=0)
+    # A model a member stops owning stays loaded at least this long (the new owners
+    # load it meanwhile), then becomes an ordinary guest in the LRU.
+    handover_seconds: float = Field(default=10.0, ge=0)
+
     @field_validator("api_keys", mode="before")
     @classmethod
     def _keys(cls, v: Any) -> dict[str, list[str]]:

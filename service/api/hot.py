@@ -41,6 +41,9 @@ ROUTES: dict[str, tuple[str, Handler]] = {
     "/predict": ("predict", predict_body),
     "/update": ("update", update_body),
 }
+# /models/{name}/<action>: the same handlers, the model taken from the path.
+MODEL_ROUTES: dict[str, tuple[str, Handler]] = {"update": ROUTES["/update"],
+                                                "predict": ROUTES["/predict"]}  # fmt: skip
 # The only request headers these routes read.
 _WANTED = frozenset(
     {b"content-length", b"content-type", b"authorization", b"x-api-key", b"idempotency-key"}
@@ -59,7 +62,11 @@ class HotRoutes:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = ROUTES.get(route_path(scope)) if scope["type"] == "http" else None
+        path = route_path(scope) if scope["type"] == "http" else ""
+        route, path_model = ROUTES.get(path), None
+        if route is None and path.startswith("/models/"):
+            path_model, _, action = path[8:].partition("/")
+            route = MODEL_ROUTES.get(action) if path_model else None
         if route is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -73,6 +80,8 @@ class HotRoutes:
         extra: dict[str, str] | None = None
         status = 200
         rstate = scope.setdefault("state", {})
+        if path_model is not None:
+            rstate["path_model"] = path_model
         try:
             try:
                 state = self.state

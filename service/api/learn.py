@@ -67,12 +67,12 @@ async def update_body(
     check_utf8_start(raw)  # before the bytes scanners, which read ASCII structure
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
-    parsed = await _parse_raw(registry, settings, raw)
+    parsed = await _parse_raw(registry, settings, raw, state.get("path_model"))
     if parsed is not None:
         h, payload, n = parsed
     else:  # the general path: every body, with errors naming the field
         body = parse_json_object(raw)
-        name = require_str(body, "model")
+        name = model_name(body, state)
         h = await registry.find(name)
         if not h.adapter.online:
             raise ApiError(
@@ -121,12 +121,31 @@ def _sha256(data: bytes) -> str:
 _MODEL_KEY = re.compile(rb'"model"\s*:\s*"([A-Za-z0-9._-]{1,64})"')
 
 
+def model_name(body: dict[str, Any], state: dict[str, Any]) -> str:
+    """The body's ``model``; on ``/models/{name}/...`` the path's, which a body
+    ``model`` may repeat but not contradict."""
+    path = state.get("path_model")
+    if path is None:
+        return require_str(body, "model")
+    given = body.get("model", path)
+    if given != path:
+        raise invalid(
+            f"model: {str(given)[:80]!r} differs from the model in the path ({path!r})", "model"
+        )
+    return str(path)
+
+
 async def _parse_raw(
-    registry: Registry, settings: Settings, raw: bytes
+    registry: Registry, settings: Settings, raw: bytes, path_model: str | None = None
 ) -> tuple[ModelHandle, bytes, int] | None:
-    """The adapter's bytes-only parse (``parse_update_raw``), when it takes the body."""
+    """The adapter's bytes-only parse (``parse_update_raw``), when it takes the body
+    (on ``/models/{name}/update``, a body naming the path's model; any other body
+    goes the general way, which says what is wrong)."""
     m = _MODEL_KEY.search(raw)
-    h = registry.models.get(m.group(1).decode()) if m else None
+    name = m.group(1).decode() if m else None
+    if path_model is not None and name != path_model:
+        return None
+    h = registry.models.get(name) if name else None
     if h is None or not h.adapter.online:
         return None
     fast = await _off_loop_if_big(settings, raw, h.adapter.parse_update_raw, raw, settings)
@@ -152,7 +171,7 @@ async def predict_body(
 ) -> dict[str, Any]:
     """Score one ``/predict`` body (after waiting for ``min_version`` if asked)."""
     body = parse_json_object(raw)
-    name = require_str(body, "model")
+    name = model_name(body, state)
     h = await registry.find(name)
     state["model"] = name
     min_version = optional_int(body, "min_version")
@@ -182,7 +201,9 @@ def ready_registry(registry: Registry) -> Registry:
     return registry
 
 
-async def _serve(request: Request, scope: str, handler: Any) -> Response:
+async def _serve(
+    request: Request, scope: str, handler: Any, path_model: str | None = None
+) -> Response:
     state = request.app.state
     state.keyring.check(request.headers, scope)
     check_content_type(request.headers.get("content-type"))
@@ -190,6 +211,8 @@ async def _serve(request: Request, scope: str, handler: Any) -> Response:
     settings: Settings = state.settings
     raw = await read_body(request, settings.max_body_bytes)
     rstate = request.scope.setdefault("state", {})
+    if path_model is not None:
+        rstate["path_model"] = path_model
     answer = await handler(registry, settings, raw, rstate, request.headers)
     return json_response(answer, headers=rstate.get("reply_headers"))
 
@@ -219,3 +242,41 @@ async def update(request: Request) -> Response:
 )
 async def predict(request: Request) -> Response:
     return await _serve(request, "predict", predict_body)
+
+
+# The same two routes with the model in the path, so a proxy can route by model
+# (consistent hashing on the path) without reading bodies: see the README's
+# "Sharded ownership". The body is the same; its "model" may be left out.
+_BY_PATH = (
+    " The model is the one in the path; a body `model`, if given, must be the same "
+    "(else 422). A proxy can route by model on the path alone (e.g. nginx `hash "
+    "$model consistent`, Envoy `ring_hash`), which sends each model to its owners."
+)
+
+
+@router.post(
+    "/models/{name}/update",
+    summary="Learn from a batch of labelled examples, the model named in the path",
+    description=UPDATE_DESCRIPTION + _BY_PATH,
+    responses={
+        200: {"model": UpdateResponse, "headers": IDEMPOTENT_REPLAYED_HEADER},
+        **error_responses(401, 403, 404, 409, 413, 422, 503),
+    },
+    openapi_extra={**body_doc(UpdateRequest), "parameters": [IDEMPOTENCY_KEY_PARAM]},
+)
+async def update_by_path(name: str, request: Request) -> Response:
+    return await _serve(request, "update", update_body, name)
+
+
+@router.post(
+    "/models/{name}/predict",
+    summary="Score instances with the model named in the path",
+    description=_BY_PATH.strip(),
+    responses={
+        200: {"model": PredictResponse},
+        **error_responses(401, 403, 404, 409, 413, 422, 503),
+    },
+    openapi_extra=body_doc(PredictRequest),
+)
+async def predict_by_path(name: str, request: Request) -> Response:
+    return await _serve(request, "predict", predict_body, name)

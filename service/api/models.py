@@ -77,9 +77,12 @@ async def list_models(registry: RegistryDep, _: PredictScope) -> Response:
 async def get_model(
     name: str, request: Request, registry: RegistryDep, _: PredictScope
 ) -> Response:
+    held = name in registry.models  # before find(), which loads a guest copy
     h = await registry.find(name)
     request.state.model = name
-    return json_response(await h.describe())
+    info = await h.describe()
+    info["ownership"] = registry.placement.describe(name, held)
+    return json_response(info)
 
 
 @router.post(

@@ -36,6 +36,8 @@ async def readyz(request: Request) -> Response:
         "store_up": reg.health.up,
         # Models whose stored state could not be loaded: the others are served.
         "failed_models": reg.failed,
+        # LEARNSERVE_OWNERSHIP: this member and the live members it sees (sharded).
+        "fleet": reg.placement.fleet(),
     }
     return json_response(body, 200 if reg.ready else 503)
 

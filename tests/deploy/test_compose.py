@@ -197,7 +197,8 @@ def test_load_balancer_profile_targets_app(resolved: dict[str, Any]) -> None:
     lb = resolved["services"]["lb"]
     assert lb["profiles"] == ["scale"]
     conf = (REPO / "docker/nginx/nginx.conf").read_text()
-    assert "listen 8080;" in conf and "http://app:8000" in conf
+    assert "listen 8080;" in conf and "server app:8000 resolve;" in conf
+    assert "hash $route_key consistent;" in conf and "proxy_pass http://app;" in conf
     assert published(lb)[8080] == "8080"
 
 
