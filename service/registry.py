@@ -377,6 +377,13 @@ class Registry:
         await self._apply_own(h, position, payload, head)
         return position
 
+    async def key_recorded(self, h: ModelHandle, key: str) -> bool:
+        try:
+            return await self.store.key_recorded(h.name, key)
+        except StoreUnavailable as e:
+            self.health.failed("append", e)
+            raise store_unavailable("the store is unreachable; the update was not accepted") from e
+
     async def submit_update_once(
         self, h: ModelHandle, payload: bytes, key: str, payload_hash: str, n: int
     ) -> tuple[int, int, bool]:

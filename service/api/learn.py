@@ -84,7 +84,13 @@ async def update_body(
     state["model"] = h.name
     # A dry run on the current state (no await: no update lands meanwhile): a batch
     # that would make the weights non-finite is refused before the log sees it.
-    h.adapter.check_update(payload)
+    try:
+        h.adapter.check_update(payload)
+    except ApiError:
+        # A retry of a batch appended before (by a worker whose state was behind) is
+        # answered as the first request was, not refused anew on today's state.
+        if key is None or not await registry.key_recorded(h, key):
+            raise
     if key is None:
         version = await registry.submit_update(h, payload)
     else:

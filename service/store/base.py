@@ -224,6 +224,11 @@ class Store(ABC):
         deleted model's state). The record goes when the key does (expiry, delete)."""
 
     @abstractmethod
+    async def key_recorded(self, name: str, key: str) -> bool:
+        """Whether the idempotency ``key`` is recorded (live) for the model: a request
+        with it is a retry, to be answered as the first one was (never refused anew)."""
+
+    @abstractmethod
     async def get_outcome(self, name: str, key: str) -> str | None:
         """The outcome recorded for the live idempotency ``key`` (``record_outcome``),
         or None: no such key, or its entry has no recorded outcome (yet)."""

@@ -568,6 +568,11 @@ class RedisStore(Store):
             args.append(generation)
         return bool(await self._script(scripts.RECORD_OUTCOME, keys, args) == 1)
 
+    async def key_recorded(self, name: str, key: str) -> bool:
+        k = _keys(name)
+        keys = [k["idem"], k["idemexp"], k["gen"]]
+        return await self._script(scripts.KEY_RECORDED, keys, [key]) == 1
+
     async def get_outcome(self, name: str, key: str) -> str | None:
         k = _keys(name)
         keys = [k["idem"], k["idemexp"], k["gen"], k["idemout"]]

@@ -83,6 +83,17 @@ local last = redis.call('ZREVRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 if last[2] then redis.call('PEXPIREAT', KEYS[6], last[2]) end
 return 1
 """
+# KEYS: idem, idemexp, gen   ARGV: key  ->  1 if the key is recorded (live), else 0
+KEY_RECORDED = """
+local rec = redis.call('HGET', KEYS[1], ARGV[1])
+if not rec then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0')
+local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
+if exp <= now or rgen ~= (redis.call('GET', KEYS[3]) or '') then return 0 end
+return 1
+"""
 # KEYS: idem, idemexp, gen, idemout   ARGV: key  ->  the key's outcome, or false
 GET_OUTCOME = """
 local rec = redis.call('HGET', KEYS[1], ARGV[1])

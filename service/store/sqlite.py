@@ -495,6 +495,18 @@ class SQLiteStore(Store):
 
         return await self._run(q)
 
+    async def key_recorded(self, name: str, key: str) -> bool:
+        found = await self._run(
+            self._q1,
+            "SELECT 1 FROM idempotency i JOIN models m "
+            "ON m.name = i.name AND m.generation = i.generation "
+            "WHERE i.name = ? AND i.key = ? AND i.expires_at > ?",
+            name,
+            key,
+            time.time(),
+        )
+        return found is not None
+
     async def get_outcome(self, name: str, key: str) -> str | None:
         out = await self._run(
             self._q1,
