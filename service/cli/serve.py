@@ -82,6 +82,10 @@ def serve(
             workers=settings.workers,
             log_level=log_level,
             access_log=False,  # per-request logging costs more than the request
+            # A worker starting up compiles or loads numba kernels and restores every
+            # model (seconds, more on a loaded machine): uvicorn's default of 5 s to answer
+            # the supervisor's health check kills such workers again and again.
+            timeout_worker_healthcheck=60,
         )
     finally:
         if multiproc_dir:

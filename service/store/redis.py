@@ -89,7 +89,7 @@ from service.store.base import (
     payload_digest,
     validate_name,
 )
-from service.store.redis_wakes import WakeStreams
+from service.store.redis_wakes import WakeStreams, wake_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -154,10 +154,16 @@ def _text(v: bytes | str) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _append_command(name: str, payload: bytes) -> tuple[Any, ...]:
+def _append_command(name: str, payload: bytes, wake: bool = False) -> tuple[Any, ...]:
+    """The APPEND script call; ``wake``: add the model's wake in the same script (a
+    single Redis; on a cluster the wake stream is in another slot)."""
     k = _keys(name)
-    keys = (k["config"], k["seq"], k["log"], k["head"])
-    return ("EVAL", scripts.APPEND, len(keys), *keys, payload, payload_digest(payload))
+    keys = [k["config"], k["seq"], k["log"], k["head"]]
+    args: list[Any] = [payload, payload_digest(payload)]
+    if wake:
+        keys.append(wake_key(name))
+        args.append(name)
+    return ("EVAL", scripts.APPEND, len(keys), *keys, *args)
 
 
 def _pos(entry_id: bytes | str) -> int:
@@ -201,6 +207,7 @@ class RedisStore(Store):
         self._pending: list[_Pending] = []  # appends waiting for the next pipeline
         self._flusher: asyncio.Task[None] | None = None
         self.wakes = WakeStreams(one_reader_per_stream=False)
+        self.wake_in_script = True  # appends add their wakes themselves (see APPEND)
 
     # ------------------------------------------------------------------ plumbing
     def _client(self, socket_timeout: float | None, max_connections: int) -> aioredis.Redis:
@@ -444,7 +451,8 @@ class RedisStore(Store):
                 for (name, _, _), res in zip(batch, results, strict=False)
                 if isinstance(res, list)
             }
-            self.wakes.publish(self.r, stored)
+            if not self.wake_in_script:
+                self.wakes.publish(self.r, stored)
             for (name, _, fut), res in zip(batch, results, strict=False):
                 if fut.done():  # the caller was cancelled; the entry is stored anyway
                     continue
@@ -461,7 +469,7 @@ class RedisStore(Store):
         acks = self._ack_commands()
         async with self.r.pipeline(transaction=False) as p:
             for name, payload, _ in batch:
-                p.execute_command(*_append_command(name, payload))
+                p.execute_command(*_append_command(name, payload, wake=True))
             # WAIT/WAITAOF cover the earlier writes of *this connection*, i.e. the
             # whole pipeline: one wait for the group.
             for cmd in acks:
@@ -543,12 +551,16 @@ class RedisStore(Store):
             max(1, int(ttl_seconds * 1000)),
             payload_digest(payload),
         ]
+        if self.wake_in_script:
+            keys.append(wake_key(name))
+            args.append(name)
 
         res = await self._eval_acked(scripts.APPEND_ONCE, keys, args)
         if int(res[0]) == -1:
             raise ModelNotFound(name)
         if int(res[0]) == 1:
-            self.wakes.publish(self.r, {name: int(res[1])})
+            if not self.wake_in_script:
+                self.wakes.publish(self.r, {name: int(res[1])})
             return int(res[1]), int(n), False
         rec = res[1].decode() if isinstance(res[1], bytes) else str(res[1])
         pos, rn, rhash = rec.split(" ", 3)[:3]

@@ -4,20 +4,25 @@ Each runs on the keys of one model (one ``{name}`` hash-tag slot) and is named b
 what it does; the comment above each gives its KEYS, ARGV and results.
 """
 
-# KEYS: config, seq, log, head   ARGV: payload, sha1hex(payload)
+# KEYS: config, seq, log, head[, wake]   ARGV: payload, sha1hex(payload)[, name]
 #   ->  {position, head}, or -1 if the model is missing
 # head = sha1hex(previous head .. sha1hex(payload)) (service.store.base.chain_head): kept
 # beside seq and in the entry (field h), so a worker notices a log that lost its tail.
+# With a wake key (a single Redis only: it is in another slot) the wake is added in the
+# same step (service.store.redis_wakes): no wake is ever lost, no extra round trip.
 APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local pos = redis.call('INCR', KEYS[2])
 local head = redis.sha1hex((redis.call('GET', KEYS[4]) or '') .. ARGV[2])
 redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
 redis.call('SET', KEYS[4], head)
+if KEYS[5] then
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', 10000, '*', 'm', ARGV[3], 'p', pos)
+end
 return {pos, head}
 """
-# KEYS: config, seq, log, idem, idemexp, gen, idempos, idemout, head
-# ARGV: payload, key, hash, n, ttl ms, sha1hex(payload)
+# KEYS: config, seq, log, idem, idemexp, gen, idempos, idemout, head[, wake]
+# ARGV: payload, key, hash, n, ttl ms, sha1hex(payload)[, name]  (the wake as in APPEND)
 #   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
 # Expired records are dropped first (at most 100 per call; any left over are ignored
 # by their score), with their position index entries and outcomes. The idem keys expire
@@ -62,6 +67,9 @@ redis.call('ZADD', KEYS[5], now + ttl, ARGV[2])
 local last = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
 for _, k in ipairs({KEYS[4], KEYS[5], KEYS[7], KEYS[8]}) do
   redis.call('PEXPIREAT', k, last[2])
+end
+if KEYS[10] then
+  redis.call('XADD', KEYS[10], 'MAXLEN', '~', 10000, '*', 'm', ARGV[7], 'p', pos)
 end
 return {1, pos}
 """

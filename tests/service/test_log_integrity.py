@@ -156,7 +156,8 @@ def test_worker_notices_a_lost_tail_at_its_next_update(redis_target):
 
 
 def test_worker_notices_a_lost_tail_without_new_updates(redis_server, redis_url, tmp_path):
-    settings = Settings(redis_url=redis_url, data_dir=str(tmp_path))
+    # Found by the apply-loop's reconciliation (every reconcile_seconds).
+    settings = Settings(redis_url=redis_url, data_dir=str(tmp_path), reconcile_seconds=1.0)
     r = redis.Redis.from_url(redis_url)
     with ServerThread(settings) as srv, srv.client() as c:
         assert c.put("/models/q", json=dense_model(3, "arow")).status_code == 201
@@ -167,7 +168,7 @@ def test_worker_notices_a_lost_tail_without_new_updates(redis_server, redis_url,
         _lose_last_entry(r, "q")
         deadline = time.monotonic() + 20
         while c.get("/models/q").json()["version"] != 3 and time.monotonic() < deadline:
-            time.sleep(0.1)  # the once-a-second lag check finds it
+            time.sleep(0.1)
         served = c.get("/models/q").json()
         assert served["version"] == 3
         assert _lost_metric(c, "q") - lost_before == 1.0
