@@ -15,9 +15,12 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.metrics_core import Metric
 
-from service.api.models import LIST_YIELD_EVERY
 from service.settings import Settings
 from tests.service.serving import ServerThread, dense_model
+
+# Several of the slices GET /models describes between two yields to the loop
+# (service.api.models.LIST_YIELD_EVERY).
+N_MODELS = 70
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +69,7 @@ def test_a_scrape_does_not_hold_the_event_loop(server: ServerThread) -> None:
 
 def test_listing_many_models_lets_the_loop_run_between_models(server: ServerThread) -> None:
     with server.client() as c:
-        for i in range(2 * LIST_YIELD_EVERY + 2):
+        for i in range(N_MODELS):
             assert c.put(f"/models/many-{i}", json=dense_model(2)).status_code == 201
         first = c.get("/models")  # digests now cached: describing never waits
         assert first.status_code == 200
@@ -97,6 +100,8 @@ def test_listing_many_models_lets_the_loop_run_between_models(server: ServerThre
             del handles[0].describe, handles[-1].describe
         assert r.status_code == 200
         assert seen == [True]
-        assert {m["name"] for m in r.json()["models"]} == {m["name"] for m in first.json()["models"]}
-        for i in range(2 * LIST_YIELD_EVERY + 2):
+        assert {m["name"] for m in r.json()["models"]} == {
+            m["name"] for m in first.json()["models"]
+        }
+        for i in range(N_MODELS):
             assert c.delete(f"/models/many-{i}").status_code == 204
