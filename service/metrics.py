@@ -203,7 +203,9 @@ def _zero_children(metric: Any, name: str) -> None:
             value.set(0.0)
 
 
-_DB_FILE = re.compile(r"(?:counter|histogram|summary|gauge_\w+?)_(\d+)\.db")
+# Only these outlive their process: a dead worker's live* gauge files are deleted
+# (mark_process_dead), and opening one just then would create it anew.
+_DB_FILE = re.compile(r"(?:counter|histogram|summary)_(\d+)\.db")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -270,4 +272,4 @@ def exposition(live: Iterable[str]) -> bytes:
 
         source = CollectorRegistry()
         multiprocess.MultiProcessCollector(source, mp_dir)
-    return generate_latest(_LiveView(source, frozenset(live)))  # type: ignore[arg-type]
+    return generate_latest(_LiveView(source, frozenset(live)))
