@@ -1,4 +1,4 @@
-"""``/healthz`` latency while ``/metrics`` (and ``GET /models``) are scraped with many models (issue 10).
+"""``/healthz`` latency while ``/metrics`` and ``GET /models`` are scraped, with many models.
 
 One ``learnserve serve`` (``--workers``, default 1; SQLite store in a temp dir) with
 ``--models`` (2,000) small AROW models, each with one ``/update``, one ``/predict`` and
