@@ -19,18 +19,27 @@ the new to compare (the server imports ``service`` from ``PYTHONPATH``)::
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import tempfile
-import time
-from typing import Any
+import sys
+from pathlib import Path
 
-import httpx
+# Run as a script, bench/ comes first on sys.path and bench/http.py would shadow the
+# standard library's ``http``: put the repo root there instead (as bench/http.py does).
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
 
-from bench._common import print_table, write_results
-from bench._loadgen import _read_response, build_request
-from tests.service.procs import free_port, stop_process
-from tests.service.serving import dense_model, start_learnserve
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import httpx  # noqa: E402
+
+from bench._common import print_table, write_results  # noqa: E402
+from bench._loadgen import _read_response, build_request  # noqa: E402
+from tests.service.procs import free_port, stop_process  # noqa: E402
+from tests.service.serving import dense_model, start_learnserve  # noqa: E402
 
 HOST = "127.0.0.1"
 
