@@ -58,7 +58,6 @@ class MetricsMiddleware:
         self._static = {r.path: r.path for r in routes if "{" not in r.path}
         self._dynamic = [(r.path_regex, r.path) for r in routes if "{" in r.path]
         self._in_flight: dict[str, Any] = {}
-        self._children: dict[tuple[str, str, int], Any] = {}
 
     def _route(self, scope: Scope) -> str:
         path = route_path(scope)
@@ -98,14 +97,8 @@ class MetricsMiddleware:
             model = state.get("model", "")
             if not status:  # no answer sent: the client left (499), else an error escaped
                 status = state.get("status", 500)
-            # Label lookups cost more than the updates: cache the children.
-            key = (route, model, status)
-            children = self._children.get(key)
-            if children is None:
-                children = self._children[key] = (
-                    M.REQUEST_LATENCY.labels(route, model),
-                    M.REQUESTS.labels(route, model, str(status)),
-                )
+            # Cached children, dropped with the model (service.metrics.forget_model).
+            children = M.request_children(route, model, status)
             children[0].observe(time.perf_counter() - t0)
             children[1].inc()
 

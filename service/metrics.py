@@ -3,11 +3,32 @@
 With several worker processes, set ``PROMETHEUS_MULTIPROC_DIR`` (the CLI does
 this for ``--workers > 1``) so ``/metrics`` aggregates every worker; gauges say
 how they combine across processes.
+
+Per-model series live as long as the model (``forget_model`` when it is deleted):
+
+* one process: the series are removed, so a deleted model costs nothing;
+* several workers: prometheus-client cannot remove a series from its per-process
+  files, so each worker sets its own series of the model to 0 (and those of dead
+  workers' files) and keeps them: a re-created model starts from 0, and each
+  file holds at most one entry per (metric, labels) ever used, i.e. it grows
+  with the number of distinct model *names*, never with create/delete cycles.
+* either way ``exposition`` shows only series of models in the catalog, so
+  series that come back after a deletion (a request that finished just after
+  it, another worker that has not seen it yet) never reach a scrape.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
 
 _LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
@@ -179,3 +200,145 @@ LOG_ENTRIES_APPLIED = Counter(
     "Log entries applied by this worker, as owner of the model or as a guest copy.",
     ["model", "role"],
 )
+
+# Every metric with a ``model`` label: what a deleted model leaves behind.
+PER_MODEL = (
+    REQUESTS,
+    REQUEST_LATENCY,
+    EXAMPLES_LEARNED,
+    EXAMPLES_ACCEPTED,
+    ONLINE_ACCURACY,
+    ONLINE_LOSS,
+    ONLINE_NDCG,
+    MODEL_VERSION,
+    CHECKPOINT_AGE,
+    CHECKPOINT_DURATION,
+    LOG_LAG,
+    DEPLOYS,
+    ROLLBACKS,
+    CHECKPOINT_FAILURES,
+    CHECKPOINT_BACKOFF,
+    LOG_ENTRIES_LOST,
+    LOG_ENTRIES_APPLIED,
+)
+
+# (route, model, status) -> the latency and request-count children. Label lookups
+# cost more than the updates, so the request middleware reuses these; a model's
+# entries go with the model (a removed child kept here would count into nothing).
+_request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
+def request_children(route: str, model: str, status: int) -> tuple[Any, Any]:
+    key = (route, model, status)
+    children = _request_children.get(key)
+    if children is None:
+        children = _request_children[key] = (
+            REQUEST_LATENCY.labels(route, model),
+            REQUESTS.labels(route, model, str(status)),
+        )
+    return children
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def forget_model(name: str) -> None:
+    """Drop every per-model series of ``name`` (call on the event loop, when the
+    model is deleted or replaced by a new model of the same name)."""
+    for key in [k for k in _request_children if k[1] == name]:
+        del _request_children[key]
+    mp_dir = multiprocess_dir()
+    for metric in PER_MODEL:
+        if mp_dir is None:
+            metric.remove_by_labels({"model": name})
+        else:
+            _zero_children(metric, name)
+    if mp_dir is not None:
+        _zero_in_dead_files(mp_dir, name)
+
+
+def _zero_children(metric: Any, name: str) -> None:
+    # Multi-process mode: removing a child would leave its value in this
+    # process's file (and come back with the next child of that name), so the
+    # children stay, at 0. These are prometheus-client internals (0.2x): each
+    # child value is an mmap-backed value with ``set``.
+    at = metric._labelnames.index("model")
+    with metric._lock:
+        children = [c for lv, c in metric._metrics.items() if lv[at] == name]
+    for child in children:
+        values = [getattr(child, a) for a in ("_value", "_sum") if hasattr(child, a)]
+        for value in [*values, *getattr(child, "_buckets", ())]:
+            value.set(0.0)
+
+
+# Only these outlive their process: a dead worker's live* gauge files are deleted
+# (mark_process_dead), and opening one just then would create it anew.
+_DB_FILE = re.compile(r"(?:counter|histogram|summary)_(\d+)\.db")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _zero_in_dead_files(mp_dir: str, name: str) -> None:
+    """The counters and histograms of workers that died stay in their files (that
+    is how their counts survive them): zero the model's entries there as well, so
+    a model re-created under this name never shows them."""
+    from prometheus_client.mmap_dict import MmapedDict
+
+    try:
+        files = os.listdir(mp_dir)
+    except OSError:
+        return
+    for f in files:
+        m = _DB_FILE.fullmatch(f)
+        if m is None or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            d = MmapedDict(os.path.join(mp_dir, f))
+            try:
+                for key, _value, _ts, _pos in list(d.read_all_values()):
+                    if json.loads(key)[2].get("model") == name:
+                        d.write_value(key, 0.0, 0.0)
+            finally:
+                d.close()
+
+
+def _only_live(metrics: Iterable[Metric], live: frozenset[str]) -> Iterator[Metric]:
+    for m in metrics:
+        samples = [s for s in m.samples if s.labels.get("model", "") in live]
+        if len(samples) != len(m.samples):
+            m.samples = samples
+        yield m
+
+
+class _LiveView:
+    """A collector of ``source`` without the series of models not in ``live``
+    (``""`` is in it: requests that named no model)."""
+
+    def __init__(self, source: Any, live: frozenset[str]) -> None:
+        self.source = source
+        self.live = live | {""}
+
+    def collect(self) -> Iterator[Metric]:
+        return _only_live(self.source.collect(), self.live)
+
+
+def exposition(live: Iterable[str]) -> bytes:
+    """The ``/metrics`` text: every worker's series when there are several, only
+    models in ``live``. Blocking (reads every worker's file): run it in a thread."""
+    source: Any = REGISTRY
+    mp_dir = multiprocess_dir()
+    if mp_dir is not None:
+        from prometheus_client import multiprocess
+
+        source = CollectorRegistry()
+        multiprocess.MultiProcessCollector(source, mp_dir)
+    return generate_latest(_LiveView(source, frozenset(live)))

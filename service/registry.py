@@ -134,6 +134,9 @@ class Registry:
         except ValueError:
             log.error("model %r has unknown kind %r; not loaded", name, config.get("kind"))
             return None
+        old = self.models.get(name)
+        if old is not None and old.generation != (await self.store.get_generation(name) or ""):
+            M.forget_model(name)  # deleted and re-created elsewhere: its series start anew
         try:
             h = await self._restore_handle(name, cls, config)
         except (StoreUnavailable, asyncio.CancelledError):
@@ -531,6 +534,8 @@ class Registry:
             async with self._catalog_lock:
                 h = self.models.get(name)
                 if h is None or h.config != config or h.generation != generation:
+                    if h is not None and h.generation != generation:
+                        M.forget_model(name)  # a new model of that name: new series
                     try:
                         h = await self._restore_handle(name, cls, config)
                     except StoreUnavailable as e:
@@ -559,25 +564,7 @@ class Registry:
         self.placement.forget(name)
         if h is None:
             return False
-        # prometheus-client cannot remove labels in multi-process mode (it warns).
-        multiproc = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
-        for metric in (
-            ()
-            if multiproc
-            else (
-                M.MODEL_VERSION,
-                M.EXAMPLES_LEARNED,
-                M.ONLINE_ACCURACY,
-                M.ONLINE_LOSS,
-                M.ONLINE_NDCG,
-                M.CHECKPOINT_AGE,
-                M.CHECKPOINT_BACKOFF,
-                M.CHECKPOINT_FAILURES,
-                M.LOG_LAG,
-            )
-        ):
-            with contextlib.suppress(KeyError):
-                metric.remove(name)
+        M.forget_model(name)  # every per-model series (also with several workers)
         self._update_kind_gauge()
         return True
 
