@@ -72,6 +72,7 @@ def parse_queries(body: dict[str, Any], settings: Settings, relevance: bool) -> 
         at = f"queries[{q}]"
         if type(query) is not dict:
             raise invalid(f"{at}: must be an object, got {type_name(query)}", at)
+        _refuse_unknown(query, ("qid", "items"), at)
         qid = query.get("qid")
         if qid is not None and (isinstance(qid, bool) or not isinstance(qid, str | int)):
             raise invalid(
@@ -95,12 +96,20 @@ def parse_queries(body: dict[str, Any], settings: Settings, relevance: bool) -> 
                 raise invalid(f"{loc}: must be an object, got {type_name(item)}", loc)
             if "x" not in item:
                 raise invalid(f"{loc}.x: field required", f"{loc}.x")
+            _refuse_unknown(item, ("x", "relevance") if relevance else ("x",), loc)
             xs.append(item["x"])
             if relevance:
                 rels.append(check_relevance(item.get("relevance"), f"{loc}.relevance"))
         qids.append(qid)
         sizes.append(len(items))
     return Queries(qids, sizes, xs, rels)
+
+
+def _refuse_unknown(obj: dict[str, Any], known: tuple[str, ...], loc: str) -> None:
+    """A field the service does not read is an error, not silently ignored."""
+    for k in obj:
+        if k not in known:
+            raise invalid(f"{loc}.{k}: unknown field (expected {', '.join(known)})", f"{loc}.{k}")
 
 
 def check_relevance(r: Any, loc: str) -> int | float:

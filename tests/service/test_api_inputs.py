@@ -173,3 +173,24 @@ def test_unknown_fields_of_examples_and_instances_are_refused(client: httpx.Clie
         refused(client.post("/predict", json=pred), "instances[1].foo", "unknown field")
         pred = {"model": name, "instances": [{"x": ONE[kind], "y": "a"}]}
         refused(client.post("/predict", json=pred), "instances[0].y", "unknown field")
+
+
+def test_unknown_fields_of_ranking_queries_and_items_are_refused(tmp_path) -> None:
+    """Queries have qid and items; items x (and relevance when learning): nothing else."""
+    from service.settings import Settings
+    from tests.service.serving import ServerThread
+
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
+        body = {"algorithm": "ranksvm", "features": {"kind": "dense", "dim": 2}}
+        assert c.put("/models/r", json=body).status_code == 201
+        item = {"x": [1.0, 0.0], "relevance": 1}
+        for q, field in (
+            ({"qid": 1, "items": [item], "weight": 2}, "queries[0].weight"),
+            ({"qid": 1, "items": [item, {**item, "w": 1}]}, "queries[0].items[1].w"),
+        ):
+            r = c.post("/update", json={"model": "r", "queries": [q]})
+            assert r.status_code == 422 and r.json()["detail"]["field"] == field, r.text
+        r = c.post("/predict", json={"model": "r", "queries": [{"items": [item]}]})
+        assert r.status_code == 422
+        assert r.json()["detail"]["field"] == "queries[0].items[0].relevance"
+        assert c.get("/models/r").json()["version"] == 0
