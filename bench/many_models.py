@@ -61,7 +61,8 @@ def serve(code: Path, redis_url: str) -> tuple[subprocess.Popen[bytes], str]:
         "LEARNSERVE_REDIS_URL": redis_url,
         "LEARNSERVE_LOG_LEVEL": "warning",
     }
-    args = [sys.executable, "-c", "from service.cli import main; main()", "serve"]
+    # -P: no current directory on sys.path, so PYTHONPATH decides which code runs
+    args = [sys.executable, "-P", "-c", "from service.cli import main; main()", "serve"]
     proc = start_service(
         [*args, "--port", str(port)], env, port, timeout=900, health_path="/readyz"
     )
