@@ -108,6 +108,7 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     rex.TryAgainError,
     rex.ClusterDownError,  # and MasterDownError
     rex.AskError,  # and MovedError: a Redis Cluster node (see _call)
+    rex.ClusterCrossSlotError,  # a script over two slots (the wake stream) on a cluster node
     rex.OutOfMemoryError,
     TimeoutError,
     OSError,
@@ -245,7 +246,7 @@ class RedisStore(Store):
             raise
 
     def _unavailable(self, e: BaseException) -> StoreUnavailable:
-        if isinstance(e, rex.AskError):  # its text is only "<slot> <host:port>"
+        if isinstance(e, rex.AskError | rex.ClusterCrossSlotError):  # only "<slot> <host:port>"
             return StoreUnavailable(
                 f"redis {self._where()}: {type(e).__name__} {e}{self._moved_hint}"
             )

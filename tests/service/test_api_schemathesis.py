@@ -133,7 +133,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 # artifact upload must be a learnserve artifact (magic, checksum), not any bytes.
 CONFIG = r"""
 [[operations]]
-include-path-regex = '^/(update|predict|models/\{name\}/artifact)$'
+include-path-regex = '^/(update|predict|models/\{name\}/(artifact|update|predict))$'
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
 # Refusals: the defaults, without 5xx, and with 413 (a batch over max_batch_examples,
