@@ -25,6 +25,7 @@ from service.cli import serve as _serve  # noqa: E402,F401
 from service.cli import train_fastxml as _train_fastxml  # noqa: E402,F401
 from service.cli import train_lambdamart as _train_lambdamart  # noqa: E402,F401
 from service.cli import train_llsvm as _train_llsvm  # noqa: E402,F401
+from service.cli import warmup as _warmup  # noqa: E402,F401
 
 
 def main() -> None:

@@ -1,0 +1,70 @@
+"""Compile (or load from numba's disk cache) the kernels the service runs, family by family.
+
+A cold checkout compiles each family once (15-45 s each on a loaded machine); numba then
+keeps the machine code on disk (``cache=True``, ``NUMBA_CACHE_DIR`` if set) and later runs
+load it in well under a second. ``learnserve warmup`` runs this with visible progress
+(``make serve`` and the Docker image run it before serving); the service runs it again at
+start-up, off the event loop, and says in ``/readyz`` and its 503s which family it is on.
+
+Batch kinds (LambdaMART, LL-SVM, FastXML) are not warmed here: their kernels compile
+when their first artifact is loaded, inside the deploy request, off the event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    what: str  # what gets compiled, for the progress line
+    run: Callable[[], None]
+
+
+def _parsers() -> None:
+    from service.models import fast_json, fast_json_maps, payload
+
+    payload.warmup()
+    fast_json.warmup()
+    fast_json_maps.warmup()
+
+
+def _kind(kind: str) -> Callable[[], None]:
+    def run() -> None:
+        from service.models import adapter_class
+
+        adapter_class(kind).warmup()
+
+    return run
+
+
+def families() -> list[Family]:
+    """Every kernel family an online model needs, in the order they are warmed."""
+    from learners.linear import ALGORITHMS
+
+    return [
+        Family("parsers", "request/log-entry parsers (JSON scanners, dense->CSR)", _parsers),
+        Family("linear", "linear learners: " + ", ".join(ALGORITHMS), _kind("linear")),
+        Family("ranksvm", "RankSVM (all pairs and sampled pairs)", _kind("ranksvm")),
+    ]
+
+
+def warm_all(
+    before: Callable[[int, int, Family], None] | None = None,
+    after: Callable[[int, int, Family, float], None] | None = None,
+) -> float:
+    """Warm every family; ``before(i, n, family)`` / ``after(i, n, family, seconds)``
+    report progress (1-based ``i``). Returns the total seconds."""
+    fams = families()
+    t_all = time.perf_counter()
+    for i, fam in enumerate(fams, 1):
+        if before is not None:
+            before(i, len(fams), fam)
+        t0 = time.perf_counter()
+        fam.run()
+        if after is not None:
+            after(i, len(fams), fam, time.perf_counter() - t0)
+    return time.perf_counter() - t_all
