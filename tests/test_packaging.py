@@ -46,3 +46,16 @@ def test_the_runtime_dependencies_hold_no_test_or_reference_tools() -> None:
     build = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
     # SPDX `license` strings need setuptools >= 77 (PEP 639)
     assert any(re.fullmatch(r"setuptools>=(\d+)", r) and int(r.split(">=")[1]) >= 77 for r in build)
+
+
+def test_no_kernel_needs_scipy_which_the_runtime_install_lacks() -> None:
+    """numba compiles np.dot / np.linalg through SciPy's BLAS: a kernel using them fails
+    to compile under `make serve` and in the Docker image (no SciPy there)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    if any(d.lower().startswith("scipy") for d in project["dependencies"]):
+        return
+    for path in (REPO / "learners").rglob("*.py"):
+        text = path.read_text()
+        if "@njit" in text or "@numba." in text:  # a file of kernels
+            found = re.findall(r"np\.(?:dot|linalg\.\w+|vdot|inner|outer)\(", text)
+            assert not found, f"{path.relative_to(REPO)} uses {found} in numba code"

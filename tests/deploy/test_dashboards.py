@@ -177,6 +177,8 @@ def running_prometheus(target: str, workdir: Path) -> Iterator[str]:
     port = free_port()
     config["global"]["scrape_interval"] = "1s"
     config["global"]["evaluation_interval"] = "1s"
+    # the real rules, as compose loads them (rule_files are relative to the config)
+    config["rule_files"] = [str(REPO / "docker/prometheus" / f) for f in config["rule_files"]]
     for job in config["scrape_configs"]:
         job.pop("scrape_interval", None)
         if job["job_name"] == "learnserve":  # compose's DNS discovery -> the test's port
