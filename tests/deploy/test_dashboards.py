@@ -26,6 +26,7 @@ import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
 from service import metrics as service_metrics
+from service.process_stats import memory_limit_bytes
 from tests.deploy.conftest import DASHBOARDS, REPO, running_service
 from tests.service.procs import RedisServer, free_port, stop_process, wait_http_ok
 
@@ -78,12 +79,26 @@ def panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def all_targets() -> list[tuple[str, str, str]]:
-    """(dashboard file, panel title, expr) for every query of every panel."""
+    """(dashboard file, panel title, expr) for every query of every panel and annotation."""
     out = []
     for path in DASHBOARDS:
-        for p in panels(json.loads(path.read_text())):
+        d = json.loads(path.read_text())
+        for p in panels(d):
             out += [(path.name, p["title"], t["expr"]) for t in p["targets"]]
+        for a in d.get("annotations", {}).get("list", []):
+            if "expr" in a:
+                out.append((path.name, f"annotation {a['name']}", a["expr"]))
     return out
+
+
+# Series only some models have: a learning gauge belongs to one kind of model.
+METRIC_KIND = {
+    "learnserve_online_accuracy": "linear",
+    "learnserve_online_loss": "linear",
+    "learnserve_online_ndcg_at_10": "ranksvm",
+}
+# Series that exist only where the host sets them: no cgroup memory limit, no series.
+LIMIT_METRIC = "learnserve_memory_limit_bytes"
 
 
 # --------------------------------------------------------------------- static
@@ -215,6 +230,9 @@ def tiny_lambdamart(seed: int) -> bytes:
     return LambdaMART(n_estimators=3, min_data_in_leaf=5).fit(X, y, [20, 20, 20]).to_bytes()
 
 
+MODELS_OF_KIND = {"linear": {"clf-a", "clf-b"}, "ranksvm": {"rank"}, "lambdamart": {"ltr"}}
+
+
 def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
     import random
 
@@ -325,12 +343,37 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
             assert [s["value"][1] for s in up["data"]["result"]] == ["1"]
             deadline = time.monotonic() + 20
             empty = []
+            no_limit = memory_limit_bytes() is None  # the service runs on this host
+            wrong_kind = []
             for name, title, expr in all_targets():
                 body = query_until_nonempty(prom, grafana_to_promql(expr), deadline)
                 data = body["data"]
                 if data["resultType"] in ("vector", "matrix") and not data["result"]:
-                    empty.append(f"{name} / {title}: {expr}")
+                    if not (no_limit and metric_names(expr) == {LIMIT_METRIC}):
+                        empty.append(f"{name} / {title}: {expr}")
+                kinds = {METRIC_KIND[m] for m in metric_names(expr) if m in METRIC_KIND}
+                for kind in kinds:  # a learning panel draws only models of its kind
+                    shown = {r["metric"].get("model") for r in data["result"]}
+                    if not shown <= MODELS_OF_KIND[kind]:
+                        wrong_kind.append(f"{name} / {title}: {shown - MODELS_OF_KIND[kind]}")
             assert not empty, "queries with no series:\n" + "\n".join(empty)
+            assert not wrong_kind, "series of the wrong kind:\n" + "\n".join(wrong_kind)
+            # The service itself exports each learning gauge for its kind only.
+            for metric, kind in METRIC_KIND.items():
+                res = query_until_nonempty(prom, metric, deadline)["data"]["result"]
+                assert {r["metric"]["model"] for r in res} == MODELS_OF_KIND[kind], metric
+            # Counters exist at 0 from a model's creation: increase() sees the rollback.
+            rb = query_until_nonempty(
+                prom, f"sum(increase(learnserve_rollbacks_total[{WINDOW}]))", deadline
+            )
+            assert float(rb["data"]["result"][0]["value"][1]) > 0.5, rb
+            # Errors are counted by their body's code.
+            codes = query_until_nonempty(
+                prom, "sum by (error) (learnserve_request_errors_total)", deadline
+            )["data"]["result"]
+            assert {"invalid_input", "not_found", "store_unavailable"} <= {
+                r["metric"]["error"] for r in codes
+            }, codes
             # The outage is visible: the store was down for at least one scrape.
             low = query_until_nonempty(
                 prom, f"min_over_time(min(learnserve_store_up)[{WINDOW}:1s])", deadline
