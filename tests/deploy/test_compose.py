@@ -298,7 +298,7 @@ def test_dockerfile_compiles_kernels_into_the_cache_as_the_service_user(
     from service.warmup import families
 
     assert "warmup" in typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    assert {f.name for f in families()} >= {"parsers", "linear", "ranksvm"}
+    assert {f.name for f in families()} >= {"json", "json-maps", "payload", "linear", "ranksvm"}
 
 
 def test_dockerfile_healthcheck_and_command(dockerfile: list[tuple[str, str]]) -> None:
