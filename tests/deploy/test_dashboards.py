@@ -268,12 +268,28 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
     assert c.post("/predict", json={"model": "nope", "instances": []}).status_code == 404
 
 
-def deploy_and_roll_back(c: httpx.Client) -> None:
-    """Two LambdaMART versions deployed, then a rollback to the first."""
+def wait_scraped(prom: str, promql: str) -> None:
+    """Until Prometheus has scraped a sample that ``promql`` selects (at most 30 s): an
+    operator's deploys are seconds apart, the test's would fall between two scrapes."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        q = httpx.get(f"{prom}/api/v1/query", params={"query": promql}, timeout=10)
+        if q.json()["data"]["result"]:
+            return
+        time.sleep(0.3)
+    pytest.fail(f"Prometheus never saw {promql}")
+
+
+def deploy_and_roll_back(c: httpx.Client, prom: str) -> None:
+    """Two LambdaMART versions deployed, then a rollback to the first; Prometheus scrapes
+    in between (so the annotations and increase() have something to see)."""
     headers = {"Content-Type": "application/octet-stream"}
     for seed in (1, 2):
         r = c.put("/models/ltr/artifact", content=tiny_lambdamart(seed), headers=headers)
         assert r.status_code in (200, 201), r.text
+        wait_scraped(prom, f'sum(learnserve_deploys_total{{model="ltr"}}) == {seed}')
+    # the rollback counter exists (at 0) from the model's first deploy
+    wait_scraped(prom, 'sum(learnserve_rollbacks_total{model="ltr"}) == 0')
     versions = c.get("/models/ltr/artifacts")
     assert versions.status_code == 200, versions.text
     assert [v["version"] for v in versions.json()["versions"]] == [1, 2]
@@ -335,7 +351,7 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
             httpx.Client(base_url=url, timeout=30) as c,
         ):
             drive_traffic(c)
-            deploy_and_roll_back(c)
+            deploy_and_roll_back(c, prom)
             redis_outage(c, deploy_redis, prom)
             drive_traffic(c, rounds=2)
             time.sleep(3)  # checkpoints (every 1 s) and two more scrapes (every 1 s)
@@ -359,6 +375,11 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
                     shown = {r["metric"].get("model") for r in data["result"]}
                     if not shown <= MODELS_OF_KIND[kind]:
                         wrong_kind.append(f"{name} / {title}: {shown - MODELS_OF_KIND[kind]}")
+            if empty:  # what the counters behind the annotations looked like
+                raw = query_until_nonempty(
+                    prom, "{__name__=~'learnserve_(deploys|rollbacks)_total'}[10m]", deadline
+                )
+                empty.append(json.dumps(raw["data"]["result"])[:3000])
             assert not empty, "queries with no series:\n" + "\n".join(empty)
             assert not wrong_kind, "series of the wrong kind:\n" + "\n".join(wrong_kind)
             # The service itself exports each learning gauge for its kind only.
@@ -374,7 +395,7 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
             codes = query_until_nonempty(
                 prom, "sum by (error) (learnserve_request_errors_total)", deadline
             )["data"]["result"]
-            assert {"invalid_input", "not_found", "store_unavailable"} <= {
+            assert {"invalid_input", "model_not_found", "store_unavailable"} <= {
                 r["metric"]["error"] for r in codes
             }, codes
             # The outage is visible: the store was down for at least one scrape.
