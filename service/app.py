@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,6 +30,7 @@ from service.api.hot import HotRoutes, route_path
 from service.api.openapi import install_openapi
 from service.auth import KeyRing
 from service.loop_monitor import start_loop_monitor, stop_loop_monitor
+from service.process_stats import start_process_stats, stop_process_stats
 from service.registry import Registry
 from service.replication import Replicator
 from service.settings import Settings
@@ -40,6 +42,16 @@ _NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_s
 
 def _telemetry_kwargs(settings: Settings) -> dict[str, Any]:
     return {} if settings.otel else {"telemetry": _NO_TELEMETRY}
+
+
+_ERROR_CODE = re.compile(rb'"error"\s*:\s*"([a-z_]{1,40})"')
+_DEFAULT_ERROR = "no_body"  # a 499 (client gone) or an answer without our error body
+
+
+def error_code(body: bytes) -> str:
+    """The ``detail.error`` code of an error body (``invalid_input``, ``not_ready``...)."""
+    found = _ERROR_CODE.search(body[:4096])
+    return found.group(1).decode() if found else ""
 
 
 class MetricsMiddleware:
@@ -77,11 +89,15 @@ class MetricsMiddleware:
         status = 0
         pid = self._pid
 
+        error = ""
+
         async def send_wrapper(message: Message) -> None:
-            nonlocal status
+            nonlocal status, error
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message["headers"] = [*message.get("headers", ()), (b"x-worker", pid)]
+            elif status >= 400 and not error:  # the error code, for errors by code
+                error = error_code(message.get("body", b""))
             await send(message)
 
         in_flight = self._in_flight.get(route)
@@ -101,6 +117,8 @@ class MetricsMiddleware:
             children = M.request_children(route, model, status)
             children[0].observe(time.perf_counter() - t0)
             children[1].inc()
+            if status >= 400:
+                M.REQUEST_ERRORS.labels(route, str(status), error or _DEFAULT_ERROR).inc()
 
 
 def _open_store(settings: Settings) -> Any:
@@ -146,9 +164,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # unreachable); /readyz turns 200 once that is done.
         replicator.start()
         lag_monitor = start_loop_monitor(settings)
+        process_stats = start_process_stats()
         try:
             yield
         finally:
+            await stop_process_stats(process_stats)
             await stop_loop_monitor(lag_monitor)
             await replicator.stop()
             await registry.close()

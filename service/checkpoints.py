@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING
 
 from service import metrics as M
-from service.model_handle import ModelHandle, pack_checkpoint
+from service.model_handle import ModelHandle, pack_checkpoint, state_nbytes
 from service.settings import Settings
 from service.store.base import LogDiverged, ModelNotFound, StoreUnavailable
 
@@ -93,6 +93,7 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
     h.next_time_checkpoint = time.monotonic() + registry.settings.checkpoint_every_seconds
     M.CHECKPOINT_DURATION.labels(h.name).observe(time.perf_counter() - t0)
     M.CHECKPOINT_AGE.labels(h.name).set(0.0)
+    M.MODEL_MEMORY.labels(h.name).set(state_nbytes(h.adapter))
     log.info("checkpoint of %r at position %d (%d bytes)", h.name, position, len(blob))
     return True
 

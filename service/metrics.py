@@ -342,3 +342,45 @@ def exposition(live: Iterable[str]) -> bytes:
         source = CollectorRegistry()
         multiprocess.MultiProcessCollector(source, mp_dir)
     return generate_latest(_LiveView(source, frozenset(live)))
+
+
+# ---------------------------------------------------------------- operator metrics
+# Process memory and CPU per worker: prometheus-client's own process_* collector is off
+# in multiprocess mode (--workers > 1), so each worker samples itself
+# (service/process_stats.py); in multiprocess mode every series carries a `pid` label.
+PROCESS_RESIDENT_MEMORY = Gauge(
+    "learnserve_process_resident_memory_bytes",
+    "Resident memory of this worker process (sum over pids: the pod/container's use).",
+    multiprocess_mode="liveall",
+)
+PROCESS_CPU_SECONDS = Gauge(
+    "learnserve_process_cpu_seconds",
+    "CPU seconds (user + system) this worker process used since it started; rate() it.",
+    multiprocess_mode="liveall",
+)
+MEMORY_LIMIT = Gauge(
+    "learnserve_memory_limit_bytes",
+    "The container's memory limit (cgroup memory.max); absent when there is none.",
+    multiprocess_mode="livemax",
+)
+MODEL_INFO = Gauge(
+    "learnserve_model_info",
+    "1 per hosted model, with its kind (join on `model` to select models of one kind).",
+    ["model", "kind"],
+    multiprocess_mode="livemax",
+)
+MODEL_MEMORY = Gauge(
+    "learnserve_model_memory_bytes",
+    "Bytes of a model's learned state (its last checkpoint or artifact), by model.",
+    ["model"],
+    multiprocess_mode="livemax",
+)
+REQUEST_ERRORS = Counter(
+    "learnserve_request_errors_total",
+    "Error answers (4xx/5xx) by route, status and the body's error code "
+    "(invalid_input, not_ready, store_unavailable, ...).",
+    ["route", "status", "error"],
+)
+
+# Defined after PER_MODEL (forget_model reads the name when it runs): deleted with the model.
+PER_MODEL = (*PER_MODEL, MODEL_INFO, MODEL_MEMORY)  # type: ignore[assignment]

@@ -97,6 +97,38 @@ class EvalWindow:
             self.add(int(b[0]), int(b[1]), float(b[2]), float(b[3]), int(b[4]))
 
 
+def _init_model_series(name: str, adapter: ModelAdapter) -> None:
+    """The model's kind, its state size, and its counters at 0 from the start: a counter
+    born at 1 is invisible to increase(), so the first deploy/rollback would not count."""
+    M.MODEL_INFO.labels(name, adapter.kind).set(1)
+    M.MODEL_MEMORY.labels(name).set(state_nbytes(adapter))
+    if adapter.online:
+        M.EXAMPLES_ACCEPTED.labels(name)
+    else:
+        M.DEPLOYS.labels(name)
+        M.ROLLBACKS.labels(name)
+
+
+def state_nbytes(obj: object, depth: int = 4) -> int:
+    """Bytes of the numpy arrays a model holds (its learned state), a few levels deep."""
+    seen: set[int] = set()
+
+    def walk(o: object, d: int) -> int:
+        if id(o) in seen or d < 0:
+            return 0
+        seen.add(id(o))
+        if isinstance(o, np.ndarray):
+            return int(o.nbytes)
+        if isinstance(o, dict):
+            return sum(walk(v, d - 1) for v in o.values())
+        if isinstance(o, list | tuple):
+            return sum(walk(v, d - 1) for v in o)
+        fields = getattr(o, "__dict__", None)
+        return sum(walk(v, d - 1) for v in fields.values()) if fields else 0
+
+    return walk(obj, depth)
+
+
 class ModelHandle:
     def __init__(self, name: str, adapter: ModelAdapter, settings: Settings) -> None:
         self.name = name
@@ -144,9 +176,12 @@ class ModelHandle:
         )
         self._m_version = M.MODEL_VERSION.labels(name)
         self._m_learned = M.EXAMPLES_LEARNED.labels(name)
-        self._m_acc = M.ONLINE_ACCURACY.labels(name)
-        self._m_loss = M.ONLINE_LOSS.labels(name)
-        self._m_ndcg = M.ONLINE_NDCG.labels(name)
+        # The learning gauges exist only once the model reports them: a classifier has
+        # no NDCG series and a ranker no accuracy (a 0 line would read as "learns badly").
+        self._m_acc: Any = None
+        self._m_loss: Any = None
+        self._m_ndcg: Any = None
+        _init_model_series(name, adapter)
         self._m_applied = {r: M.LOG_ENTRIES_APPLIED.labels(name, r) for r in ("owner", "guest")}
 
     def apply_entry(self, position: int, payload: bytes, head: str | None = None) -> None:
@@ -174,9 +209,14 @@ class ModelHandle:
             self._m_learned.inc(r.applied)
             s = self.window
             if s.n and not s.groups:
+                if self._m_acc is None:
+                    self._m_acc = M.ONLINE_ACCURACY.labels(self.name)
+                    self._m_loss = M.ONLINE_LOSS.labels(self.name)
                 self._m_acc.set(s.correct / s.n)
                 self._m_loss.set(s.loss / s.n)
             if s.groups:
+                if self._m_ndcg is None:
+                    self._m_ndcg = M.ONLINE_NDCG.labels(self.name)
                 self._m_ndcg.set(s.metric / s.groups)
         if head is None and self.head is not None:
             head = chain_head(self.head, payload)

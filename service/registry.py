@@ -27,7 +27,7 @@ from service import batch_deploys, checkpoints, update_outcomes
 from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.model_handle import ModelHandle, StoreHealth, unpack_checkpoint
-from service.models import adapter_class, warmup_all
+from service.models import adapter_class
 from service.models.base import ModelAdapter
 from service.placement import Placement
 from service.settings import Settings
@@ -38,6 +38,7 @@ from service.store.base import (
     Store,
     StoreUnavailable,
 )
+from service.warmup import Family, warm_all
 
 log = logging.getLogger("learnserve.registry")
 
@@ -49,6 +50,8 @@ class Registry:
         self.models: dict[str, ModelHandle] = {}
         self.ready = False
         self._warm = False
+        # What the service waits for before it is ready (shown by /readyz and its 503s).
+        self.waiting_for = "start-up"
         self.epoch: int | None = None
         self.health = StoreHealth(store.name)
         self._catalog_lock = asyncio.Lock()
@@ -102,19 +105,30 @@ class Registry:
             raise self._missing(name)
         return h
 
+    def not_ready_reason(self) -> str:
+        """What the service still waits for, in words ("" once ready)."""
+        if self.ready:
+            return ""
+        if not self.health.up:
+            return f"the {self.store.name} store to answer ({self.waiting_for})"
+        return self.waiting_for
+
     # ------------------------------------------------------------ restore
     async def restore_all(self) -> None:
         if not self._warm:
             # JIT-compile (or load cached) kernels off the loop before taking traffic.
-            await asyncio.to_thread(warmup_all)
+            await asyncio.to_thread(warm_all, self._warming, self._warmed)
             self._warm = True
         await self.placement.start()  # join the fleet first: we restore what we own
         async with self._catalog_lock:
+            self.waiting_for = "restoring models: reading the catalog from the store"
             epoch = await self.store.catalog_epoch()
             configs = await self.store.list_models()
-            for name, config in configs.items():
-                if self.owns(name):  # the others load on demand
-                    await self._load(name, config)
+            for i, (name, config) in enumerate(configs.items(), 1):
+                if not self.owns(name):  # the others load on demand
+                    continue
+                self.waiting_for = f"restoring models: {name!r} ({i}/{len(configs)})"
+                await self._load(name, config)
             self.epoch = epoch
         # Start-up leaves ~150k long-lived objects (modules, numba, pydantic, the
         # models); a full collection walks them all (~40 ms measured, 50-140 ms the
@@ -123,9 +137,20 @@ class Registry:
         gc.collect()
         gc.freeze()
         self.ready = True
+        self.waiting_for = ""
         self._update_kind_gauge()
         self.placement.update_gauges()
         log.info("restored %d model(s); ready", len(self.models))
+
+    def _warming(self, i: int, n: int, fam: Family) -> None:
+        self.waiting_for = (
+            f"compiling numba kernels {i}/{n}: {fam.what} "
+            "(first start only: `learnserve warmup` does it ahead)"
+        )
+        log.info("warmup %d/%d: compiling or loading %s", i, n, fam.what)
+
+    def _warmed(self, i: int, n: int, fam: Family, seconds: float) -> None:
+        log.info("warmup %d/%d: %s ready in %.1fs", i, n, fam.name, seconds)
 
     async def _load(self, name: str, config: dict[str, Any]) -> ModelHandle | None:
         """Build a model from its checkpoint + log and install it (replacing any old one)."""

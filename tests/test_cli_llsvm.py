@@ -58,7 +58,7 @@ def _train_eval(train: Path, test: Path, model: Path, *extra: str) -> dict:
     r = _run("train", "llsvm", "--train", str(train), "-o", str(model), *extra)
     assert r.returncode == 0, r.stderr
     assert "wrote" in r.stderr
-    r = _run("evaluate", str(model), "--test", str(test))
+    r = _run("evaluate", str(model), "--test", str(test), "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -40,7 +40,9 @@ def test_train_then_evaluate_matches_python_api(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "8 trees" in r.stderr and "ndcg@10" in r.stderr
-    r = _cli("evaluate", out, "--test", d / "rank.test", "--test-query", d / "rank.test.query")
+    r = _cli(
+        "evaluate", out, "--test", d / "rank.test", "--test-query", d / "rank.test.query", "--json"
+    )
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert set(got) == {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10"}
@@ -83,7 +85,7 @@ def test_qid_files_and_early_stopping(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert LambdaMART.load(out).n_trees_ < 50
-    r = _cli("evaluate", out, "--test", f)
+    r = _cli("evaluate", out, "--test", f, "--json")
     assert json.loads(r.stdout)["ndcg@10"] == pytest.approx(1.0)
 
 

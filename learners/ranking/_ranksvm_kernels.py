@@ -182,7 +182,12 @@ def pegasos_pair(
         # fold the scale into v (O(d), rare) and recompute ||w||^2 exactly
         v *= state[0]
         state[0] = 1.0
-        state[1] = float(np.dot(v, v))
+        # a loop, not np.dot: numba's np.dot needs SciPy's BLAS, which the runtime install
+        # (`pip install .`, the Docker image) does not have
+        sq = 0.0
+        for i in range(v.shape[0]):
+            sq += v[i] * v[i]
+        state[1] = sq
     return active
 
 

@@ -18,13 +18,17 @@ from service.settings import Settings
 async def get_registry(request: Request) -> Registry:
     reg: Registry = request.app.state.registry
     if not reg.ready:
-        raise not_ready()
+        raise not_ready(reg)
     return reg
 
 
-def not_ready() -> ApiError:
+def not_ready(reg: Registry) -> ApiError:
+    """503 saying what the service waits for (compiling kernels, restoring models, the store)."""
     return ApiError(
-        503, "not_ready", "models are being restored; retry shortly", headers={"Retry-After": "1"}
+        503,
+        "not_ready",
+        f"the service is starting, waiting for {reg.not_ready_reason()}; retry shortly",
+        headers={"Retry-After": "1"},
     )
 
 

@@ -203,7 +203,7 @@ async def predict_body(
 
 def ready_registry(registry: Registry) -> Registry:
     if not registry.ready:
-        raise not_ready()
+        raise not_ready(registry)
     return registry
 
 

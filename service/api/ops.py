@@ -33,6 +33,8 @@ async def readyz(request: Request) -> Response:
     reg = request.app.state.registry
     body = {
         "ready": reg.ready,
+        # "" once ready; else what start-up is doing (compiling kernels, restoring a model...)
+        "waiting_for": reg.not_ready_reason(),
         "models": len(reg.models),
         "store": reg.store.name,
         "store_up": reg.health.up,

@@ -18,6 +18,28 @@ app = typer.Typer(
 train_app = typer.Typer(help="Train a batch model from files.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"learnserve {version('learnserve')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            typer.echo("learnserve (not installed: no package metadata)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Online-learning service: serve models that learn while they serve; train, evaluate
+    and deploy batch models."""
+
+
 # Sub-command modules register on import (order = order in --help).
 from service.cli import deploy as _deploy  # noqa: E402,F401
 from service.cli import evaluate as _evaluate  # noqa: E402,F401
@@ -25,6 +47,7 @@ from service.cli import serve as _serve  # noqa: E402,F401
 from service.cli import train_fastxml as _train_fastxml  # noqa: E402,F401
 from service.cli import train_lambdamart as _train_lambdamart  # noqa: E402,F401
 from service.cli import train_llsvm as _train_llsvm  # noqa: E402,F401
+from service.cli import warmup as _warmup  # noqa: E402,F401
 
 
 def main() -> None:

@@ -20,23 +20,27 @@ from service.cli import app
 
 @app.command()
 def serve(
-    host: str = typer.Option(None, help="Bind address [env LEARNSERVE_HOST, default 127.0.0.1]"),
-    port: int = typer.Option(None, help="Port [env LEARNSERVE_PORT, default 8000]"),
-    workers: int = typer.Option(None, help="Worker processes [env LEARNSERVE_WORKERS, default 1]"),
+    host: str = typer.Option(None, help="Bind address (env LEARNSERVE_HOST; default 127.0.0.1)"),
+    port: int = typer.Option(None, help="Port (env LEARNSERVE_PORT; default 8000)"),
+    workers: int = typer.Option(None, help="Worker processes (env LEARNSERVE_WORKERS; default 1)"),
     redis_url: str = typer.Option(
         None,
-        help="Redis URL for the durable store [env LEARNSERVE_REDIS_URL]; "
-        "without it an embedded SQLite store under --data-dir",
+        help="Redis URL for the durable store (env LEARNSERVE_REDIS_URL; default none: "
+        "an embedded SQLite store under --data-dir)",
     ),
     redis_cluster: bool = typer.Option(
         None,
         "--redis-cluster/--no-redis-cluster",
-        help="--redis-url names a node of a Redis Cluster [env LEARNSERVE_REDIS_CLUSTER]",
+        help="--redis-url names a node of a Redis Cluster "
+        "(env LEARNSERVE_REDIS_CLUSTER; default no)",
     ),
     data_dir: str = typer.Option(
-        None, help="Data directory [env LEARNSERVE_DATA_DIR, default ./data]"
+        None, help="Data directory (env LEARNSERVE_DATA_DIR; default ./data)"
     ),
-    log_level: str = typer.Option("info", help="uvicorn/app log level"),
+    log_level: str = typer.Option(
+        "info",
+        help="uvicorn/app log level: debug, info, warning, error (sets LEARNSERVE_LOG_LEVEL)",
+    ),
 ) -> None:
     """Serve models over HTTP (FastAPI + uvicorn)."""
     import uvicorn

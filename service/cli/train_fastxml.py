@@ -59,7 +59,7 @@ def train_fastxml(
     c_rank: Annotated[float, typer.Option(help="nDCG weight C_r.")] = 1.0,
     bias: Annotated[float, typer.Option(help="Constant bias feature value.")] = 1.0,
     max_outer_iter: Annotated[int, typer.Option(help="Rounds of (delta, r) <-> w.")] = 1,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="Random seed (tree splits).")] = 0,
     jobs: Annotated[int | None, typer.Option(help="Threads (default: all cores).")] = None,
     label_names: Annotated[
         Path | None, typer.Option(help="File with one label name per line, in id order.")
@@ -82,8 +82,8 @@ def train_fastxml(
         f"({sum(len(y) for y in tr.Y) / max(1, tr.X.n_rows):.2f} per point)"
     )
     columns = [
-        TextColumn("[bold]fastxml"), BarColumn(), MofNCompleteColumn(), TextColumn("trees"),
-        TimeElapsedColumn(),
+        TextColumn("[bold]fastxml"), BarColumn(bar_width=30), MofNCompleteColumn(),
+        TextColumn("trees"), TimeElapsedColumn(),
     ]  # fmt: skip
     t0 = time.perf_counter()
     with Progress(*columns, console=err, transient=False) as bar:

@@ -64,18 +64,24 @@ def train_lambdamart(
     valid: Annotated[Path | None, typer.Option(help="Validation file.")] = None,
     valid_query: Annotated[Path | None, typer.Option(help="Validation .query file.")] = None,
     trees: Annotated[int, typer.Option(help="Boosting iterations.")] = 100,
-    num_leaves: Annotated[int, typer.Option()] = 31,
-    learning_rate: Annotated[float, typer.Option()] = 0.1,
-    min_data_in_leaf: Annotated[int, typer.Option()] = 50,
-    min_sum_hessian_in_leaf: Annotated[float, typer.Option()] = 5.0,
-    bagging_fraction: Annotated[float, typer.Option()] = 0.9,
-    bagging_freq: Annotated[int, typer.Option()] = 1,
-    lambda_l2: Annotated[float, typer.Option()] = 0.0,
+    num_leaves: Annotated[int, typer.Option(help="Most leaves per tree.")] = 31,
+    learning_rate: Annotated[float, typer.Option(help="Shrinkage of each tree's output.")] = 0.1,
+    min_data_in_leaf: Annotated[int, typer.Option(help="Fewest documents in a leaf.")] = 50,
+    min_sum_hessian_in_leaf: Annotated[
+        float, typer.Option(help="Smallest sum of second derivatives in a leaf.")
+    ] = 5.0,
+    bagging_fraction: Annotated[
+        float, typer.Option(help="Fraction of queries sampled for each bagging round.")
+    ] = 0.9,
+    bagging_freq: Annotated[
+        int, typer.Option(help="Resample the bag every N trees (0: no bagging).")
+    ] = 1,
+    lambda_l2: Annotated[float, typer.Option(help="L2 penalty on leaf values.")] = 0.0,
     early_stopping_rounds: Annotated[
         int | None, typer.Option(help="Stop when validation NDCG@10 has not improved for N trees.")
     ] = None,
-    seed: Annotated[int, typer.Option()] = 0,
-    max_bin: Annotated[int, typer.Option()] = 255,
+    seed: Annotated[int, typer.Option(help="Random seed (bagging); same seed, same model.")] = 0,
+    max_bin: Annotated[int, typer.Option(help="Most histogram bins per feature.")] = 255,
     zero_based: Annotated[bool, typer.Option(help="Feature indices start at 0.")] = False,
 ) -> None:
     """Train LambdaMART (LightGBM-compatible lambdarank) and write the artifact."""
@@ -106,8 +112,9 @@ def train_lambdamart(
         f"train: {tr.X.n_rows} documents, {len(_groups(tr))} queries, {dim} features"
         + (f"; valid: {va.X.n_rows} documents" if va is not None else "")
     )
+    # Fits 80 columns: a 20-cell bar and one metric (all four are printed at the end).
     columns = [
-        TextColumn("[bold]lambdamart"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("[bold]lambdamart"), BarColumn(bar_width=20), MofNCompleteColumn(),
         TextColumn("{task.fields[metric]}"), TimeElapsedColumn(),
     ]  # fmt: skip
     t0 = time.perf_counter()
@@ -115,8 +122,9 @@ def train_lambdamart(
         task = bar.add_task("train", total=trees, metric="")
 
         def progress(it: int, metrics: dict[str, float]) -> None:
-            text = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()) if metrics else ""
-            bar.update(task, completed=it, metric=f"valid {text}" if text else "")
+            last = list(metrics.items())[-1:]  # the deepest cut-off (ndcg@10)
+            text = "".join(f"valid {k} {v:.4f}" for k, v in last)
+            bar.update(task, completed=it, metric=text)
 
         model.fit(_widen(tr, dim), tr.y, _groups(tr), valid=valid_arg, progress=progress)
         bar.update(task, total=bar.tasks[0].completed)

@@ -110,7 +110,7 @@ def train_llsvm(
     ] = "kmeans_per_class",
     normalize: Annotated[bool, typer.Option(help="Scale rows to unit length.")] = True,
     limit: Annotated[int | None, typer.Option(help="Train on the first N examples only.")] = None,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="Random seed (anchors, shuffling).")] = 0,
 ) -> None:
     """Train a Locally Linear SVM (Ladicky & Torr, ICML 2011) and write the artifact."""
     err = Console(stderr=True)
@@ -134,16 +134,16 @@ def train_llsvm(
     start = time.perf_counter()
     with Progress(
         TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=16),  # with the info column, fits 80 columns
         MofNCompleteColumn(),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
         console=err,
     ) as bar:
-        task = bar.add_task("anchors + passes", total=passes, info="placing anchors")
+        task = bar.add_task("llsvm", total=passes, info="placing anchors")
 
         def progress(p: int, m: dict[str, float]) -> None:
-            info = f"train error {m['train_error']:.4f}  hinge {m['hinge_loss']:.4f}"
+            info = f"error {m['train_error']:.4f} hinge {m['hinge_loss']:.4f}"
             bar.update(task, completed=p + 1, info=info)
 
         try:

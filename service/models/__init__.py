@@ -46,16 +46,11 @@ def adapter_class(kind: str) -> type[ModelAdapter]:
 
 def warmup_all() -> None:
     """Compile every online kind's kernels (numba caches them on disk; later runs just
-    load). Batch kinds compile when their first artifact is loaded, off the loop."""
-    from service.models import fast_json, fast_json_maps, payload
+    load). Batch kinds compile when their first artifact is loaded, off the loop.
+    The families and their progress reporting: :mod:`service.warmup`."""
+    from service.warmup import warm_all
 
-    payload.warmup()
-    fast_json.warmup()
-    fast_json_maps.warmup()
-    for kind in ADAPTERS:
-        cls = adapter_class(kind)
-        if cls.online:
-            cls.warmup()
+    warm_all()
 
 
 def adapter_for_body(body: dict[str, Any]) -> type[ModelAdapter]:

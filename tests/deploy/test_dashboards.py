@@ -26,6 +26,7 @@ import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
 from service import metrics as service_metrics
+from service.process_stats import memory_limit_bytes
 from tests.deploy.conftest import DASHBOARDS, REPO, running_service
 from tests.service.procs import RedisServer, free_port, stop_process, wait_http_ok
 
@@ -78,12 +79,26 @@ def panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def all_targets() -> list[tuple[str, str, str]]:
-    """(dashboard file, panel title, expr) for every query of every panel."""
+    """(dashboard file, panel title, expr) for every query of every panel and annotation."""
     out = []
     for path in DASHBOARDS:
-        for p in panels(json.loads(path.read_text())):
+        d = json.loads(path.read_text())
+        for p in panels(d):
             out += [(path.name, p["title"], t["expr"]) for t in p["targets"]]
+        for a in d.get("annotations", {}).get("list", []):
+            if "expr" in a:
+                out.append((path.name, f"annotation {a['name']}", a["expr"]))
     return out
+
+
+# Series only some models have: a learning gauge belongs to one kind of model.
+METRIC_KIND = {
+    "learnserve_online_accuracy": "linear",
+    "learnserve_online_loss": "linear",
+    "learnserve_online_ndcg_at_10": "ranksvm",
+}
+# Series that exist only where the host sets them: no cgroup memory limit, no series.
+LIMIT_METRIC = "learnserve_memory_limit_bytes"
 
 
 # --------------------------------------------------------------------- static
@@ -177,6 +192,8 @@ def running_prometheus(target: str, workdir: Path) -> Iterator[str]:
     port = free_port()
     config["global"]["scrape_interval"] = "1s"
     config["global"]["evaluation_interval"] = "1s"
+    # the real rules, as compose loads them (rule_files are relative to the config)
+    config["rule_files"] = [str(REPO / "docker/prometheus" / f) for f in config["rule_files"]]
     for job in config["scrape_configs"]:
         job.pop("scrape_interval", None)
         if job["job_name"] == "learnserve":  # compose's DNS discovery -> the test's port
@@ -211,6 +228,9 @@ def tiny_lambdamart(seed: int) -> bytes:
     X = rng.random((60, 4))
     y = (X[:, 0] * 3).astype(int)
     return LambdaMART(n_estimators=3, min_data_in_leaf=5).fit(X, y, [20, 20, 20]).to_bytes()
+
+
+MODELS_OF_KIND = {"linear": {"clf-a", "clf-b"}, "ranksvm": {"rank"}, "lambdamart": {"ltr"}}
 
 
 def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
@@ -248,12 +268,28 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
     assert c.post("/predict", json={"model": "nope", "instances": []}).status_code == 404
 
 
-def deploy_and_roll_back(c: httpx.Client) -> None:
-    """Two LambdaMART versions deployed, then a rollback to the first."""
+def wait_scraped(prom: str, promql: str) -> None:
+    """Until Prometheus has scraped a sample that ``promql`` selects (at most 30 s): an
+    operator's deploys are seconds apart, the test's would fall between two scrapes."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        q = httpx.get(f"{prom}/api/v1/query", params={"query": promql}, timeout=10)
+        if q.json()["data"]["result"]:
+            return
+        time.sleep(0.3)
+    pytest.fail(f"Prometheus never saw {promql}")
+
+
+def deploy_and_roll_back(c: httpx.Client, prom: str) -> None:
+    """Two LambdaMART versions deployed, then a rollback to the first; Prometheus scrapes
+    in between (so the annotations and increase() have something to see)."""
     headers = {"Content-Type": "application/octet-stream"}
     for seed in (1, 2):
         r = c.put("/models/ltr/artifact", content=tiny_lambdamart(seed), headers=headers)
         assert r.status_code in (200, 201), r.text
+        wait_scraped(prom, f'sum(learnserve_deploys_total{{model="ltr"}}) == {seed}')
+    # the rollback counter exists (at 0) from the model's first deploy
+    wait_scraped(prom, 'sum(learnserve_rollbacks_total{model="ltr"}) == 0')
     versions = c.get("/models/ltr/artifacts")
     assert versions.status_code == 200, versions.text
     assert [v["version"] for v in versions.json()["versions"]] == [1, 2]
@@ -315,7 +351,7 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
             httpx.Client(base_url=url, timeout=30) as c,
         ):
             drive_traffic(c)
-            deploy_and_roll_back(c)
+            deploy_and_roll_back(c, prom)
             redis_outage(c, deploy_redis, prom)
             drive_traffic(c, rounds=2)
             time.sleep(3)  # checkpoints (every 1 s) and two more scrapes (every 1 s)
@@ -323,12 +359,45 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
             assert [s["value"][1] for s in up["data"]["result"]] == ["1"]
             deadline = time.monotonic() + 20
             empty = []
+            no_limit = memory_limit_bytes() is None  # the service runs on this host
+            wrong_kind = []
             for name, title, expr in all_targets():
-                body = query_until_nonempty(prom, grafana_to_promql(expr), deadline)
+                promql = grafana_to_promql(expr)
+                if title.startswith("annotation "):  # Grafana draws every step of the range
+                    promql = f"max_over_time(({promql})[10m:1s])"
+                body = query_until_nonempty(prom, promql, deadline)
                 data = body["data"]
                 if data["resultType"] in ("vector", "matrix") and not data["result"]:
-                    empty.append(f"{name} / {title}: {expr}")
+                    if not (no_limit and metric_names(expr) == {LIMIT_METRIC}):
+                        empty.append(f"{name} / {title}: {expr}")
+                kinds = {METRIC_KIND[m] for m in metric_names(expr) if m in METRIC_KIND}
+                for kind in kinds:  # a learning panel draws only models of its kind
+                    shown = {r["metric"].get("model") for r in data["result"]}
+                    if not shown <= MODELS_OF_KIND[kind]:
+                        wrong_kind.append(f"{name} / {title}: {shown - MODELS_OF_KIND[kind]}")
+            if empty:  # what the counters behind the annotations looked like
+                raw = query_until_nonempty(
+                    prom, "{__name__=~'learnserve_(deploys|rollbacks)_total'}[10m]", deadline
+                )
+                empty.append(json.dumps(raw["data"]["result"])[:3000])
             assert not empty, "queries with no series:\n" + "\n".join(empty)
+            assert not wrong_kind, "series of the wrong kind:\n" + "\n".join(wrong_kind)
+            # The service itself exports each learning gauge for its kind only.
+            for metric, kind in METRIC_KIND.items():
+                res = query_until_nonempty(prom, metric, deadline)["data"]["result"]
+                assert {r["metric"]["model"] for r in res} == MODELS_OF_KIND[kind], metric
+            # Counters exist at 0 from a model's creation: increase() sees the rollback.
+            rb = query_until_nonempty(
+                prom, f"sum(increase(learnserve_rollbacks_total[{WINDOW}]))", deadline
+            )
+            assert float(rb["data"]["result"][0]["value"][1]) > 0.5, rb
+            # Errors are counted by their body's code.
+            codes = query_until_nonempty(
+                prom, "sum by (error) (learnserve_request_errors_total)", deadline
+            )["data"]["result"]
+            assert {"invalid_input", "model_not_found", "store_unavailable"} <= {
+                r["metric"]["error"] for r in codes
+            }, codes
             # The outage is visible: the store was down for at least one scrape.
             low = query_until_nonempty(
                 prom, f"min_over_time(min(learnserve_store_up)[{WINDOW}:1s])", deadline

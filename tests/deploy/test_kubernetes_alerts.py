@@ -37,8 +37,8 @@ EXTERNAL = {
     "container_memory_working_set_bytes": "kubelet/cAdvisor",
     "kube_pod_container_resource_limits": "kube-state-metrics",
 }
-# Not exported by service/metrics.py yet; the rule file says so next to each.
-FUTURE = {"learnserve_log_entries_lost_total"}
+# Not exported by service/metrics.py yet; the rule file says so next to each (none now).
+FUTURE: set[str] = set()
 # Labels Prometheus (Operator) attaches to every scraped series.
 TARGET_LABELS = {"namespace", "pod", "job", "instance", "service", "endpoint", "container"}
 
@@ -126,8 +126,9 @@ def test_the_alerts_cover_what_operators_need(rules: list[Obj]) -> None:
         "learnserve_log_lag_entries",  # a pod behind the update log
         "learnserve_checkpoint_age_seconds",  # checkpoints not written
         "learnserve_event_loop_lag_seconds_bucket",  # a stalled event loop
-        "container_memory_working_set_bytes",  # memory near the limit
-        "learnserve_log_entries_lost_total",  # lost log entries (future)
+        "learnserve_process_resident_memory_bytes",  # memory near the limit
+        "learnserve_memory_limit_bytes",
+        "learnserve_log_entries_lost_total",  # lost log entries
     }
     assert needed <= used
     for rule in rules:
@@ -194,21 +195,88 @@ CASES: dict[str, dict[str, Any]] = {
         "alert": "LearnserveCheckpointStale",
         "expect": [{"severity": "warning", "namespace": "prod", "model": "m"}],
     },
-    # working set at 95% of the 2 GiB limit
+    # two workers at 1.0 + 0.95 GB of a 2 GiB limit (91%): the sum counts
     "memory": {
         "series": [
-            (
-                f'container_memory_working_set_bytes{{{POD},container="learnserve"}}',
-                "2040109465x20",
-            ),
-            (
-                f'kube_pod_container_resource_limits{{{POD},container="learnserve",'
-                'resource="memory",unit="byte"}',
-                "2147483648x20",
-            ),
+            (f'learnserve_process_resident_memory_bytes{{{POD},pid="7"}}', "1000000000x20"),
+            (f'learnserve_process_resident_memory_bytes{{{POD},pid="8"}}', "950000000x20"),
+            (f"learnserve_memory_limit_bytes{{{POD}}}", "2147483648x20"),
         ],
         "at": "15m",
         "alert": "LearnserveMemoryNearLimit",
+        "expect": [{"severity": "warning", "namespace": "prod", "pod": "learnserve-0"}],
+    },
+    # one worker alone at 47%: below
+    "memory_one_worker": {
+        "series": [
+            (f'learnserve_process_resident_memory_bytes{{{POD},pid="7"}}', "1000000000x20"),
+            (f"learnserve_memory_limit_bytes{{{POD}}}", "2147483648x20"),
+        ],
+        "at": "15m",
+        "alert": "LearnserveMemoryNearLimit",
+        "expect": [],
+    },
+    # no memory limit: no limit series, no alert however large the process
+    "memory_no_limit": {
+        "series": [(f'learnserve_process_resident_memory_bytes{{{POD},pid="7"}}', "9e12x20")],
+        "at": "15m",
+        "alert": "LearnserveMemoryNearLimit",
+        "expect": [],
+    },
+    # a worker lost acknowledged log entries (a failover without WAIT)
+    "entries_lost": {
+        "series": [(f'learnserve_log_entries_lost_total{{{POD},model="m"}}', "0 0 0 3 3 3 3")],
+        "at": "5m",
+        "alert": "LearnserveLogEntriesLost",
+        "expect": [{"severity": "critical", "namespace": "prod", "model": "m"}],
+    },
+    # scrapes and probes failing are not traffic errors: 5xx on /metrics only
+    "probe_errors_only": {
+        "series": [
+            (requests(200), "0+100x30"),
+            (
+                f'learnserve_requests_total{{{POD},route="/metrics",model="",status="500"}}',
+                "0+50x30",
+            ),
+        ],
+        "at": "20m",
+        "alert": "LearnserveHighErrorRatio",
+        "expect": [],
+    },
+    # a worker 20000 entries behind for longer than 5 minutes
+    "log_lag": {
+        "series": [(f'learnserve_log_lag_entries{{{POD},model="m",pid="7"}}', "20000x20")],
+        "at": "10m",
+        "alert": "LearnserveLogLag",
+        "expect": [
+            {"severity": "warning", "namespace": "prod", "pod": "learnserve-0", "model": "m"}
+        ],
+    },
+    # every /predict takes 0.5-1 s: p99 above 250 ms for more than 10 minutes
+    "slow_predict": {
+        "series": [
+            (
+                f'learnserve_request_duration_seconds_bucket{{{POD},route="/predict",'
+                f'model="m",le="{le}"}}',
+                "0+0x30" if le in ("0.1", "0.25", "0.5") else "0+10x30",
+            )
+            for le in ("0.1", "0.25", "0.5", "1.0", "+Inf")
+        ],
+        "at": "25m",
+        "alert": "LearnserveHighP99Latency",
+        "expect": [{"severity": "warning", "namespace": "prod", "route": "/predict"}],
+    },
+    # the event loop stalls 0.25-1 s at every wake-up
+    "loop_lag": {
+        "series": [
+            (
+                f'learnserve_event_loop_lag_seconds_bucket{{{POD},le="{le}"}}',
+                "0+0x30" if le in ("0.1", "0.25") else "0+10x30",
+            )
+            for le in ("0.1", "0.25", "1.0", "+Inf")
+        ],
+        "at": "25m",
+        "alert": "LearnserveEventLoopLag",
         "expect": [{"severity": "warning", "namespace": "prod", "pod": "learnserve-0"}],
     },
 }

@@ -66,9 +66,10 @@ TOUCHED = (
     "learnserve_examples_learned_total",
     "learnserve_examples_accepted_total",
     "learnserve_online_accuracy",
-    "learnserve_online_loss",
-    "learnserve_online_ndcg_at_10",
+    "learnserve_online_loss",  # (a classifier has no NDCG series: rankers only)
     "learnserve_model_version",
+    "learnserve_model_info",
+    "learnserve_model_memory_bytes",
     "learnserve_checkpoint_age_seconds",
     "learnserve_checkpoint_duration_seconds_bucket",
 )
