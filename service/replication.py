@@ -107,7 +107,10 @@ class Replicator:
                 else:
                     await asyncio.sleep(0.1)
                 now = time.monotonic()
-                if changes is None or now - last_reconcile >= self.settings.reconcile_seconds:
+                every = self.settings.reconcile_seconds
+                if reg.store.wakes_complete:
+                    every *= 10  # a safety net only: no wake is lost without a None
+                if changes is None or now - last_reconcile >= every:
                     # Every model's position, in batched reads: catches lost wakes, a
                     # log that lost its tail, and refreshes every lag gauge.
                     changes = await reg.store.last_positions(list(after))

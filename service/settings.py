@@ -127,7 +127,8 @@ class Settings(BaseSettings):
     catalog_poll_seconds: float = Field(default=0.5, gt=0)
     # The apply-loop follows wakes (only models that changed); every this many seconds
     # it also reads every model's log position (batched) to catch a lost wake and a
-    # log that lost its tail, and to refresh the log-lag gauges.
+    # log that lost its tail, and to refresh the log-lag gauges (ten times as seldom
+    # where wakes are never lost silently: one Redis, SQLite).
     reconcile_seconds: float = Field(default=30.0, gt=0)
     # The event-loop lag monitor sleeps this long and records the oversleep in
     # learnserve_event_loop_lag_seconds (how long the loop could not run anything).

@@ -129,6 +129,9 @@ class ArtifactVersion:
 
 class Store(ABC):
     name: str = "store"
+    # True when ``wait_for_changes`` reports every change unless it returns None (no
+    # lost wakes): the apply-loop then reconciles every model's position only rarely.
+    wakes_complete: bool = False
 
     # -------------------------------------------------------------- lifecycle
     @abstractmethod

@@ -209,6 +209,7 @@ class RedisStore(Store):
         self._flusher: asyncio.Task[None] | None = None
         self.wakes = WakeStreams(one_reader_per_stream=False)
         self.wake_in_script = True  # appends add their wakes themselves (see APPEND)
+        self.wakes_complete = True  # ... so only a reader error loses any (it says so)
 
     # ------------------------------------------------------------------ plumbing
     def _client(self, socket_timeout: float | None, max_connections: int) -> aioredis.Redis:

@@ -99,6 +99,7 @@ class RedisClusterStore(RedisStore):
         # A multi-key XREAD would cross slots: one reader (connection) per wake stream.
         self.wakes = WakeStreams(one_reader_per_stream=True)
         self.wake_in_script = False  # the wake stream is in another slot: sent after
+        self.wakes_complete = False  # an appender that dies in between loses its wake
         if poll_interval <= 0 or refresh_interval < 0:
             raise ValueError("poll_interval must be > 0 and refresh_interval >= 0 seconds")
         self.poll_interval = poll_interval

@@ -32,6 +32,7 @@ WAKE_STREAMS = 8
 _MAXLEN = 10_000  # entries kept per stream (approximately): a reader further behind re-checks all
 _BLOCK_MS = 1000
 _COUNT = 1000
+_COALESCE = 0.005  # seconds between reads while wakes keep coming
 
 
 def wake_key(name: str) -> str:
@@ -107,6 +108,12 @@ class WakeStreams:
                         q.put_nowait((fields[b"m"].decode(), int(fields[b"p"])))
                     if len(entries) >= _COUNT:
                         q.put_nowait(None)  # far behind: the cap may have dropped some
+                if reply:
+                    # Coalesce: under a stream of appends each XREAD would return one
+                    # wake, and every wake costs each worker a read and a loop pass
+                    # (~0.7 ms measured), whether or not it holds the model. A few ms
+                    # here batch them; the apply-loop waits as long anyway.
+                    await asyncio.sleep(_COALESCE)
             except asyncio.CancelledError:
                 raise
             except Exception as e:

@@ -167,6 +167,7 @@ CHECKPOINT_CHUNK = 16 << 20
 
 class SQLiteStore(Store):
     name = "sqlite"
+    wakes_complete = True  # each poll reads every position
 
     def __init__(
         self,

@@ -157,7 +157,7 @@ def test_worker_notices_a_lost_tail_at_its_next_update(redis_target):
 
 def test_worker_notices_a_lost_tail_without_new_updates(redis_server, redis_url, tmp_path):
     # Found by the apply-loop's reconciliation (every reconcile_seconds).
-    settings = Settings(redis_url=redis_url, data_dir=str(tmp_path), reconcile_seconds=1.0)
+    settings = Settings(redis_url=redis_url, data_dir=str(tmp_path), reconcile_seconds=0.2)
     r = redis.Redis.from_url(redis_url)
     with ServerThread(settings) as srv, srv.client() as c:
         assert c.put("/models/q", json=dense_model(3, "arow")).status_code == 201
