@@ -41,10 +41,14 @@ system-deps:
 	@command -v docker-compose >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose) || echo "warning: could not install docker-compose; compose validation tests will skip"
 	@command -v prometheus >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus) || echo "warning: could not install prometheus; dashboard query tests will skip"
 
+# The kernels are compiled first (in parallel, with progress): tests that start servers
+# then find them cached instead of racing their readiness timeouts against a cold compile.
 test: test-venv system-deps
+	$(BIN)/learnserve warmup
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test-slow: test-venv system-deps
+	$(BIN)/learnserve warmup
 	$(BIN)/python -m pytest -q -m slow
 
 lint: test-venv

@@ -268,7 +268,7 @@ _BY_PATH = (
         200: {"model": UpdateResponse, "headers": IDEMPOTENT_REPLAYED_HEADER},
         **error_responses(401, 403, 404, 409, 413, 422, 503),
     },
-    openapi_extra={**body_doc(UpdateRequest), "parameters": [IDEMPOTENCY_KEY_PARAM]},
+    openapi_extra={**body_doc("UpdateByPathRequest"), "parameters": [IDEMPOTENCY_KEY_PARAM]},
 )
 async def update_by_path(name: str, request: Request) -> Response:
     return await _serve(request, "update", update_body, name)
@@ -282,7 +282,7 @@ async def update_by_path(name: str, request: Request) -> Response:
         200: {"model": PredictResponse},
         **error_responses(401, 403, 404, 409, 413, 422, 503),
     },
-    openapi_extra=body_doc(PredictRequest),
+    openapi_extra=body_doc("PredictByPathRequest"),
 )
 async def predict_by_path(name: str, request: Request) -> Response:
     return await _serve(request, "predict", predict_body, name)

@@ -16,6 +16,7 @@ this module completes the document from the same facts the code uses:
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from fastapi import FastAPI
@@ -92,6 +93,13 @@ def build(app: FastAPI, settings: Settings) -> dict[str, Any]:
     create["examples"] = [e for e in MODEL_CREATE_EXAMPLES if _within(e["features"], settings)]
     _add(schemas, "ModelCreate", create)
     _write_limits(schemas, settings)
+    for base in ("UpdateRequest", "PredictRequest"):
+        # The path-form routes (/models/{name}/update|predict): the same body, whose
+        # "model" may be left out (the path names it).
+        by_path = copy.deepcopy(schemas[base])
+        by_path["required"] = [r for r in by_path.get("required", []) if r != "model"]
+        by_path["title"] = base.replace("Request", "ByPathRequest")
+        schemas[by_path["title"]] = by_path
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
     components["securitySchemes"] = SECURITY_SCHEMES

@@ -59,9 +59,12 @@ def test_concurrent_rollbacks_are_compare_and_set(
         for v in range(1, VERSIONS + 1):
             r = c.put("/models/r/artifact", content=blob, headers=headers)
             assert r.status_code == 201 and r.json()["version"] == v, r.text
-        for s in srvs:  # every server serves the model (loaded at version 12)
-            with s.client() as sc:
-                assert sc.get("/models/r").json()["version"] == VERSIONS
+        for s in srvs:  # every server serves the model at version 12 (the other one
+            with s.client() as sc:  # picks the deploys up by its catalog poll)
+                deadline = time.monotonic() + 30
+                while sc.get("/models/r").json()["version"] != VERSIONS:
+                    assert time.monotonic() < deadline, "a server never saw the last deploy"
+                    time.sleep(0.05)
 
         results = rollback_all([s.url for s in srvs])
 
