@@ -39,16 +39,23 @@ def first_nonfinite_row(
     (``clf`` is not changed), or None when ``clf.update(batch, labels)`` would succeed
     on the current state. Malformed input raises as ``update`` does."""
     _, ix, vs = clf._check_batch(batch)
-    support = np.unique(ix)
-    k = max(int(support.size), 1)  # a batch of empty rows still runs (on one coordinate)
-    if support.size == 0:
-        support = np.zeros(1, dtype=np.int64)
-    small = Batch(batch.indptr, np.searchsorted(support, ix), vs, k)
-    # fancy indexing copies: the twin never shares an array with clf
-    mu = clf._mean[:, support]
     cov = clf._cov
-    if cov is not None:
-        cov = cov[:, support[:, None], support] if cov.ndim == 3 else cov[:, support]
+    if ix.size >= clf.dim and (cov is None or cov.ndim == 2):
+        # A batch that touches as many coordinates as the model has (a dense model's,
+        # typically): copying the whole state is cheaper than finding the support.
+        small, k = batch, clf.dim
+        mu = clf._mean.copy()
+        cov = None if cov is None else cov.copy()
+    else:
+        support = np.unique(ix)
+        k = max(int(support.size), 1)  # a batch of empty rows still runs (on one coordinate)
+        if support.size == 0:
+            support = np.zeros(1, dtype=np.int64)
+        small = Batch(batch.indptr, np.searchsorted(support, ix), vs, k)
+        # fancy indexing copies: the twin never shares an array with clf
+        mu = clf._mean[:, support]
+        if cov is not None:
+            cov = cov[:, support[:, None], support] if cov.ndim == 3 else cov[:, support]
     twin = copy.copy(clf)  # same class and hyperparameters; its state is replaced below
     twin.dim = k
     twin._restore(LinearState(list(clf.labels_), mu, cov, clf.n_seen_, clf.n_updates_))

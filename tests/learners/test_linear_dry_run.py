@@ -21,26 +21,30 @@ from learners.linear import (
 DIM = 40
 
 
-def _batch(rng: np.random.Generator, n: int) -> Batch:
+def _batch(rng: np.random.Generator, n: int, dense: bool = False) -> Batch:
     X = np.zeros((n, DIM))
     for i in range(n):
-        cols = rng.choice(DIM, size=int(rng.integers(1, 6)), replace=False)
+        k = DIM if dense else int(rng.integers(1, 6))
+        cols = rng.choice(DIM, size=k, replace=False)
         mags = 10.0 ** rng.uniform(-300, 308, size=cols.size) if rng.random() < 0.3 else 1.0
         X[i, cols] = rng.choice([-1.0, 1.0], size=cols.size) * mags * rng.random(cols.size)
     return Batch.from_dense(X)
 
 
+@pytest.mark.parametrize("dense", [False, True], ids=["sparse-rows", "dense-rows"])
 @pytest.mark.parametrize("covariance", ["diagonal", "full"])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_dry_run_predicts_update_exactly(algorithm: str, covariance: str) -> None:
-    rng = np.random.default_rng(zlib.crc32(f"{algorithm}/{covariance}".encode()))
+def test_dry_run_predicts_update_exactly(algorithm: str, covariance: str, dense: bool) -> None:
+    """Sparse rows take the support projection; dense rows (a batch touching every
+    coordinate) the whole-state copy."""
+    rng = np.random.default_rng(zlib.crc32(f"{algorithm}/{covariance}/{dense}".encode()))
     params = {} if algorithm.startswith("pa") else {"covariance": covariance}
     if algorithm.startswith("pa") and covariance == "full":
         pytest.skip("PA keeps no covariance")
     clf = make_classifier(algorithm, DIM, params)
     refused = accepted = 0
     for _ in range(40):
-        batch = _batch(rng, int(rng.integers(1, 6)))
+        batch = _batch(rng, int(rng.integers(1, 6)), dense)
         labels = rng.choice(["a", "b", "c", 7], size=batch.n_rows).tolist()
         labels = [int(v) if v == "7" else v for v in labels]
         before = clf.state_digest()
