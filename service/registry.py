@@ -23,7 +23,7 @@ import socket
 import time
 from typing import Any
 
-from service import batch_deploys, checkpoints, update_outcomes
+from service import batch_deploys, checkpoints, log_integrity, update_outcomes
 from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.model_handle import ModelHandle, StoreHealth, unpack_checkpoint
@@ -291,97 +291,16 @@ class Registry:
         h.local = {p: v for p, v in h.local.items() if p > h.version}
         h.notify_advanced()
 
+    # Log integrity (a store that lost the log's tail) lives in service.log_integrity;
+    # these keep the names the apply path, the apply-loop and the checkpoints call.
     async def _lost_tail(self, h: ModelHandle, position: int) -> None:
-        """The log's entry at ``position`` does not continue the entries applied here:
-        the store lost entries this worker applied (a failover of an asynchronously
-        replicated Redis) and later appends took their positions. Count them, say so
-        loudly, and rebuild the model from the store's checkpoint + log (caller holds
-        the lock; it then catches up as usual): answering from this state would serve
-        a version the log never had."""
-        if h.reset_at == h.version and position == h.version + 1:
-            # We just rebuilt from the store's checkpoint and the log does not go on
-            # from it (a checkpoint stored without the head check): trust the log.
-            log.error(
-                "model %r: the log at %d does not continue the checkpoint at %d; "
-                "continuing from the log",
-                h.name, position, h.version,
-            )  # fmt: skip
-            h.head = None
-            return
-        lost = await self._count_lost(h, position)
-        M.LOG_ENTRIES_LOST.labels(h.name).inc(lost)
-        log.error(
-            "model %r: the store lost %d log entr%s this worker had applied (it was at "
-            "version %d; the log now differs at position %d): reloading the model "
-            "from the store",
-            h.name, lost, "y" if lost == 1 else "ies", h.version, position,
-        )  # fmt: skip
-        await self._reset_to_checkpoint(h)
+        await log_integrity.lost_tail(self, h, position)
 
     async def _store_lost_tail(self, h: ModelHandle) -> bool:
-        """True when the store does not hold the entry ``h`` is at (its log lost it):
-        one read of that entry, compared by chain head."""
-        if h.version == 0 or h.head is None:
-            return False
-        entries = await self.store.read_log(h.name, h.version - 1, 1)
-        if entries and entries[0].position == h.version:
-            return bool(entries[0].head) and entries[0].head != h.head
-        return await self.store.last_position(h.name) < h.version  # else trimmed: fine
+        return await log_integrity.store_lost_tail(self, h)
 
     async def recover_lost_tail(self, h: ModelHandle) -> None:
-        """The store's log ends before ``h.version`` (seen by the periodic lag check):
-        rebuild the model from the store if it is still the same model."""
-        async with h.lock:
-            if self.models.get(h.name) is not h:
-                return
-            if await self.store.get_generation(h.name) != h.generation:
-                return  # deleted and created again: the catalog sync reloads it
-            if await self._store_lost_tail(h):
-                last = await self.store.last_position(h.name)
-                await self._lost_tail(h, min(last + 1, h.version))
-                await self._catch_up_locked(h)
-
-    async def _count_lost(self, h: ModelHandle, position: int) -> int:
-        """How many of the entries applied here the store no longer holds (as far as
-        ``h.recent_heads`` reaches back; at least 1)."""
-        recent = dict(h.recent_heads)
-        if not recent:
-            return max(1, h.version - position + 1)
-        first = min(recent)
-        stored = {e.position: e.head for e in await self.store.read_log(h.name, first - 1, 1000)}
-        for p in range(first, h.version + 1):
-            if p in recent and stored.get(p) != recent[p]:
-                return h.version - p + 1
-        return max(1, h.version - position + 1)
-
-    async def _reset_to_checkpoint(self, h: ModelHandle) -> None:
-        """Rebuild ``h`` in place from the store's checkpoint (or from nothing): the
-        caller then replays the log from there."""
-        cp = await self.store.get_checkpoint(h.name)
-        if cp is None:
-            adapter = type(h.adapter).create(h.config)
-            meta: dict[str, Any] = {}
-            position = 0
-        else:
-            meta, blob = unpack_checkpoint(cp.blob)
-            adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
-            position = cp.position
-        h.adapter = adapter
-        h.version = position
-        h.checkpoint_position = position
-        h.checkpoint_at = None if cp is None else cp.created_at
-        h.examples_learned = int(meta.get("examples_learned", 0))
-        h.entries_skipped = int(meta.get("entries_skipped", 0))
-        h.window = type(h.window)(self.settings.eval_window)
-        h.window.load(meta.get("window", []))
-        h.head = meta.get("head") if cp is not None else ""
-        h.reset_at = position
-        h.recent_heads.clear()
-        h.local.clear()
-        h.failed.clear()
-        h.load_failed(meta)
-        h._m_version.set(position)
-        h.notify_advanced()
+        await log_integrity.recover_lost_tail(self, h)
 
     def _stored_not_applied(self, e: StoreUnavailable) -> ApiError:
         """The 503 for an update that is in the log but could not be applied here yet."""
