@@ -51,6 +51,10 @@ def running_service(
     clean = {"LEARNSERVE_API_KEYS": "", "LEARNSERVE_ENVIRONMENT": "development"}
     proc = start_service(args, {**clean, **(env or {})}, port, timeout, health_path="/readyz")
     try:
+        if workers > 1:  # one worker ready is not all: the others answer 503 until they are
+            from tests.service.serving import wait_ready
+
+            wait_ready(f"http://127.0.0.1:{port}", timeout, workers=workers)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process(proc, timeout=15)
