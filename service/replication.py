@@ -97,15 +97,14 @@ class Replicator:
                     h for h in reg.models.values() if h.adapter.online and h.owned and self._due(h)
                 ]
                 after = {h.name: h.version for h in online}
-                changes: dict[str, int] | None = {}
+                # Also with no model held (a member owning none): the store's wakes are
+                # drained, not queued up without bound.
+                changes = await reg.store.wait_for_changes(after, timeout=0.5 if after else 0.1)
                 if after:
-                    changes = await reg.store.wait_for_changes(after, timeout=0.5)
                     # Coalesce: under a stream of writes the wait returns at once every
                     # time; a few ms let one read_log per model pick up many entries
                     # (this worker's own entries are already applied by their requests).
                     await asyncio.sleep(0.005)
-                else:
-                    await asyncio.sleep(0.1)
                 now = time.monotonic()
                 every = self.settings.reconcile_seconds
                 if reg.store.wakes_complete:

@@ -33,6 +33,7 @@ _MAXLEN = 10_000  # entries kept per stream (approximately): a reader further be
 _BLOCK_MS = 1000
 _COUNT = 1000
 _COALESCE = 0.005  # seconds between reads while wakes keep coming
+_QUEUE_MAX = 100_000  # wakes held for the apply-loop; past that it reconciles instead
 
 
 def wake_key(name: str) -> str:
@@ -105,8 +106,9 @@ class WakeStreams:
                     key = stream.decode() if isinstance(stream, bytes) else stream
                     for eid, fields in entries:
                         ids[key] = eid.decode() if isinstance(eid, bytes) else eid
-                        q.put_nowait((fields[b"m"].decode(), int(fields[b"p"])))
-                    if len(entries) >= _COUNT:
+                        if q.qsize() < _QUEUE_MAX:  # nobody reading: "check all" instead
+                            q.put_nowait((fields[b"m"].decode(), int(fields[b"p"])))
+                    if len(entries) >= _COUNT or q.qsize() >= _QUEUE_MAX:
                         q.put_nowait(None)  # far behind: the cap may have dropped some
                 if reply:
                     # Coalesce: under a stream of appends each XREAD would return one
