@@ -1,7 +1,7 @@
 """Reading a dense ``/update`` body: orjson + a Python split + ``np.array`` against
 the numba scanner (``service/models/fast_json.py``), in one run.
 
-    cd /work/main && flock /tmp/bench.lock .venv/bin/python bench/json_scan.py
+    flock /tmp/bench.lock .venv/bin/python bench/json_scan.py
 
 Bodies: ``{"model": "adult", "examples": [{"x": [...28 floats...], "y": "s"|"h"}, ...]}``
 with 1, 100 and 1000 examples, ``x`` = ``np.round(N(0, 1) * scale, 5).tolist()``

@@ -1,6 +1,6 @@
 """LL-SVM on the full MNIST against scikit-learn's LinearSVC and RBF SVC, in one run.
 
-    cd /work/main && .venv/bin/python bench/llsvm.py            # ~6-10 minutes
+    .venv/bin/python bench/llsvm.py            # ~6-10 minutes
     .venv/bin/python bench/llsvm.py --skip-svc                  # LL-SVM + LinearSVC only
 
 Data: ``../shared/data/mnist`` (60,000 train / 10,000 test), pixels / 255 for

@@ -2,7 +2,7 @@
 
 Run (about 2-3 minutes on 2 cores)::
 
-    cd /work/main && .venv/bin/python bench/online.py
+    .venv/bin/python bench/online.py
 
 Streams (built once, before any timing):
 

@@ -2,7 +2,7 @@
 
 Run (about 1-2 minutes on 2 cores)::
 
-    cd /work/main && .venv/bin/python bench/ranking.py
+    .venv/bin/python bench/ranking.py
 
 Data: LightGBM's ``examples/lambdarank`` files (``../shared/data/lightgbm-lambdarank`` or
 ``$LEARNSERVE_SHARED_DATA``): train on rank.train (3,005 docs, 201 queries), test on

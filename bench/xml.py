@@ -1,6 +1,6 @@
 """FastXML on Bibtex against a one-vs-rest logistic regression (scikit-learn), in one run.
 
-    cd /work/main && .venv/bin/python bench/xml.py              # ~2-4 minutes
+    .venv/bin/python bench/xml.py              # ~2-4 minutes
     .venv/bin/python bench/xml.py --trees 10 --repeats 1        # quicker look
 
 Data: ``../shared/data/bibtex`` (XC text format, Mulan's split: 4,880 train /

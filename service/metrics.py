@@ -201,26 +201,6 @@ LOG_ENTRIES_APPLIED = Counter(
     ["model", "role"],
 )
 
-# Every metric with a ``model`` label: what a deleted model leaves behind.
-PER_MODEL = (
-    REQUESTS,
-    REQUEST_LATENCY,
-    EXAMPLES_LEARNED,
-    EXAMPLES_ACCEPTED,
-    ONLINE_ACCURACY,
-    ONLINE_LOSS,
-    ONLINE_NDCG,
-    MODEL_VERSION,
-    CHECKPOINT_AGE,
-    CHECKPOINT_DURATION,
-    LOG_LAG,
-    DEPLOYS,
-    ROLLBACKS,
-    CHECKPOINT_FAILURES,
-    CHECKPOINT_BACKOFF,
-    LOG_ENTRIES_LOST,
-    LOG_ENTRIES_APPLIED,
-)
 
 # (route, model, status) -> the latency and request-count children. Label lookups
 # cost more than the updates, so the request middleware reuses these; a model's
@@ -382,5 +362,26 @@ REQUEST_ERRORS = Counter(
     ["route", "status", "error"],
 )
 
-# Defined after PER_MODEL (forget_model reads the name when it runs): deleted with the model.
-PER_MODEL = (*PER_MODEL, MODEL_INFO, MODEL_MEMORY)  # type: ignore[assignment]
+# Every metric with a ``model`` label: what a deleted model leaves behind (read by
+# forget_model when it runs, so it can follow every definition above).
+PER_MODEL = (
+    REQUESTS,
+    REQUEST_LATENCY,
+    EXAMPLES_LEARNED,
+    EXAMPLES_ACCEPTED,
+    ONLINE_ACCURACY,
+    ONLINE_LOSS,
+    ONLINE_NDCG,
+    MODEL_VERSION,
+    CHECKPOINT_AGE,
+    CHECKPOINT_DURATION,
+    LOG_LAG,
+    DEPLOYS,
+    ROLLBACKS,
+    CHECKPOINT_FAILURES,
+    CHECKPOINT_BACKOFF,
+    LOG_ENTRIES_LOST,
+    LOG_ENTRIES_APPLIED,
+    MODEL_INFO,
+    MODEL_MEMORY,
+)
