@@ -48,6 +48,7 @@ __all__ = [
     "load",
     "loads",
     "memory_budget",
+    "read_header",
     "save",
 ]
 
@@ -275,6 +276,25 @@ def loads(
         format_version=version,
         checksum=digest.hex(),
     )
+
+
+def read_header(blob: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """The JSON header of an artifact (``kind``, ``params``, ``meta``, ``created_at``,
+    ``format_version``, ``arrays``) without reading or checking the arrays: for showing
+    a model's training parameters and metadata cheaply. It checks the prefix and the
+    header, not the checksum: use :func:`loads` to trust the artifact."""
+    mv = memoryview(blob)
+    if len(mv) < _PREFIX.size:
+        raise ArtifactError(f"artifact is truncated: {len(mv)} bytes is shorter than the prefix")
+    magic, version, hlen, _blen = _PREFIX.unpack_from(mv, 0)
+    if magic != MAGIC:
+        raise ArtifactError("not a learnserve artifact (wrong magic bytes)")
+    if version != FORMAT_VERSION or hlen > _MAX_HEADER or len(mv) < _PREFIX.size + hlen:
+        raise ArtifactError(f"unreadable artifact header (format version {version})")
+    return {
+        **_parse_header(bytes(mv[_PREFIX.size : _PREFIX.size + hlen])),
+        "format_version": version,
+    }
 
 
 def _parse_header(raw: bytes) -> dict[str, Any]:

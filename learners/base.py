@@ -8,7 +8,7 @@ plugs in by implementing one of the protocols and registering its kind in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -64,6 +64,12 @@ class UpdateResult:
     model learned from them; ``loss_sum`` is the sum of their pre-update losses
     (hinge loss for linear classifiers). For rankers ``metric_sum`` carries the
     sum of the per-query progressive NDCG@10 over ``n_groups`` query groups.
+
+    Binary classifiers also give, per example learned while the model was binary,
+    ``z``: the pre-update calibrated score of the positive label (``labels_[0]``),
+    whose probability is F(z) with F = Φ (``probit``) or the logistic (see
+    :mod:`learners.linear.calibration`), and ``positive``: whether the example's
+    label was ``labels_[0]``. Both ``None`` for other learners.
     """
 
     applied: int
@@ -72,6 +78,9 @@ class UpdateResult:
     updates: int = 0  # examples that actually changed the model
     metric_sum: float = 0.0
     n_groups: int = 0
+    z: np.ndarray | None = field(default=None, compare=False, repr=False)
+    positive: np.ndarray | None = field(default=None, compare=False, repr=False)
+    probit: bool = False
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,21 @@ class Batch:
             ip, ix, vs = _canonical_rows(ip, ix, vs)
         return cls(ip, ix, vs, int(dim))
 
+    @classmethod
+    def coerce(cls, X: Any, name: str = "X") -> Batch:
+        """``X`` as a Batch: a Batch as is, a ``scipy.sparse`` matrix (any format) by its
+        CSR arrays, a 2-d array dense (zeros dropped). What scikit-learn's model selection
+        passes a model after slicing its rows."""
+        if isinstance(X, cls):
+            return X
+        if hasattr(X, "tocsr") and hasattr(X, "shape"):
+            m = X.tocsr()
+            return cls.from_csr(m.indptr, m.indices, m.data, int(m.shape[1]))
+        a = np.asarray(X, dtype=np.float64)
+        if a.ndim != 2:
+            raise ValueError(f"{name}: must be a Batch, a scipy.sparse matrix or a 2-d array")
+        return cls.from_dense(a)
+
     def to_dense(self, dtype: Any = np.float64) -> np.ndarray:
         out = np.zeros((self.n_rows, self.dim), dtype=dtype)
         rows = np.repeat(np.arange(self.n_rows), np.diff(self.indptr))
@@ -296,9 +311,11 @@ class FeatureSpec:
     """How wire examples become rows of a :class:`Batch` for one model.
 
     - ``dense``: each example is a list of exactly ``dim`` numbers.
-    - ``sparse``: each example is ``{index: value}`` with ``0 <= index < dim``
-      (JSON object keys are strings, in canonical decimal: :func:`sparse_index`;
-      integer keys are accepted from Python).
+    - ``sparse``: each example is ``{index: value}`` with ``index_base <= index <
+      dim + index_base`` (JSON object keys are strings, in canonical decimal:
+      :func:`sparse_index`; integer keys are accepted from Python). ``index_base`` 1
+      takes SVMlight's 1-based indices as they are in the file: key ``k`` is column
+      ``k - 1``, key ``dim`` is valid and key ``0`` is refused.
     - ``hashed``: each example is ``{name: number | string}``; hashed into
       ``2**bits`` dimensions. Sparse-style integer-keyed maps are not special here:
       every key is a name.
@@ -310,14 +327,17 @@ class FeatureSpec:
     kind: FeatureKind
     dim: int
     bits: int | None = None
+    # The first index of sparse keys (0 or 1). Dense rows are lists, read by position:
+    # there it only records the base of the model's files (the client shifts by it).
+    index_base: int = 0
 
     @classmethod
-    def dense(cls, dim: int) -> FeatureSpec:
-        return cls("dense", _check_dim(dim))
+    def dense(cls, dim: int, index_base: int = 0) -> FeatureSpec:
+        return cls("dense", _check_dim(dim), None, _check_base(index_base))
 
     @classmethod
-    def sparse(cls, dim: int) -> FeatureSpec:
-        return cls("sparse", _check_dim(dim))
+    def sparse(cls, dim: int, index_base: int = 0) -> FeatureSpec:
+        return cls("sparse", _check_dim(dim), None, _check_base(index_base))
 
     @classmethod
     def hashed(cls, bits: int) -> FeatureSpec:
@@ -329,18 +349,25 @@ class FeatureSpec:
     def from_config(cls, config: Mapping[str, Any]) -> FeatureSpec:
         """From the service's JSON form: ``{"kind": "dense", "dim": 28}`` etc."""
         kind = config.get("kind")
+        base = config.get("index_base", 0)
         if kind == "dense":
-            return cls.dense(config.get("dim"))  # type: ignore[arg-type]
+            return cls.dense(config.get("dim"), base)  # type: ignore[arg-type]
         if kind == "sparse":
-            return cls.sparse(config.get("dim"))  # type: ignore[arg-type]
+            return cls.sparse(config.get("dim"), base)  # type: ignore[arg-type]
         if kind == "hashed":
+            if "index_base" in config:
+                raise ValueError("index_base does not apply to hashed features (keys are names)")
             return cls.hashed(config.get("bits"))  # type: ignore[arg-type]
         raise ValueError(f"features.kind must be 'dense', 'sparse' or 'hashed', got {kind!r}")
 
     def to_config(self) -> dict[str, Any]:
         if self.kind == "hashed":
             return {"kind": "hashed", "bits": self.bits}
-        return {"kind": self.kind, "dim": self.dim}
+        # index_base only when 1: configs (and digests) of 0-based models stay as they were
+        out: dict[str, Any] = {"kind": self.kind, "dim": self.dim}
+        if self.index_base:
+            out["index_base"] = self.index_base
+        return out
 
     # ------------------------------------------------------------------ encode
 
@@ -385,8 +412,11 @@ class FeatureSpec:
                 if not kinds <= _NUMBER_TYPES:
                     return None
                 idx = _sparse_indices(list(chain.from_iterable(rows)))
-                if idx.size and (idx.min() < 0 or idx.max() >= self.dim):
+                base = self.index_base
+                if idx.size and (idx.min() < base or idx.max() >= self.dim + base):
                     return None
+                if base:
+                    idx -= base
             else:
                 if not kinds <= _HASHED_VALUE_TYPES:
                     return None
@@ -441,7 +471,7 @@ class FeatureSpec:
     def _row_sparse(
         self, row: Mapping[Any, Any], loc: str, idx: list[int], val: list[float]
     ) -> None:
-        dim = self.dim
+        dim, base = self.dim, self.index_base
         for key, v in row.items():
             try:
                 j = sparse_index(key)
@@ -451,11 +481,12 @@ class FeatureSpec:
                     "feature index is not an integer in canonical decimal "
                     "(digits 0-9 only: no sign, space, underscore or leading zero)",
                 ) from None
-            if not 0 <= j < dim:
+            if not base <= j < dim + base:
+                valid = f"[0, {dim})" if base == 0 else f"[{base}, {dim + base - 1}] (1-based)"
                 raise FeatureError(
-                    f"{loc}[{_fmt_key(key)}]", f"feature index {j} is outside [0, {dim})"
+                    f"{loc}[{_fmt_key(key)}]", f"feature index {j} is outside {valid}"
                 )
-            idx.append(j)
+            idx.append(j - base)
             val.append(_number(v, f"{loc}[{_fmt_key(key)}]"))
 
     @staticmethod
@@ -508,6 +539,12 @@ class FeatureSpec:
 def _has_bool(rows: Sequence[Any]) -> bool:
     # numpy turns [1.0, True] into [1.0, 1.0]; a JSON true is not a feature value.
     return any(v is True or v is False for row in rows for v in row)
+
+
+def _check_base(base: Any) -> int:
+    if isinstance(base, bool) or base not in (0, 1):
+        raise ValueError(f"index_base must be 0 or 1, got {base!r}")
+    return int(base)
 
 
 def _check_dim(dim: Any) -> int:

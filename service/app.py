@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import metrics as M
-from service.api import artifacts, learn, models, ops
+from service.api import artifacts, learn, model_state, models, ops, v2
 from service.api.errors import install_handlers
 from service.api.hot import HotRoutes, route_path
 from service.api.openapi import install_openapi
@@ -111,6 +111,7 @@ class MetricsMiddleware:
             in_flight.dec()
             state = scope.get("state", {})
             model = state.get("model", "")
+            error = state.get("error_code") or error  # bodies without our code (/v2)
             if not status:  # no answer sent: the client left (499), else an error escaped
                 status = state.get("status", 500)
             # Cached children, dropped with the model (service.metrics.forget_model).
@@ -196,7 +197,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.keyring = KeyRing(settings.api_keys)
     install_handlers(app)
-    _add_routes(app, [learn.router, models.router, artifacts.router, ops.router])
+    routers = [
+        learn.router,
+        models.router,
+        model_state.router,
+        artifacts.router,
+        ops.router,
+        v2.router,
+    ]
+    _add_routes(app, routers)
     install_openapi(app, settings)
     return app
 

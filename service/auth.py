@@ -1,10 +1,10 @@
 """API keys with scopes: ``predict``, ``update``, ``admin``.
 
-When ``LEARNSERVE_API_KEYS`` is set, every route except ``/healthz``, ``/readyz``
-(and ``/metrics`` unless ``LEARNSERVE_METRICS_PUBLIC=false``) needs a key sent as
-``Authorization: Bearer <key>`` or ``X-API-Key: <key>``:
+When ``LEARNSERVE_API_KEYS`` is set, every route except ``/healthz``, ``/readyz``,
+``/v2/health/live|ready`` (and ``/metrics`` unless ``LEARNSERVE_METRICS_PUBLIC=false``)
+needs a key sent as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``:
 
-- ``predict``: ``POST /predict`` and every ``GET`` of models;
+- ``predict``: ``POST /predict``, every ``GET`` of models and the other ``/v2`` routes;
 - ``update``: ``POST /update``;
 - ``admin``: ``PUT``/``DELETE /models/{name}`` (and artifacts), and ``/metrics`` when not public.
 

@@ -16,7 +16,8 @@ and ``activate`` here under the same names.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from learners.artifact import ArtifactError, ArtifactTooLarge
 from learners.artifact import loads as artifact_loads
@@ -30,11 +31,15 @@ from service.models.batch import BatchAdapter
 from service.settings import Settings
 from service.store.base import (
     ActiveVersionChanged,
+    ArtifactActive,
     ConfigConflict,
     ModelNotFound,
+    Store,
     StoreUnavailable,
     ValueTooLarge,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
     from service.registry import Registry
@@ -45,8 +50,7 @@ async def load_batch(
 ) -> ModelHandle:
     """A batch model at its active artifact version (loaded fully before use)."""
     store = registry.store
-    version = await store.get_active_version(name)
-    blob = None if version is None else await store.get_artifact(name, version)
+    version, blob = await _active_artifact(store, name)
     if version is None or blob is None:
         h = ModelHandle(name, cls.create(config), registry.settings)
     else:
@@ -57,14 +61,39 @@ async def load_batch(
     return h
 
 
-async def deploy(registry: Registry, name: str, blob: bytes) -> tuple[ModelHandle, bool]:
+async def _active_artifact(store: Store, name: str) -> tuple[int | None, bytes | None]:
+    """The active version and its bytes. The active version is never deleted, but it can
+    change (and the old one be pruned) between the two reads: then read again."""
+    for _ in range(10):
+        version = await store.get_active_version(name)
+        if version is None:
+            return None, None
+        blob = await store.get_artifact(name, version)
+        if blob is not None:
+            return version, blob
+        if await store.get_active_version(name) == version:  # the model went meanwhile
+            return version, None
+    raise StoreUnavailable(f"model {name!r}: the active artifact version kept changing")
+
+
+class Deployed(NamedTuple):
+    handle: ModelHandle
+    created: bool  # the deploy created the model
+    stored: bool  # a new version was stored (False: the same bytes as a stored version)
+
+
+async def deploy(registry: Registry, name: str, blob: bytes) -> Deployed:
     """Store an artifact as the model's next version and swap it in atomically:
-    the new model is loaded fully first; the old one serves until the switch."""
+    the new model is loaded fully first; the old one serves until the switch. The same
+    bytes as a stored version make that version active instead (nothing stored)."""
     # Validation and loading hash and copy up to max_artifact_bytes: all of it in
     # a thread, so the loop keeps serving meanwhile.
     kind, config, adapter = await asyncio.to_thread(load_artifact, blob, registry.settings)
     async with switch_lock(registry, name):
-        return await _store_and_swap(registry, name, blob, kind, config, adapter)
+        done = await _store_and_swap(registry, name, blob, kind, config, adapter)
+    if done.stored:
+        await prune(registry, name, registry.settings.artifact_retention)
+    return done
 
 
 async def _store_and_swap(
@@ -74,12 +103,12 @@ async def _store_and_swap(
     kind: str,
     config: dict[str, Any],
     adapter: ModelAdapter,
-) -> tuple[ModelHandle, bool]:
+) -> Deployed:
     store = registry.store
     try:
         created = await store.create_model(name, config)
         generation = await store.get_generation(name) or ""
-        version = await store.add_artifact(name, blob, kind, adapter.state_digest())
+        version, stored = await store.put_artifact(name, blob, kind, adapter.state_digest())
     except ConfigConflict:
         raise ApiError(
             409, "conflict", f"model {name!r} exists and is not a {kind} model", "name"
@@ -91,6 +120,14 @@ async def _store_and_swap(
         raise store_unavailable() from e
     except ValueTooLarge as e:
         raise ApiError(413, "too_large", f"artifact: {e}", "artifact") from None
+    current = registry.models.get(name)
+    if (
+        not stored
+        and current is not None
+        and current.version == version
+        and current.generation == generation
+    ):
+        return Deployed(current, created, stored)  # already serving these bytes
     h = ModelHandle(name, adapter, registry.settings)
     h.version = version
     h.generation = generation
@@ -98,7 +135,7 @@ async def _store_and_swap(
     registry.models[name] = h  # the swap: requests from now on see the new version
     M.DEPLOYS.labels(name).inc()
     registry._update_kind_gauge()
-    return h, created
+    return Deployed(h, created, stored)
 
 
 def load_artifact(blob: bytes, settings: Settings) -> tuple[str, dict[str, Any], ModelAdapter]:
@@ -227,3 +264,77 @@ async def _activate_locked(
     registry.models[name] = new
     (M.ROLLBACKS if rollback else M.DEPLOYS).labels(name).inc()
     return new
+
+
+# ------------------------------------------------------------ stored versions
+
+
+def versions_to_prune(versions: list[int], active: int | None, keep: int) -> list[int]:
+    """The versions beyond the ``keep`` newest (``keep`` 0: none); the active one always
+    stays and counts among the kept.
+
+    >>> versions_to_prune([1, 2, 3, 4, 5], 5, 2)
+    [1, 2, 3]
+    >>> versions_to_prune([1, 2, 3, 4, 5], 2, 2)  # rolled back to 2: it stays, with 5
+    [1, 3, 4]
+    """
+    if keep <= 0:
+        return []
+    newest = sorted(versions, reverse=True)
+    kept = [v for v in newest if v == active]
+    kept += [v for v in newest if v != active][: keep - len(kept)]
+    return sorted(v for v in versions if v not in kept)
+
+
+async def prune(registry: Registry, name: str, keep: int) -> list[int]:
+    """Delete the stored versions beyond the ``keep`` newest (the active one stays).
+
+    Runs after a deploy; a failure only leaves an old version stored for the next deploy
+    to prune. The store refuses, atomically, to delete the active version, so a
+    concurrent rollback to a version listed here keeps it (skipped). Another worker
+    serving a pruned version from memory switches at its next catalog sync (the deploy
+    changed the active version), and a rollback can only reach a kept version."""
+    if keep <= 0:
+        return []
+    store = registry.store
+    try:
+        stored = [v.version for v in await store.list_artifacts(name)]
+        active = await store.get_active_version(name)
+        deleted = []
+        for v in versions_to_prune(stored, active, keep):
+            try:
+                if await store.delete_artifact(name, v):
+                    deleted.append(v)
+            except ArtifactActive:
+                continue  # activated meanwhile: it stays
+    except (StoreUnavailable, ModelNotFound):
+        return []
+    if deleted:
+        log.info("model %r: pruned artifact versions %s (keeping %d)", name, deleted, keep)
+    return deleted
+
+
+async def delete_version(registry: Registry, name: str, version: int) -> None:
+    """``DELETE /models/{name}/versions/{version}``: 404 unknown, 409 the active one."""
+    h = await registry.find(name)
+    if h.adapter.online:
+        raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
+    try:
+        deleted = await registry.store.delete_artifact(name, version)
+    except ArtifactActive:
+        raise ApiError(
+            409,
+            "active_version",
+            f"model {name!r}: version {version} is the active version; activate another "
+            "one first (PUT /models/{name}/active)",
+            "version",
+        ) from None
+    except ModelNotFound:
+        raise not_found(name) from None
+    except StoreUnavailable as e:
+        registry.health.failed("delete_artifact", e)
+        raise store_unavailable() from e
+    if not deleted:
+        raise ApiError(
+            404, "version_not_found", f"model {name!r} has no version {version}", "version"
+        )

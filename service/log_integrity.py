@@ -113,8 +113,8 @@ async def _reset_to_checkpoint(registry: Registry, h: ModelHandle) -> None:
     h.checkpoint_at = None if cp is None else cp.created_at
     h.examples_learned = int(meta.get("examples_learned", 0))
     h.entries_skipped = int(meta.get("entries_skipped", 0))
-    h.window = type(h.window)(registry.settings.eval_window)
-    h.window.load(meta.get("window", []))
+    h.window = type(h.window)(h.window.size)
+    h.window.restore(meta)
     h.head = meta.get("head") if cp is not None else ""
     h.reset_at = position
     h.recent_heads.clear()

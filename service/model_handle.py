@@ -1,13 +1,7 @@
 """One hosted model (:class:`ModelHandle`): its adapter, version, lock, progressive
-evaluation window and checkpoint bookkeeping; plus the checkpoint blob format and
-the store-health gauges. The :class:`service.registry.Registry` holds the handles.
-
->>> w = EvalWindow(4)
->>> w.add(3, 3, 0.0, 0.0, 0); w.add(3, 0, 3.0, 0.0, 0)
->>> w.summary()["accuracy"]   # the first batch still fills the 4-example window
-0.5
->>> w.add(3, 3, 0.0, 0.0, 0); w.summary()["window_examples"]
-6
+metrics (:mod:`service.online_metrics`) and checkpoint bookkeeping; plus the
+checkpoint blob format and the store-health gauges. The
+:class:`service.registry.Registry` holds the handles.
 """
 
 from __future__ import annotations
@@ -25,8 +19,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+from learners.linear.calibration import PROBABILITY
 from service import metrics as M
 from service.models.base import ModelAdapter
+from service.online_metrics import EvalWindow, window_size
 from service.settings import Settings
 from service.store.base import chain_head
 
@@ -39,62 +35,11 @@ _FAILED_KEEP = 4096  # outcomes of skipped entries kept to answer their own requ
 _RECENT_HEADS = 64  # (position, chain head) of the last entries applied: to count lost ones
 
 
-# How a ranker's progressive NDCG@10 weighs relevance (learners.ranking._ranksvm_kernels).
-NDCG_GAIN = (
-    "per query, scored before learning it: gain 2**rel - 1 when every relevance of the "
-    "query is an integer in [0, 30], else linear gain rel - min(rel of the query)"
-)
-
 # The most recent of those kept in checkpoints (messages cut to _FAILED_CHARS): a
 # worker restored from a checkpoint still answers a replay of one of them when the
 # store holds no record of its outcome (see service.update_outcomes).
 _FAILED_IN_CHECKPOINT = 256
 _FAILED_CHARS = 1000
-
-
-class EvalWindow:
-    """Progressive (predict-then-learn) figures over the last ~``size`` examples."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.batches: collections.deque[tuple[int, int, float, float, int]] = collections.deque()
-        self.n = self.correct = self.groups = 0
-        self.loss = self.metric = 0.0
-
-    def add(self, n: int, correct: int, loss: float, metric: float, groups: int) -> None:
-        self.batches.append((n, correct, loss, metric, groups))
-        self.n += n
-        self.correct += correct
-        self.loss += loss
-        self.metric += metric
-        self.groups += groups
-        # Drop whole batches from the front while the rest still fills the window.
-        while len(self.batches) > 1 and self.n - self.batches[0][0] >= self.size:
-            n0, c0, l0, m0, g0 = self.batches.popleft()
-            self.n -= n0
-            self.correct -= c0
-            self.loss -= l0
-            self.metric -= m0
-            self.groups -= g0
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "window_examples": self.n,
-            # rankers report NDCG only (their updates count no "correct" labels)
-            "accuracy": self.correct / self.n if self.n and not self.groups else None,
-            "loss": self.loss / self.n if self.n and not self.groups else None,
-            "ndcg_at_10": self.metric / self.groups if self.groups else None,
-        }
-        if self.groups:
-            out["ndcg_gain"] = NDCG_GAIN
-        return out
-
-    def to_json(self) -> list[list[Any]]:
-        return [list(b) for b in self.batches]
-
-    def load(self, batches: list[list[Any]]) -> None:
-        for b in batches:
-            self.add(int(b[0]), int(b[1]), float(b[2]), float(b[3]), int(b[4]))
 
 
 def _init_model_series(name: str, adapter: ModelAdapter) -> None:
@@ -139,10 +84,13 @@ class ModelHandle:
         # again restarts its log at 1, so versions alone cannot tell the two apart.
         self.generation = ""
         self.lock = asyncio.Lock()
-        self.window = EvalWindow(settings.eval_window)
+        self.window = EvalWindow(window_size(self.config, settings.eval_window))
         self.examples_learned = 0  # over the model's whole life (kept in checkpoints)
         self.entries_skipped = 0
         self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
+        # Examples predicted right, by position, of the last entries applied here (for
+        # the /update answer's "correct"; classifiers only).
+        self.correct_at: collections.OrderedDict[int, int] = collections.OrderedDict()
         # This worker's own appended entries not applied yet, by position, with the
         # chain head the store gave them (None: not told): catching up through them
         # needs no read from the store.
@@ -204,20 +152,25 @@ class ModelHandle:
                 del self.unrecorded[0]
             self.entries_skipped += 1
         else:
+            if not r.n_groups:
+                self.correct_at[position] = r.correct
+                if len(self.correct_at) > _FAILED_KEEP:
+                    self.correct_at.popitem(last=False)
             self.examples_learned += r.applied
-            self.window.add(r.applied, r.correct, r.loss_sum, r.metric_sum, r.n_groups)
+            self.window.add_result(r)
             self._m_learned.inc(r.applied)
-            s = self.window
-            if s.n and not s.groups:
+            acc_loss = self.window.accuracy_loss()
+            if acc_loss is not None:
                 if self._m_acc is None:
                     self._m_acc = M.ONLINE_ACCURACY.labels(self.name)
                     self._m_loss = M.ONLINE_LOSS.labels(self.name)
-                self._m_acc.set(s.correct / s.n)
-                self._m_loss.set(s.loss / s.n)
-            if s.groups:
+                self._m_acc.set(acc_loss[0])
+                self._m_loss.set(acc_loss[1])
+            ndcg = self.window.ndcg()
+            if ndcg is not None:
                 if self._m_ndcg is None:
                     self._m_ndcg = M.ONLINE_NDCG.labels(self.name)
-                self._m_ndcg.set(s.metric / s.groups)
+                self._m_ndcg.set(ndcg)
         if head is None and self.head is not None:
             head = chain_head(self.head, payload)
         self.head = head or None
@@ -262,6 +215,7 @@ class ModelHandle:
             "examples_learned": self.examples_learned,
             "entries_skipped": self.entries_skipped,
             "window": self.window.to_json(),
+            "cumulative": self.window.cumulative_json(),
             "head": self.head,
             "failed": [
                 [p, m[:_FAILED_CHARS]]
@@ -292,6 +246,12 @@ class ModelHandle:
         self._digest = (version, adapter, value)
         return value
 
+    def _online_metrics(self) -> dict[str, Any]:
+        out = self.window.summary()
+        if out.get("log_loss") is not None:  # binary: how its margins become probabilities
+            out["probability"] = PROBABILITY.get(str(self.config.get("algorithm")))
+        return out
+
     def checkpoint_backoff(self) -> dict[str, Any] | None:
         """While checkpoints of the model fail: how many did, and when the next try is."""
         if not self.checkpoint_failures:
@@ -304,6 +264,18 @@ class ModelHandle:
 
     async def describe(self) -> dict[str, Any]:
         digest = await self.digest()
+        if not self.adapter.online:
+            # A batch model learns nothing here: no examples, progressive metrics or
+            # checkpoints (absent, not null); its artifact's training facts instead.
+            return {
+                "name": self.name,
+                "kind": self.adapter.kind,
+                "config": self.config,
+                "version": self.version,
+                **self.adapter.describe(),
+                "state_digest": digest,
+                "worker": os.getpid(),
+            }
         cp = None
         if self.checkpoint_at is not None:
             cp = {
@@ -319,7 +291,7 @@ class ModelHandle:
             "examples_learned": self.examples_learned,
             "entries_skipped": self.entries_skipped,
             **self.adapter.describe(),
-            "online_metrics": self.window.summary(),
+            "online_metrics": self._online_metrics(),
             "last_checkpoint": cp,
             "checkpoint_backoff": self.checkpoint_backoff(),
             "state_digest": digest,

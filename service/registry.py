@@ -37,6 +37,7 @@ from service.store.base import (
     ModelNotFound,
     Store,
     StoreUnavailable,
+    ValueTooLarge,
 )
 from service.warmup import Family, warm_all
 
@@ -63,6 +64,7 @@ class Registry:
         # Who holds what (LEARNSERVE_OWNERSHIP): with "sharded", this worker owns some
         # models and loads the others on demand as guests (service.placement).
         self.placement = Placement(self, settings)
+        self._sweep_at = 0.0  # time.monotonic() of the next sweep of expired feedback
 
     def owns(self, name: str) -> bool:
         """Whether this worker applies (apply loop) and checkpoints ``name``: always
@@ -196,7 +198,7 @@ class Registry:
             h.checkpoint_at = cp.created_at
             h.examples_learned = int(meta.get("examples_learned", 0))
             h.entries_skipped = int(meta.get("entries_skipped", 0))
-            h.window.load(meta.get("window", []))
+            h.window.restore(meta)
             h.head = meta.get("head")
             h.load_failed(meta)
         else:
@@ -212,9 +214,14 @@ class Registry:
     # ------------------------------------------------------------ batch models
     # Deploy and activate live in service.batch_deploys (a batch model has no log);
     # these keep the names the API and tests call.
-    async def deploy(self, name: str, blob: bytes) -> tuple[ModelHandle, bool]:
-        """Store an artifact as the model's next version and swap it in atomically."""
+    async def deploy(self, name: str, blob: bytes) -> batch_deploys.Deployed:
+        """Store an artifact as the model's next version and swap it in atomically
+        (the same bytes as a stored version: that version, nothing stored)."""
         return await batch_deploys.deploy(self, name, blob)
+
+    async def delete_version(self, name: str, version: int) -> None:
+        """Delete a stored artifact version (never the active one)."""
+        await batch_deploys.delete_version(self, name, version)
 
     async def activate(self, name: str, version: int) -> ModelHandle:
         """Make an earlier (or later) stored artifact version the active one (rollback)."""
@@ -319,6 +326,24 @@ class Registry:
             raise store_unavailable("the store is unreachable; the update was not accepted") from e
         except ModelNotFound:
             self._drop(h.name)  # deleted by another worker meanwhile
+            raise not_found(h.name) from None
+        self.health.ok()
+        await self._apply_own(h, position, payload, head)
+        return position
+
+    async def submit_labelled(
+        self, h: ModelHandle, payload: bytes, labels: list[tuple[str, str, str]]
+    ) -> int:
+        """``submit_update`` of an entry that learns delayed labels: the ids are marked
+        labelled in the same atomic step as the append (``Store.append_labelled``, which
+        raises ``FeedbackConflict`` and appends nothing when one cannot be)."""
+        try:
+            position, head = await self.store.append_labelled(h.name, payload, labels)
+        except StoreUnavailable as e:
+            self.health.failed("append", e)
+            raise store_unavailable("the store is unreachable; the update was not accepted") from e
+        except ModelNotFound:
+            self._drop(h.name)
             raise not_found(h.name) from None
         self.health.ok()
         await self._apply_own(h, position, payload, head)
@@ -458,10 +483,19 @@ class Registry:
 
     # ------------------------------------------------------------ catalog
     async def create(
-        self, name: str, cls: type[ModelAdapter], config: dict[str, Any]
+        self,
+        name: str,
+        cls: type[ModelAdapter],
+        config: dict[str, Any],
+        checkpoint: bytes | memoryview | None = None,
     ) -> tuple[ModelHandle, bool]:
+        """Create the model (``checkpoint``: its starting state, an import, stored with it
+        atomically) and load it here as every worker does: from the store."""
         try:
-            created = await self.store.create_model(name, config)
+            if checkpoint is None:
+                created = await self.store.create_model(name, config)
+            else:
+                created = await self.store.create_model_from_checkpoint(name, config, checkpoint)
             generation = await self.store.get_generation(name) or ""
         except ConfigConflict:
             raise ApiError(
@@ -473,6 +507,8 @@ class Registry:
         except StoreUnavailable as e:
             self.health.failed("create_model", e)
             raise store_unavailable() from e
+        except ValueTooLarge as e:
+            raise ApiError(413, "too_large", f"artifact: {e}", "artifact") from None
         h = self.models.get(name)
         if h is None or h.config != config or h.generation != generation:
             async with self._catalog_lock:
@@ -578,8 +614,19 @@ class Registry:
         return await checkpoints.checkpoint(self, h)
 
     async def periodic(self) -> None:
-        """Time-based checkpoints and slow-moving gauges (called about once a second)."""
+        """Time-based checkpoints and slow-moving gauges (called about once a second);
+        once a minute, the store's expired delayed-label records are swept."""
         await checkpoints.periodic(self)
+        now = time.monotonic()
+        if now >= self._sweep_at:
+            self._sweep_at = now + 60.0
+            self.spawn(self._sweep_feedback())
+
+    async def _sweep_feedback(self) -> None:
+        try:
+            await self.store.sweep_feedback()
+        except Exception as e:  # the next sweep (or put) tries again
+            log.warning("sweeping expired delayed-label records failed: %s", e)
 
     async def close(self) -> None:
         await self.placement.stop()  # leave the fleet: the others take over at once

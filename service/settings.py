@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(default=30.0, gt=0)
     # PUT /models/{name}/artifact; Redis cannot store a value over 512 MB.
     max_artifact_bytes: int = Field(default=256 << 20, ge=1024)
+    # Artifact versions kept per batch model (the active one always among them); older
+    # ones are deleted after each deploy. They live in the store (Redis: in memory, about
+    # 28 MB per FastXML version on Bibtex). 0 keeps every version.
+    artifact_retention: int = Field(default=10, ge=0)
     max_batch_examples: int = Field(default=10_000, ge=1)
     max_features_per_example: int = Field(default=100_000, ge=1)
     max_dim: int = Field(default=1 << 24, ge=1)  # hashed bits <= log2(max_dim)
@@ -97,6 +101,9 @@ class Settings(BaseSettings):
     # caps stop one /update from asking every replica for unbounded memory.
     max_labels: int = Field(default=1000, ge=2)
     max_model_bytes: int = Field(default=4 << 30, ge=1 << 20)
+    # Names a hashed model records (hash -> names seen, for GET /models/{name}/weights);
+    # 0 records none. Names travel in the log: every worker should use the same value.
+    max_feature_names: int = Field(default=100_000, ge=0, le=1 << 20)
     # /update bodies larger than this are encoded in a worker thread (the loop keeps
     # serving meanwhile); 0 = always, a huge value = never.
     parse_in_thread_bytes: int = Field(default=256 * 1024, ge=0)
@@ -123,6 +130,8 @@ class Settings(BaseSettings):
     # How long an Idempotency-Key on POST /update is remembered (per model): a retry
     # with the same key within this window answers the first result, not a new append.
     idempotency_ttl_seconds: float = Field(default=86400.0, gt=0)
+    # How long a prediction served with an "id" can be labelled by that id (delayed labels)
+    feedback_ttl_seconds: float = Field(default=7 * 86400.0, gt=0)
     eval_window: int = Field(default=1000, ge=1)  # examples in the progressive-evaluation window
     catalog_poll_seconds: float = Field(default=0.5, gt=0)
     # The apply-loop follows wakes (only models that changed); every this many seconds

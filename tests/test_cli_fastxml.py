@@ -66,5 +66,9 @@ def test_bad_arguments_are_reported(tmp_path):
     good.write_text("2 3 2\n0 0:1\n1 1:1\n")
     r = _cli("train", "fastxml", "--train", good, "-o", tmp_path / "m.lsart", "--trees", 0)
     assert r.returncode != 0 and "n_trees must be a positive integer" in r.stderr
+    # a bad flag fails before the data is read (here: a file that does not exist)
+    r = _cli("train", "fastxml", "--train", tmp_path / "absent.txt", "-o", tmp_path / "m.lsart",
+             "--c-delta", 0)  # fmt: skip
+    assert r.returncode != 0 and "c_delta must be > 0" in r.stderr and "absent" not in r.stderr
     r = _cli("evaluate", tmp_path / "missing.lsart", "--test", good)
     assert r.returncode != 0 and "cannot read" in r.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from learners.llsvm import LLSVM
+from learners.llsvm.defaults import resolve
 
 EXE = Path(sys.executable).with_name("learnserve")
 
@@ -64,18 +66,76 @@ def _train_eval(train: Path, test: Path, model: Path, *extra: str) -> dict:
 
 
 def test_csv_train_and_evaluate(tmp_path, digits_split):
-    """Digits as CSV, `--scale 16`, defaults otherwise. Measured accuracy 0.9796 (= the API)."""
+    """Digits as CSV, `--scale 16`, no other flag: the rule picks 100 anchors, 8
+    neighbours, 200 passes, raw rows. Measured accuracy 0.9815 (= the API with the
+    same parameters; the fixed MNIST defaults gave 0.9796)."""
     Xtr, Xte, ytr, yte = digits_split
     _write_csv(tmp_path / "train.csv", Xtr, ytr)
     _write_csv(tmp_path / "test.csv", Xte, yte)
-    out = _train_eval(tmp_path / "train.csv", tmp_path / "test.csv", tmp_path / "m.lsart",
-                      "--scale", "16")  # fmt: skip
-    assert out["accuracy"] == pytest.approx(0.9796, abs=0.006)
+    r = _run("train", "llsvm", "--train", str(tmp_path / "train.csv"), "-o",
+             str(tmp_path / "m.lsart"), "--scale", "16")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "1257 examples, 64 features, 10 classes" in r.stderr
+    assert "passes = 200  (rule: ceil(60,000 x 10 classes / 1,257 examples) = 478" in r.stderr
+    assert "normalize = False  (rule: 64 features < 100)" in r.stderr
+    # both progress bars ran to the end: k-means (10 classes x 21 units) and the passes
+    assert re.search(r"anchors\s.*210/210", r.stderr) and re.search(r"passes\s.*200/200", r.stderr)
+    r = _run("evaluate", str(tmp_path / "m.lsart"), "--test", str(tmp_path / "test.csv"), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["accuracy"] == pytest.approx(0.9815, abs=0.006)
     assert out["error"] == pytest.approx(1 - out["accuracy"]) and out["examples"] == len(yte)
     model = LLSVM.load(tmp_path / "m.lsart")
     assert model.meta_["input_scale"] == 16.0
-    api = LLSVM().fit(Xtr / 16.0, ytr).score(Xte / 16.0, yte)
+    assert model.meta_["defaults"]["passes"].startswith("rule: ")
+    assert (model.passes, model.normalize, model.n_anchors) == (200, False, 100)
+    params, _ = resolve(len(ytr), 64, 10, {})
+    api = LLSVM(**params).fit(Xtr / 16.0, ytr).score(Xte / 16.0, yte)
     assert out["accuracy"] == pytest.approx(api, abs=1e-12)
+
+
+def test_flags_override_the_rule(tmp_path, digits_split):
+    Xtr, Xte, ytr, yte = digits_split
+    _write_csv(tmp_path / "train.csv", Xtr, ytr)
+    _write_csv(tmp_path / "test.csv", Xte, yte)
+    flags = [
+        "--passes",
+        "3",
+        "--anchors",
+        "20",
+        "--normalize",
+        "--valid",
+        str(tmp_path / "test.csv"),
+    ]
+    r = _run("train", "llsvm", "--train", str(tmp_path / "train.csv"), "-o",
+             str(tmp_path / "m.lsart"), *flags)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # --valid: the held-out error, printed and recorded in the artifact (GET
+    # /models/{name} shows it), is what `learnserve evaluate` measures on that file
+    recorded = LLSVM.load(tmp_path / "m.lsart").meta_["validation"]
+    assert f"validation (test.csv, {len(yte)} examples): error " in r.stderr
+    ev = _run("evaluate", str(tmp_path / "m.lsart"), "--test", str(tmp_path / "test.csv"), "--json")
+    out = json.loads(ev.stdout)
+    assert (recorded["file"], recorded["n"]) == ("test.csv", len(yte))
+    assert recorded["metrics"]["error"] == pytest.approx(out["error"], abs=1e-12)
+    assert (
+        "passes = 3  (set)" in r.stderr and "n_neighbours = 8  (rule: min(8, the given" in r.stderr
+    )
+    model = LLSVM.load(tmp_path / "m.lsart")
+    assert (model.passes, model.n_anchors, model.normalize) == (3, 20, True)
+    assert len(model.history_) == 3
+
+
+def test_help_explains_the_knobs_and_the_rule():
+    r = _run("train", "llsvm", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())  # rich wraps the help text in boxes
+    text = re.sub(r"[│╭╮╰╯─]", " ", text)
+    text = " ".join(text.split())
+    phrases = ("passes = clamp(ceil(60000 C / n), 10, 200)", "normalize = d >= 100",
+               "Too few under-fits", "More: smoother decision", "A flag that is given")  # fmt: skip
+    for phrase in phrases:
+        assert phrase in text, phrase
 
 
 def test_svmlight_and_idx_formats(tmp_path, digits_split):
@@ -102,6 +162,15 @@ def test_cli_errors_are_clear(tmp_path, digits_split):
     r = _run("train", "llsvm", "--train", str(tmp_path / "train.csv"), "-o", str(tmp_path / "m"),
              "--neighbours", "200")  # fmt: skip
     assert r.returncode == 2 and "must not exceed" in r.stderr
+    # bad flags fail before the data is read (here: a file that does not exist)
+    for flags, said in (
+        (["--lam", "0"], "lam must be"),
+        (["--anchors", "4", "--neighbours", "5"], "must not exceed"),
+        (["--weighting", "gauss"], "weighting"),
+    ):
+        r = _run("train", "llsvm", "--train", str(tmp_path / "absent.csv"), "-o",
+                 str(tmp_path / "m"), *flags)  # fmt: skip
+        assert r.returncode == 2 and said in r.stderr and "absent" not in r.stderr, r.stderr
     r = _run("train", "llsvm", "--train", str(tmp_path / "train.csv"), "-o",
              str(tmp_path / "m.lsart"), "--anchors", "20", "--passes", "1")  # fmt: skip
     assert r.returncode == 0, r.stderr

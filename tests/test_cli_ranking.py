@@ -133,6 +133,12 @@ def test_deploy_end_to_end_against_the_real_service(tmp_path):
         assert answer["size"] == path.stat().st_size
         v1 = answer["version"]
         r = _cli("deploy", path, "--name", "web-ranker", "--url", srv.url, "--api-key", "adm")
+        # the same file again: its stored version, nothing stored
+        assert r.returncode == 0 and "already has this lambdamart artifact" in r.stderr
+        assert json.loads(r.stdout)["version"] == v1 and not json.loads(r.stdout)["stored"]
+        m.meta_["note"] = "retrained"
+        m.save(path)
+        r = _cli("deploy", path, "--name", "web-ranker", "--url", srv.url, "--api-key", "adm")
         assert json.loads(r.stdout)["version"] > v1  # the next version
         # a key without the admin scope: the server's refusal, non-zero exit
         r = _cli("deploy", path, "--name", "web-ranker", "--url", srv.url, "--api-key", "reader")

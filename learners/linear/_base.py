@@ -20,6 +20,7 @@ exactly a loop of single updates.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -30,17 +31,21 @@ import numpy as np
 
 from learners import artifact
 from learners.base import Label, Prediction, UpdateResult, check_label, digest_arrays
-from learners.features import Batch, FeatureError
+from learners.feature_names import FeatureNames, artifact_extras, read_extras
+from learners.features import Batch, FeatureError, FeatureSpec
 from learners.linear import _kernels as K
 from learners.linear import _kernels_full as KF
 from learners.linear._labels import IntTable, int_table, label_codes
 from learners.linear._normal import normal_cdf, normal_ppf
 from learners.linear._params import _check_dim, _covariance
+from learners.linear.calibration import link_is_probit, margin_z
+from learners.weights import check_sample_weight
 
 ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
 KIND = "linear"
 _KEEP_SCRATCH = 1 << 22  # items of each undo scratch buffer kept per thread between calls (32 MiB)
 _NO_LOG = (np.empty((0, 2)), np.empty((0, 3), dtype=np.int64))  # update_diag: don't log
+_NO_MV = np.empty((0, 2))  # update_diag / update_full: don't record margins
 _scratch = threading.local()
 
 
@@ -120,6 +125,10 @@ class LinearClassifier:
         self.covariance = _covariance(covariance, self.dim) if self._has_cov else "none"
         self._c = c
         self._phi = phi
+        # What the examples were (kept in artifacts, never part of the learned state):
+        # the spec that encodes them, and for hashed features the names seen.
+        self.features_: FeatureSpec | None = None
+        self.feature_names_: FeatureNames | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -284,11 +293,19 @@ class LinearClassifier:
 
     # ------------------------------------------------------------------ learning
 
-    def update(self, batch: Batch, labels: Sequence[Label] | np.ndarray) -> UpdateResult:
+    def update(
+        self,
+        batch: Batch,
+        labels: Sequence[Label] | np.ndarray,
+        sample_weight: Sequence[float] | np.ndarray | None = None,
+    ) -> UpdateResult:
         """Predict-then-learn each example in order; all-or-nothing on error.
 
         ``labels`` are strings or integers (a list, or a numpy integer array — the
-        fastest form, checked without a Python loop). Returns the progressive
+        fastest form, checked without a Python loop). ``sample_weight``: an optional
+        importance weight per example (finite, > 0; ``None`` or ones is the
+        unweighted update, bit for bit); how it enters the step is the algorithm's
+        (see its module). Returns the progressive
         figures: pre-update predictions that were right, the sum of pre-update
         hinge losses max(0, 1 − m), and how many examples changed the model.
         Raises ``ValueError``/``FeatureError`` naming the culprit (``labels[i]``,
@@ -299,18 +316,69 @@ class LinearClassifier:
         ip, ix, vs = self._check_batch(batch)
         n = ip.shape[0] - 1
         y, new = label_codes(labels, n, self._index, self._int_table)
+        sw = check_sample_weight(sample_weight, n)
         if n == 0:
             return UpdateResult(applied=0)
+        # pre-update (margin, variance) of each row learned while the model is binary
+        mv = np.full((n, 2), np.nan) if len(self.labels_) <= 2 else _NO_MV
         if new:
-            correct, loss_sum, updates = self._update_growing(ip, ix, vs, y, new)
+            correct, loss_sum, updates = self._update_growing(ip, ix, vs, y, new, sw, mv)
         else:  # the usual case: one kernel run, which undoes itself on failure
-            fail, correct, loss_sum, updates = self._run(ip, ix, vs, y, 0, n)
+            fail, correct, loss_sum, updates = self._run(ip, ix, vs, y, 0, n, sw, mv)
             if fail >= 0:
                 raise NonFiniteWeightsError(fail)
         self.n_seen_ += n
         self._fresh = False
         self.n_updates_ += updates
-        return UpdateResult(applied=n, correct=correct, loss_sum=loss_sum, updates=updates)
+        z, positive = self._calibrated(mv, y)
+        return UpdateResult(
+            applied=n, correct=correct, loss_sum=loss_sum, updates=updates,
+            z=z, positive=positive, probit=link_is_probit(self.algorithm),
+        )  # fmt: skip
+
+    def _calibrated(
+        self, mv: np.ndarray, y: np.ndarray
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(z of ``labels_[0]``, label is ``labels_[0]``) for the rows learned while binary."""
+        if mv.shape[0] == 0:
+            return None, None
+        rows = ~np.isnan(mv[:, 0])
+        pos = y[rows] == 0
+        z_true = margin_z(self.algorithm, self.params, mv[rows, 0], mv[rows, 1])
+        return np.where(pos, z_true, -z_true), pos
+
+    def update_parts(
+        self,
+        batch: Batch,
+        labels: Sequence[Label],
+        cuts: Sequence[int],
+        sample_weight: Sequence[float] | np.ndarray | None = None,
+    ) -> list[UpdateResult]:
+        """``update`` of rows ``[cuts[k], cuts[k+1])`` in turn (``cuts`` from 0 to the
+        batch's length), with each part's progressive figures; all or nothing, as one
+        ``update``: on error the state is put back as it was and the error raised. The
+        state is the same as after one ``update`` of the whole batch (a batch is only a
+        transport). The service uses it when some rows' figures are counted elsewhere
+        (delayed labels, scored by the prediction that was served)."""
+        if list(cuts[:1]) != [0] or cuts[-1] != batch.n_rows:
+            raise ValueError(f"cuts must run from 0 to {batch.n_rows}")
+        sw = check_sample_weight(sample_weight, batch.n_rows)
+        if len(cuts) <= 2:
+            return [self.update(batch, labels, sample_weight)]
+        fresh = self._fresh
+        saved = None if fresh else self.state()  # a copy of the state: the rollback
+        out = []
+        try:
+            for a, b in itertools.pairwise(cuts):
+                part_w = None if sw.size == 0 else sw[a:b]
+                out.append(self.update(batch.take(np.arange(a, b)), list(labels[a:b]), part_w))
+        except BaseException:
+            if saved is None:
+                self._reset()
+            else:
+                self._restore(saved)
+            raise
+        return out
 
     def _update_growing(
         self,
@@ -319,6 +387,8 @@ class LinearClassifier:
         vs: np.ndarray,
         y: np.ndarray,
         new: list[tuple[int, Label]],
+        sw: np.ndarray,
+        mv: np.ndarray,
     ) -> tuple[int, float, int]:
         """``update`` of a batch with new labels: growth happens at each new label's
         first row, so the call spans several kernel runs; one snapshot rolls all back."""
@@ -334,7 +404,7 @@ class LinearClassifier:
         pending = list(new)
         for stop in [pos for pos, _ in new] + [n]:
             if stop > start:
-                fail, c, ls, u = self._run(ip, ix, vs, y, start, stop, False)
+                fail, c, ls, u = self._run(ip, ix, vs, y, start, stop, sw, mv, False)
                 if fail >= 0:
                     if full:
                         self._restore(snapshot)  # type: ignore[arg-type]
@@ -368,6 +438,8 @@ class LinearClassifier:
         y: np.ndarray,
         start: int,
         stop: int,
+        sw: np.ndarray,
+        mv: np.ndarray,
         undo: bool = True,
     ) -> tuple[int, int, float, int]:
         """Kernel over rows [start, stop); with ``undo`` the state is unchanged on failure
@@ -381,10 +453,10 @@ class LinearClassifier:
             undo_S = np.empty_like(self._S)
             return KF.update_full(
                 ip, ix, vs, y, start, stop, n_labels, self._mu, self._S,
-                self._code, self._c, self._phi, saved, undo_mu, undo_S,
+                self._code, self._c, self._phi, saved, undo_mu, undo_S, sw, mv,
             )  # fmt: skip
         w = self._w
-        args = (ip, ix, vs, y, start, stop, n_labels, w, self._code, self._c, self._phi)
+        args = (ip, ix, vs, y, start, stop, n_labels, w, self._code, self._c, self._phi, sw, mv)
         if not undo:
             return K.update_diag(*args, *_NO_LOG)
         sides = 1 if n_labels <= 2 else 2
@@ -468,6 +540,24 @@ class LinearClassifier:
             for row, b, c in zip(s.tolist(), best.tolist(), conf, strict=True)
         ]
 
+    def label_weights(self, label: Label) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(w, var)``: the weights that score ``label`` (its score is ``w·x``) and
+        their variances (the diagonal of Σ: how sure the model is of each weight;
+        ``None`` for PA, which keeps no Σ). Copies. A binary model scores its first
+        label with μ and its second with −μ, both with the one Σ; ``KeyError`` for a
+        label the model does not know."""
+        j = self._index[label]
+        binary = len(self.labels_) <= 2
+        row = 0 if binary else j
+        w = np.array(self._mean[row], dtype=np.float64)
+        if binary and j == 1:
+            w = -w
+        cov = self._cov
+        if cov is None:
+            return w, None
+        var = np.diagonal(cov[row]) if self.covariance == "full" else cov[row]
+        return w, np.array(var, dtype=np.float64)
+
     # ------------------------------------------------------------------ persistence
 
     def state_digest(self) -> str:
@@ -476,10 +566,13 @@ class LinearClassifier:
         meta = [self.algorithm, self.dim, self.params, self.labels_, self.n_seen_, self.n_updates_]
         return digest_arrays(*meta, *arrays)
 
-    def to_bytes(self) -> bytes:
-        return self._dumps(self.state())
+    def to_bytes(self, meta: dict[str, Any] | None = None) -> bytes:
+        """The model as an artifact (kind ``"linear"``): hyperparameters, labels, counts,
+        ``mu`` (and ``sigma``), plus ``features_`` and ``feature_names_`` when set.
+        ``meta`` adds JSON fields to the artifact's ``meta`` (e.g. where it came from)."""
+        return artifact.dumps(KIND, *self._artifact_parts(self.state(), meta))
 
-    def snapshot(self) -> Callable[[], memoryview]:
+    def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], memoryview]:
         """Copy the learned state now and return a function that serialises the copy.
 
         The copy is one memcpy of the (interleaved) weights; the slow part, splitting
@@ -490,9 +583,12 @@ class LinearClassifier:
         (numpy copies and hashlib, which release the GIL: the event loop thread keeps
         running while a worker serialises a 2**20-dimension model).
         """
+        # taken now, with the weights (the names' arrays are replaced on an add, never
+        # changed in place, so they need no copy)
+        extras = artifact_extras(self.features_, self.feature_names_)
         if self.covariance == "full":
             st = self.state()
-            return lambda: artifact.dumps_buffer(KIND, *self._artifact_parts(st))
+            return lambda: artifact.dumps_buffer(KIND, *self._artifact_parts(st, meta, extras))
         w = self._w.copy()  # numpy releases the GIL for the copy
         labels, n_seen, n_updates = list(self.labels_), self.n_seen_, self.n_updates_
         has_cov = self._has_cov
@@ -501,11 +597,18 @@ class LinearClassifier:
             # strided views of the copy: dumps_buffer copies each column straight into place
             sigma = w[:, :, 1] if has_cov else None
             st = LinearState(labels, w[:, :, 0], sigma, n_seen, n_updates)
-            return artifact.dumps_buffer(KIND, *self._artifact_parts(st))
+            return artifact.dumps_buffer(KIND, *self._artifact_parts(st, meta, extras))
 
         return dump
 
-    def _artifact_parts(self, st: LinearState) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _artifact_parts(
+        self,
+        st: LinearState,
+        meta: dict[str, Any] | None = None,
+        extras: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+        """(params, arrays, meta) of the artifact; ``extras``: ``artifact_extras`` of the
+        spec and names, taken with the state (else now)."""
         # algorithm, dim and hyperparameters never change after construction
         params = {
             "algorithm": self.algorithm,
@@ -515,32 +618,52 @@ class LinearClassifier:
             "n_seen": st.n_seen,
             "n_updates": st.n_updates,
         }
+        own_meta, own_arrays = extras or artifact_extras(self.features_, self.feature_names_)
         arrays = {"mu": st.mu}
         if st.sigma is not None:
             arrays["sigma"] = st.sigma
-        return params, arrays
-
-    def _dumps(self, st: LinearState) -> bytes:
-        return artifact.dumps(KIND, *self._artifact_parts(st))
+        arrays.update(own_arrays)
+        return params, arrays, {**own_meta, **(meta or {})}
 
     @classmethod
-    def from_bytes(cls, blob: bytes | bytearray | memoryview) -> LinearClassifier:
+    def from_bytes(
+        cls, blob: bytes | bytearray | memoryview, *, max_bytes: int | None = None
+    ) -> LinearClassifier:
         """Read a model written by :meth:`to_bytes` (any algorithm), validated."""
+        art = artifact.loads(blob, expected_kind=KIND, max_bytes=max_bytes)
+        return cls.from_artifact(art)
+
+    @classmethod
+    def from_artifact(cls, art: artifact.Artifact) -> LinearClassifier:
+        """The model an :class:`~learners.artifact.Artifact` of kind ``"linear"`` holds
+        (with its ``features_`` and ``feature_names_`` when it carries them)."""
         from learners.linear import make_classifier
 
-        art = artifact.loads(blob, expected_kind=KIND)
+        if art.kind != KIND:
+            raise artifact.ArtifactError(f"artifact holds a {art.kind!r} model, expected {KIND!r}")
         p = art.params
+        mu = art.array("mu")
+        if mu.ndim != 2 or p.get("dim") != mu.shape[1]:
+            # before building: the model allocates its state from params.dim
+            raise artifact.ArtifactError(
+                f"linear artifact: state.mu: shape {tuple(mu.shape)} does not match "
+                f"params.dim {p.get('dim')!r}"
+            )
         try:
             clf = make_classifier(p["algorithm"], p["dim"], p["hyperparameters"])
             labels = [check_label(lab, f"labels[{i}]") for i, lab in enumerate(p["labels"])]
             n_seen, n_updates = int(p["n_seen"]), int(p["n_updates"])
         except (KeyError, TypeError, ValueError) as exc:
             raise artifact.ArtifactError(f"linear artifact has bad params: {exc}") from None
-        mu = art.array("mu")
         sig = art.arrays.get("sigma")
         st = LinearState(labels, mu, sig, n_seen, n_updates)
         try:
+            if not (np.isfinite(mu).all() and (sig is None or np.isfinite(sig).all())):
+                raise ValueError("state arrays hold non-finite values")
+            if n_seen < 0 or n_updates < 0:
+                raise ValueError("n_seen and n_updates must be >= 0")
             clf._check_state(st)
+            clf.features_, clf.feature_names_ = read_extras(art.meta, art.arrays, clf.dim)
         except ValueError as exc:
             raise artifact.ArtifactError(f"linear artifact: {exc}") from None
         if type(clf) is not cls and cls is not LinearClassifier:

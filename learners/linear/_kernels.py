@@ -22,6 +22,11 @@ Step sizes follow the papers:
   computed as √u = 2v / (αvφ + √(α²v²φ² + 4v)) to avoid cancellation;
   β = αφ / (√u + vαφ).
 - AROW (Crammer, Kulesza, Dredze 2009): β = 1/(v + r), α = (1 − m)β.
+
+Importance weights h > 0 (``sw``, one per row; an empty array means 1 for every
+row, and h = 1 gives the unweighted step bit for bit) enter ``step`` as the
+learners' docstrings state: C → hC (PA-I, PA-II, SCW-I, SCW-II), r → r/h (AROW),
+α → min(h, 1)·α (PA, CW).
 """
 
 from __future__ import annotations
@@ -134,40 +139,44 @@ def _cw_alpha(m, v, phi):  # pragma: no cover - numba
 
 
 @njit(cache=True, error_model="numpy")
-def step(algo, m, v, c, phi):  # pragma: no cover - numba
-    """(α, β, κ) for margin ``m`` and variance ``v`` (PA: ``v`` is the scaled ‖x‖²).
+def step(algo, m, v, c, phi, h):  # pragma: no cover - numba
+    """(α, β, κ) for margin ``m``, variance ``v`` (PA: ``v`` is the scaled ‖x‖²) and
+    importance weight ``h`` (> 0; 1.0 is the unweighted step, bit for bit).
 
     ``α <= 0`` means "no update". β is the rank-1 shrink of the covariance,
     Σ ← Σ − β Σxxᵀ Σ; κ = 2αφ is the precision increment of the diagonal CW
     update Σ⁻¹ ← Σ⁻¹ + κ diag(x²) (see :mod:`learners.linear.cw` for why).
+    The weight scales the aggressiveness (C·h, r/h) or, for the hard-constraint PA
+    and CW, takes the fraction min(h, 1) of the step (see the learners' docstrings).
     """
     if algo <= PA2:
         loss = 1.0 - m
         if loss <= 0.0 or v <= 0.0:
             return 0.0, 0.0, 0.0
         if algo == PA:
-            return loss / v, 0.0, 0.0
+            return min(h, 1.0) * (loss / v), 0.0, 0.0
         if algo == PA1:
-            return min(c, loss / v), 0.0, 0.0
-        return loss / (v + 1.0 / (2.0 * c)), 0.0, 0.0
+            return min(c * h, loss / v), 0.0, 0.0
+        return loss / (v + 1.0 / (2.0 * (c * h))), 0.0, 0.0
     if v <= 0.0:  # x == 0: nothing can change
         return 0.0, 0.0, 0.0
     if algo == AROW:
         if m >= 1.0:
             return 0.0, 0.0, 0.0
-        beta = 1.0 / (v + c)
+        beta = 1.0 / (v + c / h)
         return (1.0 - m) * beta, beta, 0.0
     if phi * math.sqrt(v) - m <= 0.0:  # loss max(0, φ√v − m) is zero
         return 0.0, 0.0, 0.0
     if algo == SCW2:
         phi2 = phi * phi
-        n = v + 1.0 / (2.0 * c)
+        n = v + 1.0 / (2.0 * (c * h))
         gamma = phi * math.sqrt(phi2 * m * m * v * v + 4.0 * n * v * (n + v * phi2))
         alpha = (-(2.0 * m * n + phi2 * m * v) + gamma) / (2.0 * (n * n + n * v * phi2))
     else:
         alpha = _cw_alpha(m, v, phi)
-        if algo == SCW1:
-            alpha = min(c, alpha)
+        # SCW-I caps at hC; CW takes a partial step along its exact solution path
+        # (β and κ below follow the scaled α)
+        alpha = min(c * h, alpha) if algo == SCW1 else min(h, 1.0) * alpha
     if not alpha > 0.0:
         return 0.0, 0.0, 0.0
     t = alpha * v * phi
@@ -271,9 +280,13 @@ def _apply(
 
 @njit(cache=True)
 def update_diag(
-    indptr, indices, values, y, start, stop, n_labels, w, algo, c, phi, log_w, log_u
+    indptr, indices, values, y, start, stop, n_labels, w, algo, c, phi, sw, out_mv, log_w, log_u
 ):  # pragma: no cover - numba
     """Predict-then-learn rows [start, stop) with diagonal covariance (or none: PA).
+
+    ``sw``: per-row importance weights (empty: 1.0 for every row). ``out_mv`` (n × 2,
+    or empty for none) receives each binary row's pre-update (margin m, variance v)
+    for the progressive log loss and AUC (:mod:`learners.linear.calibration`).
 
     ``w`` is (R, d, 2) holding (μ, σ) side by side — one cache line per touched
     coordinate — or (R, d, 1) for PA. ``log_w`` (≥ 2·nnz × 2) receives the old
@@ -285,6 +298,8 @@ def update_diag(
     and restores it itself on failure.
     """
     do_log = log_u.shape[0] > 0
+    weighted = sw.shape[0] > 0
+    record = out_mv.shape[0] > 0
     has_cov = algo >= CW
     binary = n_labels <= 2
     R = w.shape[0]
@@ -330,7 +345,10 @@ def update_diag(
         if pred == yi:
             correct += 1
         loss_sum += max(0.0, 1.0 - m)
-        alpha, beta, kappa = step(algo, m, v, c, phi)
+        if record and binary:
+            out_mv[i, 0] = m
+            out_mv[i, 1] = v
+        alpha, beta, kappa = step(algo, m, v, c, phi, sw[i] if weighted else 1.0)
         if alpha <= 0.0:
             continue
         n_upd += 1

@@ -75,8 +75,13 @@ def update_full(
     saved,
     undo_mu,
     undo_S,
+    sw,
+    out_mv,
 ):  # pragma: no cover - numba
-    """Predict-then-learn rows [start, stop) with full covariance (CW family only)."""
+    """Predict-then-learn rows [start, stop) with full covariance (CW family only);
+    ``sw`` and ``out_mv`` as in :func:`learners.linear._kernels.update_diag`."""
+    weighted = sw.shape[0] > 0
+    record = out_mv.shape[0] > 0
     binary = n_labels <= 2
     R = mu.shape[0]
     d = mu.shape[1]
@@ -120,7 +125,10 @@ def update_full(
         if pred == yi:
             correct += 1
         loss_sum += max(0.0, 1.0 - m)
-        alpha, beta, _kappa = step(algo, m, v, c, phi)
+        if record and binary:
+            out_mv[i, 0] = m
+            out_mv[i, 1] = v
+        alpha, beta, _kappa = step(algo, m, v, c, phi, sw[i] if weighted else 1.0)
         if alpha <= 0.0:
             continue
         n_upd += 1

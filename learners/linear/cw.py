@@ -23,6 +23,15 @@ below float64 resolution within a few thousand examples (0.49 at eta = 0.9; in
 100-digit arithmetic the algorithm is no better). See docs/cw-a9a.md. SCW-I/II are
 its soft-margin repair.
 
+Importance weights (``update(..., sample_weight=h)``, h > 0): α → min(h, 1)·α, with
+√u and β (κ for the diagonal) computed from the scaled α, i.e. a point on the path of
+exact CW solutions between "no update" (α = 0) and the full projection. CW has no
+loss term to weight (its constraint Pr[y w·x ≥ 0] ≥ η is hard); after one full-
+covariance step the constraint holds with equality, so k ≥ 1 repeats of an example
+are one step and a weight k ≥ 1 equals them; h < 1 is a partial step. (With the
+diagonal covariance a repeat still moves a little: 10% of max |μ| on a9a.) For
+weights above 1 to matter, use AROW or SCW.
+
 Hyperparameter: ``eta`` in (0.5, 1), default 0.9 (φ ≈ 1.2816).
 
 >>> from learners.features import Batch

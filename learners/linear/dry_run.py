@@ -33,11 +33,15 @@ __all__ = ["first_nonfinite_row"]
 
 
 def first_nonfinite_row(
-    clf: LinearClassifier, batch: Batch, labels: Sequence[Label] | np.ndarray
+    clf: LinearClassifier,
+    batch: Batch,
+    labels: Sequence[Label] | np.ndarray,
+    sample_weight: Sequence[float] | np.ndarray | None = None,
 ) -> int | None:
     """The first row of ``batch`` whose update would make ``clf``'s weights non-finite
-    (``clf`` is not changed), or None when ``clf.update(batch, labels)`` would succeed
-    on the current state. Malformed input raises as ``update`` does."""
+    (``clf`` is not changed), or None when ``clf.update(batch, labels, sample_weight)``
+    would succeed on the current state (the weights are part of the run: a huge one
+    that overflows the step is found here). Malformed input raises as ``update`` does."""
     _, ix, vs = clf._check_batch(batch)
     cov = clf._cov
     if ix.size >= clf.dim and (cov is None or cov.ndim == 2):
@@ -60,7 +64,7 @@ def first_nonfinite_row(
     twin.dim = k
     twin._restore(LinearState(list(clf.labels_), mu, cov, clf.n_seen_, clf.n_updates_))
     try:
-        twin.update(small, labels)
+        twin.update(small, labels, sample_weight)
     except NonFiniteWeightsError as e:
         return e.row
     return None

@@ -13,6 +13,8 @@ Used to place the anchor points of :class:`learners.llsvm.LLSVM`; the hot loops
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from learners.features import Batch
@@ -59,12 +61,17 @@ def kmeans(
     seed: int | np.random.Generator = 0,
     max_iter: int = 20,
     tol: float = 1e-4,
+    progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """Cluster centres ``(n_clusters, dim)`` of the rows of ``X``.
 
     Lloyd iterations stop after ``max_iter`` or when no centre moves by more than
     ``tol`` times the mean squared norm of the data. An empty cluster is re-seeded
     at the row currently farthest from its centre, so every centre stays in use.
+
+    ``progress(done, total)`` is called after the seeding (``done = 1``) and after
+    every Lloyd iteration, ``total = max_iter + 1``; an early stop reports
+    ``(total, total)`` so that a progress bar always ends full.
     """
     if n_clusters < 1:
         raise ValueError(f"n_clusters must be >= 1, got {n_clusters}")
@@ -72,8 +79,11 @@ def kmeans(
         raise ValueError(f"k-means needs at least {n_clusters} rows, got {X.n_rows}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     centres = _plusplus(X, n_clusters, rng)
+    total = max_iter + 1
+    if progress is not None:
+        progress(1, total)
     scale = float(np.dot(X.values, X.values)) / max(X.n_rows, 1)
-    for _ in range(max_iter):
+    for it in range(max_iter):
         labels, d2 = assign(X, centres)
         sums, counts = K.centre_sums(X.indptr, X.indices, X.values, labels, n_clusters, X.dim)
         new = centres.copy()
@@ -85,6 +95,9 @@ def kmeans(
             d2[far] = 0.0
         shift = float(np.max(np.sum((new - centres) ** 2, axis=1)))
         centres = new
-        if shift <= tol * scale:
+        converged = shift <= tol * scale
+        if progress is not None:
+            progress(total if converged else it + 2, total)
+        if converged:
             break
     return centres

@@ -27,6 +27,11 @@ anchors, 8 neighbours, 10 passes; test error) and switchable:
 - More neighbours help: 1.95 % with 10, 1.89 % with 12, 1.88 % with 16 (the
   paper reports 1.85 %); 8 stays the default for prediction speed.
 
+These constructor defaults are the MNIST-tuned ones; ``learnserve train llsvm``
+instead sizes ``n_anchors``, ``n_neighbours``, ``passes`` and ``normalize`` from the
+data by the rule of :mod:`learners.llsvm.defaults` (``resolve``), which gives
+exactly these values for MNIST and generalises to letter, USPS and smaller sets.
+
 W is trained in float64 and kept in float32 once fitted: scoring reads W rows
 of random anchors, and halving the bytes made scoring 1.5x faster; no argmax
 changed on the MNIST test set (score differences ~1e-6).
@@ -43,7 +48,7 @@ True
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,32 +58,21 @@ from learners import artifact
 from learners.features import Batch, FeatureError
 from learners.llsvm import _kernels as K
 from learners.llsvm.kmeans import kmeans
+from learners.llsvm.llsvm_params import checked_params
+from learners.params import EstimatorParams
 
 __all__ = ["LLSVM"]
 
 _WEIGHTINGS = {"inverse": K.INVERSE, "exponential": K.EXPONENTIAL, "relative": K.RELATIVE}
 _MULTICLASS = {"ovr": K.OVR, "crammer_singer": K.CRAMMER_SINGER}
-_ANCHORS = ("kmeans", "kmeans_per_class")
 
 Progress = Callable[[int, dict[str, float]], None]
+AnchorProgress = Callable[[int, int], None]
 
 
-def _check_int(name: str, v: Any, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
-
-
-def _check_pos(name: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-    return float(v)
-
-
-def _check_choice(name: str, v: Any, choices: Sequence[str]) -> str:
-    if v not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {v!r}")
-    return str(v)
+def _shifted(progress: AnchorProgress, offset: int, total: int) -> AnchorProgress:
+    """One k-means run's ``(done, its total)`` as a share of all the runs."""
+    return lambda done, _own_total: progress(offset + done, total)
 
 
 def _unit_rows(b: Batch) -> Batch:
@@ -90,7 +84,7 @@ def _unit_rows(b: Batch) -> Batch:
     return Batch(b.indptr, b.indices, b.values / np.repeat(norm, counts), b.dim)
 
 
-class LLSVM:
+class LLSVM(EstimatorParams):
     """Locally Linear SVM classifier (dense features, any number of classes).
 
     Parameters
@@ -118,6 +112,7 @@ class LLSVM:
     """
 
     kind = "llsvm"
+    _estimator_type = "classifier"  # for scikit-learn (learners.params)
 
     def __init__(
         self,
@@ -138,57 +133,34 @@ class LLSVM:
         average: bool = True,
         seed: int = 0,
     ) -> None:
-        self.n_anchors = _check_int("n_anchors", n_anchors, 1)
-        self.n_neighbours = _check_int("n_neighbours", n_neighbours, 1)
-        if self.n_neighbours > self.n_anchors:
-            raise ValueError(
-                f"n_neighbours ({n_neighbours}) must not exceed n_anchors ({n_anchors})"
-            )
-        self.lam = _check_pos("lam", lam)
-        self.t0 = float(t0)
-        if not np.isfinite(self.t0) or self.t0 < 0:
-            raise ValueError(f"t0 must be a finite number >= 0, got {t0!r}")
-        self.skip = _check_int("skip", skip, 1)
-        self.passes = _check_int("passes", passes, 1)
-        self.weighting = _check_choice("weighting", weighting, tuple(_WEIGHTINGS))
-        self.beta = _check_pos("beta", beta)
-        self.multiclass = _check_choice("multiclass", multiclass, tuple(_MULTICLASS))
-        self.anchors = _check_choice("anchors", anchors, _ANCHORS)
-        self.kmeans_iter = _check_int("kmeans_iter", kmeans_iter, 0)
-        if not isinstance(fit_bias, bool):
-            raise ValueError(f"fit_bias must be a bool, got {fit_bias!r}")
+        # scikit-learn's rule: store every argument unchanged; check_params() (run by
+        # fit and from_bytes) validates them, so set_params and clone behave.
+        self.n_anchors = n_anchors
+        self.n_neighbours = n_neighbours
+        self.lam = lam
+        self.t0 = t0
+        self.skip = skip
+        self.passes = passes
+        self.weighting = weighting
+        self.beta = beta
+        self.multiclass = multiclass
+        self.anchors = anchors
+        self.kmeans_iter = kmeans_iter
         self.fit_bias = fit_bias
-        for name, v in (("normalize", normalize), ("average", average)):
-            if not isinstance(v, bool):
-                raise ValueError(f"{name} must be a bool, got {v!r}")
         self.normalize = normalize
         self.average = average
-        self.seed = _check_int("seed", seed, 0)
+        self.seed = seed
 
     # ------------------------------------------------------------------ params
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {
-            "n_anchors": self.n_anchors,
-            "n_neighbours": self.n_neighbours,
-            "lam": self.lam,
-            "t0": self.t0,
-            "skip": self.skip,
-            "passes": self.passes,
-            "weighting": self.weighting,
-            "beta": self.beta,
-            "multiclass": self.multiclass,
-            "anchors": self.anchors,
-            "kmeans_iter": self.kmeans_iter,
-            "fit_bias": self.fit_bias,
-            "normalize": self.normalize,
-            "average": self.average,
-            "seed": self.seed,
-        }
+    def check_params(self) -> dict[str, Any]:
+        """The hyperparameters, validated (``ValueError`` naming the first bad one) and
+        converted to the types the kernels are compiled for."""
+        return checked_params(self.get_params(deep=False))
 
     # ------------------------------------------------------------------ inputs
 
-    def _rows(self, X: Any, dim: int | None) -> Batch:
+    def _rows(self, X: Any, dim: int | None, p: dict[str, Any]) -> Batch:
         """CSR rows of ``X`` (ndarray, nested lists or Batch), checked for shape and finiteness."""
         if isinstance(X, Batch):
             b = X
@@ -205,7 +177,7 @@ class LLSVM:
                 raise FeatureError("X", "no examples")
             if dim is not None and arr.shape[1] != dim:
                 raise FeatureError("X", f"has {arr.shape[1]} features, the model expects {dim}")
-            ip, ix, vs, bad = K.dense_to_rows(np.ascontiguousarray(arr), self.normalize)
+            ip, ix, vs, bad = K.dense_to_rows(np.ascontiguousarray(arr), p["normalize"])
             if bad >= 0:
                 raise FeatureError(f"X[{bad}]", "a feature value is NaN or infinite")
             return Batch(ip, ix, vs, arr.shape[1])
@@ -213,7 +185,7 @@ class LLSVM:
             raise FeatureError("X", "no examples")
         if dim is not None and b.dim != dim:
             raise FeatureError("X", f"has {b.dim} features, the model expects {dim}")
-        return _unit_rows(b) if self.normalize else b
+        return _unit_rows(b) if p["normalize"] else b
 
     @staticmethod
     def _labels(y: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -242,69 +214,91 @@ class LLSVM:
 
     # ------------------------------------------------------------------ fit
 
-    def _place_anchors(self, X: Batch, yi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if self.anchors == "kmeans":
-            return kmeans(X, self.n_anchors, seed=rng, max_iter=self.kmeans_iter)
+    def _place_anchors(
+        self,
+        X: Batch,
+        yi: np.ndarray,
+        rng: np.random.Generator,
+        progress: AnchorProgress | None,
+        p: dict[str, Any],
+    ) -> np.ndarray:
+        """k-means centres; ``progress(done, total)`` counts seeding + Lloyd iterations
+        over all the k-means runs (one per class with ``"kmeans_per_class"``)."""
+        if p["anchors"] == "kmeans":
+            return kmeans(X, p["n_anchors"], seed=rng, max_iter=p["kmeans_iter"], progress=progress)
         n_classes = int(yi.max()) + 1
-        if self.n_anchors < n_classes:
+        if p["n_anchors"] < n_classes:
             raise ValueError(
                 f"anchors='kmeans_per_class' needs n_anchors >= the {n_classes} classes"
             )
         # Even split; the first (n_anchors mod K) classes get one more.
-        per = np.full(n_classes, self.n_anchors // n_classes)
-        per[: self.n_anchors % n_classes] += 1
+        per = np.full(n_classes, p["n_anchors"] // n_classes)
+        per[: p["n_anchors"] % n_classes] += 1
+        unit = p["kmeans_iter"] + 1
         parts = []
         for c in range(n_classes):
             rows = np.flatnonzero(yi == c)
             m = min(int(per[c]), rows.shape[0])
-            parts.append(kmeans(X.take(rows), m, seed=rng, max_iter=self.kmeans_iter))
+            step = None if progress is None else _shifted(progress, c * unit, n_classes * unit)
+            parts.append(
+                kmeans(X.take(rows), m, seed=rng, max_iter=p["kmeans_iter"], progress=step)
+            )
         return np.vstack(parts)
 
-    def fit(self, X: Any, y: Any, progress: Progress | None = None) -> LLSVM:
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        progress: Progress | None = None,
+        anchor_progress: AnchorProgress | None = None,
+    ) -> LLSVM:
         """Train on ``X`` (``(n, d)`` array or :class:`Batch`) and labels ``y``.
 
         ``progress(pass_index, metrics)`` is called after each pass with the
-        progressive ``train_error`` and ``hinge_loss`` of that pass and ``seconds``.
+        progressive ``train_error`` and ``hinge_loss`` of that pass and ``seconds``;
+        ``anchor_progress(done, total)`` during the k-means that places the anchors.
         """
-        Xb = self._rows(X, None)
+        p = self.check_params()  # before touching the data: a bad value fails fast
+        Xb = self._rows(X, None, p)
         classes, yi = self._labels(y, Xb.n_rows)
-        if Xb.n_rows < self.n_anchors:
-            raise ValueError(f"n_anchors ({self.n_anchors}) exceeds the {Xb.n_rows} examples")
-        rng = np.random.default_rng(self.seed)
+        n_anchors, n_neighbours = p["n_anchors"], p["n_neighbours"]
+        if Xb.n_rows < n_anchors:
+            raise ValueError(f"n_anchors ({n_anchors}) exceeds the {Xb.n_rows} examples")
+        rng = np.random.default_rng(p["seed"])
         start = time.perf_counter()
-        anchors = np.ascontiguousarray(self._place_anchors(Xb, yi, rng))
-        if anchors.shape[0] < self.n_neighbours:  # per-class k-means on tiny classes
+        anchors = np.ascontiguousarray(self._place_anchors(Xb, yi, rng, anchor_progress, p))
+        if anchors.shape[0] < n_neighbours:  # per-class k-means on tiny classes
             raise ValueError(
                 f"only {anchors.shape[0]} anchors could be placed, fewer than "
-                f"n_neighbours ({self.n_neighbours})"
+                f"n_neighbours ({n_neighbours})"
             )
         layout = self._anchor_layout(anchors)
-        nbr, gam = self._coordinates(Xb, layout)
+        nbr, gam = self._coordinates(Xb, layout, p)
         W = np.zeros((anchors.shape[0], Xb.dim, classes.shape[0]), dtype=np.float64)
         b = np.zeros((anchors.shape[0], classes.shape[0]), dtype=np.float64)
         t = 0
         self.history_: list[dict[str, float]] = []
         # Tail average: the mean of the end-of-pass iterates of the second half.
-        first_avg = self.passes // 2 if self.average else self.passes - 1
+        first_avg = p["passes"] // 2 if p["average"] else p["passes"] - 1
         W_sum, b_sum = np.zeros_like(W), np.zeros_like(b)
-        for p in range(self.passes):
+        for it in range(p["passes"]):
             order = rng.permutation(Xb.n_rows).astype(np.int64)
             t, mistakes, hinge = K.sgd_epoch(
                 Xb.indptr, Xb.indices, Xb.values, nbr, gam, yi, order, W, b,
-                t, self.lam, self.t0, self.skip, _MULTICLASS[self.multiclass], int(self.fit_bias),
+                t, p["lam"], p["t0"], p["skip"], _MULTICLASS[p["multiclass"]], int(p["fit_bias"]),
             )  # fmt: skip
             metrics = {
                 "train_error": mistakes / Xb.n_rows,
                 "hinge_loss": hinge / Xb.n_rows,
                 "seconds": time.perf_counter() - start,
             }
-            if p >= first_avg:
+            if it >= first_avg:
                 W_sum += W
                 b_sum += b
             self.history_.append(metrics)
             if progress is not None:
-                progress(p, metrics)
-        n_avg = self.passes - first_avg
+                progress(it, metrics)
+        n_avg = p["passes"] - first_avg
         # Served in float32 (see the module doc): scoring reads W rows at random
         # anchors, so halving the bytes speeds prediction up; scores move by ~1e-6.
         self.anchors_ = anchors
@@ -313,7 +307,9 @@ class LLSVM:
         self.W_ = (W_sum / n_avg).astype(np.float32)
         self.b_ = (b_sum / n_avg).astype(np.float32)
         self.t_ = int(t)
-        self.meta_: dict[str, Any] = {}  # free JSON notes saved with the model (e.g. input scale)
+        self._checked = p  # what the model was trained with (predict and to_bytes use these)
+        if not hasattr(self, "meta_"):
+            self.meta_: dict[str, Any] = {}  # free JSON notes saved with the model
         self.classes_ = classes
         self.n_features_ = Xb.dim
         return self
@@ -330,24 +326,26 @@ class LLSVM:
         return np.ascontiguousarray(a.T), np.einsum("ij,ij->i", a, a)
 
     def _coordinates(
-        self, Xb: Batch, layout: tuple[np.ndarray, np.ndarray]
+        self, Xb: Batch, layout: tuple[np.ndarray, np.ndarray], p: dict[str, Any]
     ) -> tuple[np.ndarray, np.ndarray]:
         nbr, gam, _ = K.nearest_anchors(
-            Xb.indptr, Xb.indices, Xb.values, layout[0], layout[1], self.n_neighbours,
-            _WEIGHTINGS[self.weighting], self.beta,
+            Xb.indptr, Xb.indices, Xb.values, layout[0], layout[1], p["n_neighbours"],
+            _WEIGHTINGS[p["weighting"]], p["beta"],
         )  # fmt: skip
         return nbr, gam
 
     def local_coordinates(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(anchor indices (n, k), gamma (n, k))`` of each row, nearest anchor first."""
         self._check_fitted()
-        return self._coordinates(self._rows(X, self.n_features_), self._layout)
+        p = self._checked
+        return self._coordinates(self._rows(X, self.n_features_, p), self._layout, p)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Class scores ``(n, n_classes)`` in the order of ``classes_``."""
         self._check_fitted()
-        Xb = self._rows(X, self.n_features_)
-        nbr, gam = self._coordinates(Xb, self._layout)
+        p = self._checked
+        Xb = self._rows(X, self.n_features_, p)
+        nbr, gam = self._coordinates(Xb, self._layout, p)
         return K.decision(Xb.indptr, Xb.indices, Xb.values, nbr, gam, self.W_, self.b_)
 
     def predict(self, X: Any) -> np.ndarray:
@@ -365,7 +363,7 @@ class LLSVM:
         self._check_fitted()
         is_str = self.classes_.dtype.kind == "U"
         params = {
-            **self.get_params(),
+            **self._checked,
             "classes": self.classes_.tolist(),
             "label_type": "str" if is_str else "int",
             "n_features": int(self.n_features_),
@@ -387,6 +385,7 @@ class LLSVM:
             n_features = p.pop("n_features")
             steps = p.pop("steps")
             model = cls(**p)
+            checked = model.check_params()
         except (KeyError, TypeError, ValueError) as exc:
             raise artifact.ArtifactError(f"llsvm artifact has bad params: {exc}") from None
         for key, v, lo in (("n_features", n_features, 1), ("steps", steps, 0)):
@@ -412,7 +411,7 @@ class LLSVM:
             anchors.shape != (n_a, n_features)
             or W.shape != (n_a, n_features, n_c)
             or b.shape != (n_a, n_c)
-            or n_a < model.n_neighbours
+            or n_a < checked["n_neighbours"]
             or anchors.dtype != np.float64
             or W.dtype != np.float32
             or b.dtype != np.float32
@@ -441,6 +440,7 @@ class LLSVM:
                 )
         model.anchors_, model.W_, model.b_, model.t_ = anchors, W, b, steps
         model._layout = layout
+        model._checked = checked
         model.classes_ = np.asarray(classes, dtype=np.int64 if want is int else str)
         model.n_features_ = n_features
         meta = dict(art.meta)

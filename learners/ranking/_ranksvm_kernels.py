@@ -144,8 +144,11 @@ def pegasos_pair(
     y: float,
     lam: float,
     projection: bool,
+    h: float,
 ) -> int:
-    """One Pegasos step on d = x_a - x_b with sign y; returns 1 if the hinge was active."""
+    """One Pegasos step on d = x_a - x_b with sign y and importance weight h (the
+    pair's loss counts h times, so its subgradient step is h times as long; the
+    regularisation shrink is not weighted); returns 1 if the hinge was active."""
     counters[0] += 1
     t = counters[0]
     eta = 1.0 / (lam * t)
@@ -166,7 +169,7 @@ def pegasos_pair(
     if margin < 1.0:
         active = 1
         s = state[0]
-        c = eta * y
+        c = eta * y * h
         wd = s * vd  # <w, d> after the shrink
         dd = diff_sqnorm(indptr, indices, values, a, b)
         state[1] = max(state[1] + 2.0 * c * wd + c * c * dd, 0.0)
@@ -207,6 +210,7 @@ def update_groups(
     seed: int,
     metric_k: int,
     ndcg_out: np.ndarray,
+    gw: np.ndarray,
 ) -> int:
     """Learn from each query group in order; ndcg_out[q] = NDCG@k of the pre-update scores
     (``progressive_ndcg``: exponential gain for graded relevance, else linear).
@@ -214,10 +218,13 @@ def update_groups(
     Pairs: all pairs (i < j, lexicographic) with different relevance when
     ``pairs_per_group < 0`` or the group has at most that many; otherwise
     ``pairs_per_group`` draws of (a uniform item a, a uniform item b among those
-    whose relevance differs from a's). Returns the number of active (updating) pairs.
+    whose relevance differs from a's). ``gw``: per-group importance weights (empty:
+    1.0 for every group). Returns the number of active (updating) pairs.
     """
     n_active = 0
+    weighted = gw.shape[0] > 0
     for q in range(offsets.shape[0] - 1):
+        h = gw[q] if weighted else 1.0
         lo = offsets[q]
         hi = offsets[q + 1]
         n = hi - lo
@@ -239,7 +246,7 @@ def update_groups(
                         y = 1.0 if rel[lo + i] > rel[lo + j] else -1.0
                         n_active += pegasos_pair(
                             v, state, counters, indptr, indices, values,
-                            lo + i, lo + j, y, lam, projection,
+                            lo + i, lo + j, y, lam, projection, h,
                         )  # fmt: skip
         else:
             for _ in range(pairs_per_group):
@@ -258,6 +265,7 @@ def update_groups(
                         k -= 1
                 y = 1.0 if rel[lo + a] > rel[lo + b] else -1.0
                 n_active += pegasos_pair(
-                    v, state, counters, indptr, indices, values, lo + a, lo + b, y, lam, projection
-                )
+                    v, state, counters, indptr, indices, values,
+                    lo + a, lo + b, y, lam, projection, h,
+                )  # fmt: skip
     return n_active

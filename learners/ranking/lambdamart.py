@@ -32,6 +32,14 @@ A remaining source of difference is an exact tie between two features whose
 partitions of a node's rows coincide: the gains then differ in the last bit and
 the tie can break the other way (seen once in 100 trees without bagging).
 
+Models trained by LightGBM itself are imported from its model text by
+:mod:`learners.ranking.lightgbm_import`; their nodes also carry LightGBM's
+``decision_type`` (missing-value rules, :mod:`learners.ranking.lightgbm_semantics`).
+
+Hyperparameters follow scikit-learn's rules (:mod:`learners.params`): ``__init__``
+stores them unchanged, ``fit``/``check_params`` validate them; ``fit`` takes the
+query groups as ``group_sizes`` or as one ``qid`` per row, and ``score`` is NDCG@10.
+
 Artifacts (kind ``"lambdamart"``) hold the trees as flat arrays (feature,
 threshold, left, right, leaf values, per-tree offsets); ``meta`` carries
 ``n_features`` and, from the CLI, ``index_base`` (1 when trained from 1-based
@@ -50,29 +58,39 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from learners import artifact
 from learners.features import Batch
+from learners.params import EstimatorParams
 from learners.ranking import _lambdamart_kernels as K
 from learners.ranking._ndcg_kernels import per_query_ndcg
 from learners.ranking.binning import BinMapper
 from learners.ranking.forest import check_trees, exit_leaf_tables
-from learners.ranking.ndcg import check_groups
+from learners.ranking.lambdamart_params import checked_params
+from learners.ranking.lightgbm_semantics import (
+    RuleColumns,
+    check_decision_type,
+    check_output_meta,
+    predict_rule_columns,
+)
+from learners.ranking.ndcg import check_groups, groups_from_qid, ndcg_at_k
 from learners.ranking.tree import TreeParams, grow_tree
 
 __all__ = ["LambdaMART"]
 
 _ARRAYS = ("feature", "threshold", "left", "right", "leaf_value", "node_off", "leaf_off")
+_LGB = "decision_type"  # per node, LightGBM's byte: present only in imported trees
 _CHUNK = 1 << 15
 _BLOCK = 64  # rows scored together: a 64-row column block of the used features stays in L2
 
 
 def _as_batch(X: Any, name: str = "X") -> Batch:
-    if isinstance(X, Batch):
-        return X
+    if isinstance(X, Batch) or hasattr(X, "tocsr"):  # scipy.sparse, as sklearn's CV slices it
+        return Batch.coerce(X, name)
     a = np.asarray(X, dtype=np.float64)
     if a.ndim != 2:
         raise ValueError(f"{name}: must be a Batch or a 2-d array, got shape {a.shape}")
@@ -107,7 +125,7 @@ def _check_labels(y: Any, n: int, name: str = "y") -> np.ndarray:
     return a
 
 
-class LambdaMART:
+class LambdaMART(EstimatorParams):
     """LambdaMART ranker (see the module docstring). Hyperparameters as in LightGBM."""
 
     kind = "lambdamart"
@@ -133,61 +151,41 @@ class LambdaMART:
         lightgbm_numerics: bool = True,
         seed: int = 0,
     ) -> None:
-        def need(ok: bool, name: str, what: str, v: Any) -> None:
-            if not ok:
-                raise ValueError(f"{name}: must be {what}, got {v!r}")
-
-        need(n_estimators >= 1, "n_estimators", ">= 1", n_estimators)
-        need(learning_rate > 0.0, "learning_rate", "> 0", learning_rate)
-        need(num_leaves >= 2, "num_leaves", ">= 2", num_leaves)
-        need(min_data_in_leaf >= 1, "min_data_in_leaf", ">= 1", min_data_in_leaf)
-        need(
-            min_sum_hessian_in_leaf >= 0, "min_sum_hessian_in_leaf", ">= 0", min_sum_hessian_in_leaf
-        )
-        need(lambda_l2 >= 0, "lambda_l2", ">= 0", lambda_l2)
-        need(0.0 < bagging_fraction <= 1.0, "bagging_fraction", "in (0, 1]", bagging_fraction)
-        need(bagging_freq >= 0, "bagging_freq", ">= 0", bagging_freq)
-        need(2 <= max_bin <= 65535, "max_bin", "in [2, 65535]", max_bin)
-        need(min_data_in_bin >= 1, "min_data_in_bin", ">= 1", min_data_in_bin)
-        need(sigma > 0, "sigma", "> 0", sigma)
-        need(truncation_level >= 1, "truncation_level", ">= 1", truncation_level)
-        need(
-            early_stopping_rounds is None or early_stopping_rounds >= 1,
-            "early_stopping_rounds", "None or >= 1", early_stopping_rounds,
-        )  # fmt: skip
-        need(
-            len(eval_at) >= 1 and all(k >= 1 for k in eval_at), "eval_at", "positive ints", eval_at
-        )
-        self.n_estimators = int(n_estimators)
-        self.learning_rate = float(learning_rate)
-        self.num_leaves = int(num_leaves)
-        self.min_data_in_leaf = int(min_data_in_leaf)
-        self.min_sum_hessian_in_leaf = float(min_sum_hessian_in_leaf)
-        self.lambda_l2 = float(lambda_l2)
-        self.bagging_fraction = float(bagging_fraction)
-        self.bagging_freq = int(bagging_freq)
-        self.max_bin = int(max_bin)
-        self.min_data_in_bin = int(min_data_in_bin)
-        self.sigma = float(sigma)
-        self.truncation_level = int(truncation_level)
-        self.lambdarank_norm = bool(lambdarank_norm)
+        # scikit-learn's rule: store every argument unchanged; check_params() (run by
+        # fit and from_bytes) validates them, so set_params and clone behave.
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_data_in_leaf = min_data_in_leaf
+        self.min_sum_hessian_in_leaf = min_sum_hessian_in_leaf
+        self.lambda_l2 = lambda_l2
+        self.bagging_fraction = bagging_fraction
+        self.bagging_freq = bagging_freq
+        self.max_bin = max_bin
+        self.min_data_in_bin = min_data_in_bin
+        self.sigma = sigma
+        self.truncation_level = truncation_level
+        self.lambdarank_norm = lambdarank_norm
         self.early_stopping_rounds = early_stopping_rounds
-        self.eval_at = [int(k) for k in eval_at]
-        self.hessian_counts = bool(hessian_counts)
-        self.lightgbm_numerics = bool(lightgbm_numerics)
-        self.seed = int(seed)
-        self.meta_: dict[str, Any] = {}
+        self.eval_at = eval_at
+        self.hessian_counts = hessian_counts
+        self.lightgbm_numerics = lightgbm_numerics
+        self.seed = seed
 
-    def get_params(self) -> dict[str, Any]:
-        return {
-            k: getattr(self, k)
-            for k in (
-                "n_estimators", "learning_rate", "num_leaves", "min_data_in_leaf",
-                "min_sum_hessian_in_leaf", "lambda_l2", "bagging_fraction", "bagging_freq",
-                "max_bin", "min_data_in_bin", "sigma", "truncation_level", "lambdarank_norm",
-                "early_stopping_rounds", "eval_at", "hessian_counts", "lightgbm_numerics", "seed",
-            )
-        }  # fmt: skip
+    def check_params(self) -> dict[str, Any]:
+        """The hyperparameters, validated (``ValueError`` naming the first bad one) and
+        converted to the types the kernels are compiled for."""
+        return checked_params(self.get_params(deep=False))
+
+    def get_metadata_routing(self) -> Any:
+        """For scikit-learn's metadata routing: ``fit`` and ``score`` take ``qid``.
+        (Only scikit-learn calls this, so only then is it imported.)"""
+        from sklearn.utils.metadata_routing import MetadataRequest
+
+        req = MetadataRequest(owner=type(self).__name__)
+        req.fit.add_request(param="qid", alias=True)
+        req.score.add_request(param="qid", alias=True)
+        return req
 
     # ------------------------------------------------------------------ training
 
@@ -195,20 +193,26 @@ class LambdaMART:
         self,
         X: Any,
         y: Any,
-        group_sizes: Any,
+        group_sizes: Any = None,
         valid: tuple[Any, Any, Any] | None = None,
         progress: Callable[[int, dict[str, float]], None] | None = None,
+        *,
+        qid: Any = None,
     ) -> LambdaMART:
-        """Train on query groups (consecutive rows). ``valid=(Xv, yv, gv)`` enables
-        per-iteration validation NDCG (``evals_result_``) and early stopping;
-        ``progress(iteration, metrics)`` is called after every tree."""
+        """Train on query groups of consecutive rows, given as ``group_sizes`` or as one
+        query id per row (``qid``, the form scikit-learn's cross-validation can split).
+        ``valid=(Xv, yv, gv)`` enables per-iteration validation NDCG (``evals_result_``)
+        and early stopping; ``progress(iteration, metrics)`` is called after every tree."""
+        p = SimpleNamespace(**self.check_params())
         Xb = _as_batch(X)
         n = Xb.n_rows
         yv = _check_labels(y, n)
-        g = check_groups(group_sizes, n)
+        if (group_sizes is None) == (qid is None):
+            raise ValueError("give the query groups as either group_sizes or qid (one of them)")
+        g = groups_from_qid(qid, n) if qid is not None else check_groups(group_sizes, n)
         offsets = np.concatenate([[0], np.cumsum(g)]).astype(np.int64)
         mapper = BinMapper(
-            self.max_bin, self.min_data_in_bin, seed=self.seed, min_split_data=self.min_data_in_leaf
+            p.max_bin, p.min_data_in_bin, seed=p.seed, min_split_data=p.min_data_in_leaf
         ).fit(Xb)
         data = mapper.transform(Xb)
         if valid is not None:
@@ -219,15 +223,13 @@ class LambdaMART:
             )
             v_data = mapper.transform(Xv)
             v_scores = np.zeros(Xv.n_rows)
-        imd = K.inverse_max_dcg(yv, offsets, self.truncation_level)
-        sig_table = (
-            K.sigmoid_table(self.sigma, _SIGMOID_BINS) if self.lightgbm_numerics else np.zeros(0)
-        )
+        imd = K.inverse_max_dcg(yv, offsets, p.truncation_level)
+        sig_table = K.sigmoid_table(p.sigma, _SIGMOID_BINS) if p.lightgbm_numerics else np.zeros(0)
         params = TreeParams(
-            self.num_leaves, self.min_data_in_leaf, self.min_sum_hessian_in_leaf,
-            self.lambda_l2, self.learning_rate, self.hessian_counts,
+            p.num_leaves, p.min_data_in_leaf, p.min_sum_hessian_in_leaf,
+            p.lambda_l2, p.learning_rate, p.hessian_counts,
         )  # fmt: skip
-        bag_states = _bagging_states(self.seed, n)
+        bag_states = _bagging_states(p.seed, n)
         scores = np.zeros(n)
         grad = np.zeros(n)
         hess = np.zeros(n)
@@ -236,17 +238,13 @@ class LambdaMART:
         trees: list[tuple[np.ndarray, ...]] = []
         self.evals_result_: list[dict[str, float]] = []
         best, best_it = -np.inf, 0
-        for it in range(self.n_estimators):
+        for it in range(p.n_estimators):
             K.lambda_gradients(
-                scores, yv, offsets, imd, self.sigma, self.truncation_level,
-                self.lambdarank_norm, grad, hess, sig_table, self.lightgbm_numerics,
+                scores, yv, offsets, imd, p.sigma, p.truncation_level,
+                p.lambdarank_norm, grad, hess, sig_table, p.lightgbm_numerics,
             )  # fmt: skip
-            if (
-                self.bagging_freq > 0
-                and self.bagging_fraction < 1.0
-                and it % self.bagging_freq == 0
-            ):
-                bag = K.bernoulli_bag(bag_states, n, self.bagging_fraction, _BAG_BLOCK)
+            if p.bagging_freq > 0 and p.bagging_fraction < 1.0 and it % p.bagging_freq == 0:
+                bag = K.bernoulli_bag(bag_states, n, p.bagging_fraction, _BAG_BLOCK)
             t = grow_tree(bag, data, mapper, grad, hess, params)
             if t.n_leaves <= 1:
                 break  # as LightGBM: no leaf meets the split requirements any more
@@ -260,21 +258,23 @@ class LambdaMART:
             metrics: dict[str, float] = {}
             if valid is not None:
                 self._add_binned(t, v_data, mapper, np.arange(Xv.n_rows), v_scores)
-                for k in self.eval_at:
+                for k in p.eval_at:
                     metrics[f"ndcg@{k}"] = float(np.mean(per_query_ndcg(v_scores, v_y, v_off, k)))
                 self.evals_result_.append(metrics)
             if progress is not None:
                 progress(it + 1, metrics)
-            if valid is not None and self.early_stopping_rounds is not None:
-                m = metrics[f"ndcg@{self.eval_at[-1]}"]
+            if valid is not None and p.early_stopping_rounds is not None:
+                m = metrics[f"ndcg@{p.eval_at[-1]}"]
                 if m > best:
                     best, best_it = m, it + 1
-                elif it + 1 - best_it >= self.early_stopping_rounds:
+                elif it + 1 - best_it >= p.early_stopping_rounds:
                     break
-        if valid is not None and self.early_stopping_rounds is not None and best_it > 0:
+        if valid is not None and p.early_stopping_rounds is not None and best_it > 0:
             trees = trees[:best_it]
         self.best_iteration_ = len(trees)
         self.n_features_ = int(Xb.dim)
+        if not hasattr(self, "meta_"):
+            self.meta_: dict[str, Any] = {}  # free-form facts saved with the model
         self._set_trees(trees)
         return self
 
@@ -303,11 +303,16 @@ class LambdaMART:
     def _compact(self) -> None:
         # Scoring densifies rows; only the features some tree tests need a column.
         T = self.trees_
-        used = np.unique(T["feature"])
+        # Imported LightGBM trees: each node reads a rule column (its feature with NaN
+        # and 0.0 mapped as LightGBM's missing-value rules say), see lightgbm_semantics.
+        self._rules = RuleColumns(T["feature"], T["decision_type"]) if _LGB in T else None
+        used = np.unique(T["feature"]) if self._rules is None else self._rules.used
         self._used = used.astype(np.int64)
         self._remap = np.full(self.n_features_, -1, dtype=np.int64)
         self._remap[used] = np.arange(used.shape[0])
         self._local_feature = self._remap[T["feature"]].astype(np.int32)
+        if self._rules is not None:
+            self._local_feature = self._rules.node_column
         self._n_used = int(used.shape[0])
         self._elim, self._inorder = exit_leaf_tables(T)
 
@@ -326,6 +331,8 @@ class LambdaMART:
         if not hasattr(self, "trees_"):
             raise RuntimeError("LambdaMART is not fitted: call fit() or from_bytes() first")
         T = self.trees_
+        if hasattr(X, "tocsr"):  # scipy.sparse
+            X = Batch.coerce(X)
         if isinstance(X, Batch):
             n = X.n_rows
         else:
@@ -337,6 +344,9 @@ class LambdaMART:
                 )
             n = A.shape[0]
         out = np.empty(n)
+        if self._rules is not None:
+            predict_rule_columns(self, X if isinstance(X, Batch) else A, out)
+            return out
         if self._elim is not None:
             qs = (self._local_feature, T["threshold"], self._elim, T["node_off"], T["leaf_off"])
             if isinstance(X, Batch):
@@ -361,6 +371,15 @@ class LambdaMART:
             K.predict_dense(block, *args, *offs, out[a:b])
         return out
 
+    def score(self, X: Any, y: Any, qid: Any = None, group_sizes: Any = None) -> float:
+        """Mean NDCG@10 (LightGBM's definition) on query groups given by ``qid`` (one id
+        per row) or ``group_sizes``: the default score of scikit-learn's model selection."""
+        s = self.predict(X)
+        if (group_sizes is None) == (qid is None):
+            raise ValueError("give the query groups as either group_sizes or qid (one of them)")
+        g = groups_from_qid(qid, s.shape[0]) if qid is not None else group_sizes
+        return ndcg_at_k(s, np.asarray(y, dtype=np.float64), g, 10)
+
     def rank(self, X: Any, group_sizes: Any) -> list[np.ndarray]:
         """Per query group, row indices (within the group) best first; ties keep input order."""
         s = self.predict(X)
@@ -374,9 +393,9 @@ class LambdaMART:
         meta = {
             "n_features": self.n_features_,
             "best_iteration": self.best_iteration_,
-            **self.meta_,
+            **getattr(self, "meta_", {}),
         }
-        return artifact.dumps(self.kind, self.get_params(), self.trees_, meta)
+        return artifact.dumps(self.kind, self.check_params(), self.trees_, meta)
 
     @classmethod
     def from_bytes(cls, blob: bytes, *, max_bytes: int | None = None) -> LambdaMART:
@@ -385,6 +404,7 @@ class LambdaMART:
         art = artifact.loads(blob, expected_kind=cls.kind, max_bytes=max_bytes)
         try:
             m = cls(**art.params)
+            m.check_params()
         except (TypeError, ValueError) as exc:
             raise artifact.ArtifactError(f"lambdamart artifact has bad params: {exc}") from None
         n_features = art.meta.get("n_features")
@@ -405,6 +425,20 @@ class LambdaMART:
         m.meta_ = {k: v for k, v in art.meta.items() if k not in ("n_features", "best_iteration")}
         m.trees_ = {k: art.array(k) for k in _ARRAYS}
         check_trees(m.trees_, m.n_features_)
+        if _LGB in art.arrays:
+            dt = art.arrays[_LGB]
+            if dt.dtype != np.uint8 or dt.shape != m.trees_["feature"].shape:
+                raise artifact.ArtifactError(
+                    f"lambdamart artifact: array {_LGB!r} must be uint8 with one entry per "
+                    f"node, got {dt.dtype} shape {dt.shape}"
+                )
+            why = check_decision_type(dt)
+            if why is not None:
+                raise artifact.ArtifactError(f"lambdamart artifact: {_LGB}: {why}")
+            m.trees_[_LGB] = dt
+        why = check_output_meta(m.meta_)
+        if why is not None:
+            raise artifact.ArtifactError(f"lambdamart artifact: {why}")
         # _compact allocates a feature map of n_features int64 and per-node tables
         nn, nl = m.trees_["feature"].shape[0], m.trees_["leaf_value"].shape[0]
         need = sum(a.nbytes for a in m.trees_.values()) + 8 * n_features + 12 * nn + 8 * nl

@@ -24,7 +24,7 @@ import numpy as np
 
 from learners.ranking._ndcg_kernels import per_query_ndcg
 
-__all__ = ["check_groups", "ndcg_at_k", "ndcg_per_query"]
+__all__ = ["check_groups", "groups_from_qid", "ndcg_at_k", "ndcg_by_qid", "ndcg_per_query"]
 
 
 def check_groups(group_sizes: object, n_rows: int, name: str = "group_sizes") -> np.ndarray:
@@ -45,6 +45,33 @@ def check_groups(group_sizes: object, n_rows: int, name: str = "group_sizes") ->
             f"{name}: group sizes add up to {int(g.sum())}, but there are {n_rows} rows"
         )
     return g
+
+
+def groups_from_qid(qid: object, n_rows: int, name: str = "qid") -> np.ndarray:
+    """Group sizes from one query id per row; a query's rows must be consecutive (as in
+    LightGBM and in SVMlight ``qid:`` files), so ``[7, 7, 3, 7]`` is refused."""
+    q = np.asarray(qid)
+    if q.shape != (n_rows,):
+        raise ValueError(f"{name}: expected one query id per row ({n_rows}), got shape {q.shape}")
+    if n_rows == 0:
+        raise ValueError(f"{name}: there are no rows")
+    starts = np.flatnonzero(np.concatenate([[True], q[1:] != q[:-1]]))
+    if np.unique(q[starts]).shape[0] != starts.shape[0]:
+        _, first = np.unique(q[starts], return_index=True)
+        again = int(starts[np.setdiff1d(np.arange(starts.shape[0]), first)[0]])
+        raise ValueError(
+            f"{name}[{again}]: query {q[again]!r} appears again after other queries; "
+            "the rows of a query must be consecutive"
+        )
+    return np.diff(np.append(starts, n_rows)).astype(np.int64)
+
+
+def ndcg_by_qid(y_true: object, y_score: object, *, qid: object, k: int = 10) -> float:
+    """Mean NDCG@k with queries given as one id per row: the signature of a
+    scikit-learn score function, e.g.
+    ``make_scorer(ndcg_by_qid, k=10).set_score_request(qid=True)``."""
+    s = np.asarray(y_score, dtype=np.float64)
+    return ndcg_at_k(s, np.asarray(y_true, dtype=np.float64), groups_from_qid(qid, s.shape[0]), k)
 
 
 def ndcg_per_query(

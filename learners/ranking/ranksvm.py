@@ -16,6 +16,14 @@ that many; otherwise ``pairs_per_group`` sampled pairs drawn with a counter-base
 SplitMix64 generator whose counter is part of the state: save -> load -> continue
 is bit-exact, and an ``update`` on many groups equals a loop of single-group updates.
 
+Importance weights: a query group may carry a weight h > 0 (``group_weight``). Its
+pairs' hinge losses count h times in the Pegasos objective
+λ/2‖w‖² + Σ h·max(0, 1 − y⟨w, d⟩), so each active pair's subgradient step is
+``eta * h * y * d``; the shrink (the regulariser's step) and the step counter t are
+not weighted. For an integer h = k this is the first-order (one subgradient, k times
+as long) version of k copies of the pair, as Pegasos' mini-batch step weighs k equal
+examples; h = 1 (or none) is the unweighted learner bit for bit.
+
 >>> import numpy as np
 >>> from learners.features import Batch
 >>> m = RankSVM(dim=2, lam=0.01, seed=0)
@@ -39,9 +47,11 @@ import numpy as np
 
 from learners import artifact
 from learners.base import UpdateResult, digest_arrays
-from learners.features import Batch, FeatureError
+from learners.feature_names import FeatureNames, artifact_extras, read_extras
+from learners.features import Batch, FeatureError, FeatureSpec
 from learners.ranking import _ranksvm_kernels as K
 from learners.ranking.ndcg import check_groups
+from learners.weights import check_sample_weight
 
 __all__ = ["RankSVM", "make_ranker"]
 
@@ -115,6 +125,9 @@ class RankSVM:
         self.v_ = np.zeros(self.dim)
         self.state_ = np.array([1.0, 0.0])  # [scale s, ||w||^2]
         self.counters_ = np.zeros(2, dtype=np.int64)  # [Pegasos step t, RNG counter]
+        # what the examples were (kept in artifacts, not part of the learned state)
+        self.features_: FeatureSpec | None = None
+        self.feature_names_: FeatureNames | None = None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -141,8 +154,11 @@ class RankSVM:
             )
             raise FeatureError(f"examples[{row}].x", "value is not finite")
 
-    def update(self, batch: Batch, relevance: Any, groups: Any = None) -> UpdateResult:
-        """Learn from consecutive query groups (``groups`` = their sizes; default: one group).
+    def update(
+        self, batch: Batch, relevance: Any, groups: Any = None, group_weight: Any = None
+    ) -> UpdateResult:
+        """Learn from consecutive query groups (``groups`` = their sizes; default: one group;
+        ``group_weight``: an optional importance weight per group, finite and > 0).
 
         Everything is validated first; on error nothing changes. ``metric_sum`` is
         the sum of the per-group NDCG@10 of the scores *before* learning from the
@@ -157,6 +173,11 @@ class RankSVM:
             g = check_groups([n] if groups is None else groups, n, "groups")
         except ValueError as exc:
             raise FeatureError("groups", str(exc).partition(": ")[2] or str(exc)) from None
+        try:
+            gw = check_sample_weight(group_weight, int(g.shape[0]), "group_weight")
+        except ValueError as exc:
+            loc, _, problem = str(exc).partition(": ")
+            raise FeatureError(loc, problem) from None
         offsets = np.zeros(g.shape[0] + 1, dtype=np.int64)
         np.cumsum(g, out=offsets[1:])
         ndcg = np.zeros(g.shape[0])
@@ -167,7 +188,7 @@ class RankSVM:
         active = K.update_groups(
             self.v_, self.state_, self.counters_, batch.indptr, batch.indices, batch.values,
             rel, offsets, self.lam, -1 if self.pairs_per_group is None else self.pairs_per_group,
-            self.projection, self.seed, _METRIC_K, ndcg,
+            self.projection, self.seed, _METRIC_K, ndcg, gw,
         )  # fmt: skip
         if not (np.all(np.isfinite(self.state_)) and np.all(np.isfinite(self.v_))):
             self.v_, self.state_, self.counters_ = saved
@@ -181,7 +202,9 @@ class RankSVM:
             applied=n, updates=int(active), metric_sum=metric, n_groups=int(g.shape[0])
         )
 
-    def first_nonfinite_group(self, batch: Batch, relevance: Any, groups: Any = None) -> int | None:
+    def first_nonfinite_group(
+        self, batch: Batch, relevance: Any, groups: Any = None, group_weight: Any = None
+    ) -> int | None:
         """A dry run of ``update`` on a copy of the state (this model is not changed):
         the index of the first group whose learning would make the weights non-finite,
         or None when the whole batch can be learned. Malformed input raises as ``update``.
@@ -191,19 +214,22 @@ class RankSVM:
         groups) to find the group.
         """
         try:
-            self._copy().update(batch, relevance, groups)
+            self._copy().update(batch, relevance, groups, group_weight)
             return None
         except FloatingPointError:
             pass
         n = batch.n_rows
         rel = _check_relevance(relevance, n)
         g = check_groups([n] if groups is None else groups, n, "groups")
+        gw = check_sample_weight(group_weight, int(g.shape[0]), "group_weight")
         trial = self._copy()
         start = 0
         for q, size in enumerate(g.tolist()):
             rows = np.arange(start, start + size)
             try:
-                trial.update(batch.take(rows), rel[rows])
+                trial.update(
+                    batch.take(rows), rel[rows], None, None if gw.size == 0 else gw[q : q + 1]
+                )
             except FloatingPointError:
                 return q
             start += size
@@ -275,28 +301,84 @@ class RankSVM:
     def state_digest(self) -> str:
         return digest_arrays(self.v_, self.state_, self.counters_, self.dim, self.params)
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, meta: dict[str, Any] | None = None) -> bytes:
+        """The model as an artifact (kind ``"ranksvm"``), with ``features_`` and
+        ``feature_names_`` when set; ``meta`` adds JSON fields to its ``meta``."""
+        return self._dumps(meta, artifact_extras(self.features_, self.feature_names_))
+
+    def snapshot(self, meta: dict[str, Any] | None = None) -> Any:
+        """Copy the state now; the returned function serialises the copy (``to_bytes``'
+        bytes of this moment), e.g. in a worker thread while updates go on."""
+        twin = self._copy()
+        extras = artifact_extras(self.features_, self.feature_names_)  # replaced, not mutated
+        return lambda: twin._dumps(meta, extras)
+
+    def _dumps(
+        self,
+        meta: dict[str, Any] | None,
+        extras: tuple[dict[str, Any], dict[str, np.ndarray]],
+    ) -> bytes:
         # v is stored sparsely (bit-pattern non-zeros, so -0.0 survives) to keep
         # checkpoints of 2**20-dim models small.
         nz = np.flatnonzero(self.v_.view(np.uint64) != 0)
         arrays = {"v_index": nz.astype(np.int64), "v_value": self.v_[nz],
                   "state": self.state_, "counters": self.counters_}  # fmt: skip
-        return artifact.dumps(self.kind, {"dim": self.dim, **self.params}, arrays)
+        own_meta, own_arrays = extras
+        return artifact.dumps(
+            self.kind,
+            {"dim": self.dim, **self.params},
+            {**arrays, **own_arrays},
+            {**own_meta, **(meta or {})},
+        )
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> RankSVM:
-        art = artifact.loads(blob, expected_kind=cls.kind)
+    def from_bytes(cls, blob: bytes, *, max_bytes: int | None = None) -> RankSVM:
+        art = artifact.loads(blob, expected_kind=cls.kind, max_bytes=max_bytes)
+        return cls.from_artifact(art, max_bytes=max_bytes)
+
+    @classmethod
+    def from_artifact(cls, art: artifact.Artifact, *, max_bytes: int | None = None) -> RankSVM:
+        """The model an :class:`~learners.artifact.Artifact` of kind ``"ranksvm"`` holds
+        (``max_bytes``: the memory its weight vector may take, checked first)."""
+        if art.kind != cls.kind:
+            raise artifact.ArtifactError(f"artifact holds a {art.kind!r} model, expected 'ranksvm'")
         try:
+            dim = art.params.get("dim")
+            if isinstance(dim, int) and not isinstance(dim, bool):  # checked before allocating
+                artifact.memory_budget("params.dim", 8 * dim, max_bytes)
             m = cls(**art.params)
         except (TypeError, ValueError) as exc:
+            if isinstance(exc, artifact.ArtifactError):
+                raise
             raise artifact.ArtifactError(f"ranksvm artifact has bad params: {exc}") from None
         idx, val = art.array("v_index"), art.array("v_value")
         state, counters = art.array("state"), art.array("counters")
+        if (
+            idx.dtype.kind not in "iu"
+            or counters.dtype.kind not in "iu"
+            or not (val.dtype.kind == "f" and state.dtype.kind == "f")
+        ):
+            raise artifact.ArtifactError(
+                "ranksvm artifact arrays have wrong dtypes (v_index, counters: integers; "
+                "v_value, state: floats)"
+            )
         if (
             idx.shape != val.shape or idx.ndim != 1 or state.shape != (2,) or counters.shape != (2,)
             or (idx.size and (idx.min() < 0 or idx.max() >= m.dim))
         ):  # fmt: skip
             raise artifact.ArtifactError("ranksvm artifact arrays have inconsistent shapes")
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = float(state[0]) * val.astype(np.float64)
+        if not (np.isfinite(w).all() and np.isfinite(state).all()) or not (
+            state[0] > 0 and state[1] >= 0
+        ):
+            raise artifact.ArtifactError(
+                "ranksvm artifact holds non-finite weights or a bad state (scale > 0, |w|^2 >= 0)"
+            )
+        try:
+            m.features_, m.feature_names_ = read_extras(art.meta, art.arrays, m.dim)
+        except ValueError as exc:
+            raise artifact.ArtifactError(f"ranksvm artifact: {exc}") from None
         m.v_[idx] = val
         m.state_ = state.astype(np.float64)
         m.counters_ = counters.astype(np.int64)

@@ -260,8 +260,12 @@ def grow_tree(
     max_newton,
     max_inner,
     seed,
+    done,
 ):
     """Grow one tree on all rows. Nodes are numbered in creation order (children > parent).
+
+    ``done`` (int64, 2) counts, as the tree grows, the rows settled in leaves and the
+    nodes processed: another thread reads it to show progress inside a tree.
 
     Returns ``(child_pos, child_neg, w_ptr, w_idx, w_val, intercept, leaf_ptr,
     leaf_lab, leaf_val)``; a leaf has ``child_pos == child_neg == -1``.
@@ -374,6 +378,8 @@ def grow_tree(
             leaf_lab[nleaf : nleaf + labs.shape[0]] = labs
             leaf_val[nleaf : nleaf + labs.shape[0]] = lvals
             nleaf += labs.shape[0]
+            done[0] += b - a
+        done[1] += 1
         w_ptr[node + 1] = nw
         leaf_ptr[node + 1] = nleaf
         node += 1

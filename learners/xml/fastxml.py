@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -55,29 +55,16 @@ import numpy as np
 
 from learners import artifact
 from learners.features import Batch
+from learners.params import EstimatorParams
 from learners.xml import _kernels as K
 from learners.xml import _predict_kernels as P
 from learners.xml._io import TREE_ARRAYS, LabelSets, labels_to_csr, validate_tree_arrays
+from learners.xml.fastxml_params import checked_jobs, checked_params
 
 __all__ = ["FastXML"]
 
 
-def _positive_int(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
-
-
-def _positive_float(name: str, v: Any, allow_zero: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float | np.floating):
-        raise ValueError(f"{name} must be a number, got {v!r}")
-    f = float(v)
-    if not np.isfinite(f) or f < 0 or (f == 0 and not allow_zero):
-        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'} and finite, got {v!r}")
-    return f
-
-
-class FastXML:
+class FastXML(EstimatorParams):
     """FastXML multi-label tree ensemble. ``fit(X, Y)``, ``predict_topk(X, k)``."""
 
     kind = "fastxml"
@@ -102,54 +89,31 @@ class FastXML:
         n_jobs: int | None = None,
         label_names: Sequence[str] | None = None,
     ) -> None:
-        self.n_trees = _positive_int("n_trees", n_trees)
-        self.max_leaf = _positive_int("max_leaf", max_leaf)
-        self.labels_per_leaf = _positive_int("labels_per_leaf", labels_per_leaf)
-        self.c_delta = _positive_float("c_delta", c_delta)
-        self.c_rank = _positive_float("c_rank", c_rank, allow_zero=True)
-        if not isinstance(balance, bool):
-            raise ValueError(f"balance must be a bool, got {balance!r}")
+        # scikit-learn's rule: store every argument unchanged; check_params() (run by
+        # fit and from_bytes) validates them, so set_params and clone behave.
+        self.n_trees = n_trees
+        self.max_leaf = max_leaf
+        self.labels_per_leaf = labels_per_leaf
+        self.c_delta = c_delta
+        self.c_rank = c_rank
         self.balance = balance
-        self.bias = _positive_float("bias", bias, allow_zero=True)
-        self.ndcg_depth = None if ndcg_depth is None else _positive_int("ndcg_depth", ndcg_depth)
-        self.max_outer_iter = _positive_int("max_outer_iter", max_outer_iter)
-        self.max_partition_iter = _positive_int("max_partition_iter", max_partition_iter)
-        self.tol = _positive_float("tol", tol)
-        self.max_newton_iter = _positive_int("max_newton_iter", max_newton_iter)
-        self.max_inner_iter = _positive_int("max_inner_iter", max_inner_iter)
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.seed = int(seed)
-        self.n_jobs = None if n_jobs is None else _positive_int("n_jobs", n_jobs)
-        if label_names is not None:
-            label_names = list(label_names)
-            if not all(isinstance(s, str) for s in label_names):
-                raise ValueError("label_names must be a list of strings")
+        self.bias = bias
+        self.ndcg_depth = ndcg_depth
+        self.max_outer_iter = max_outer_iter
+        self.max_partition_iter = max_partition_iter
+        self.tol = tol
+        self.max_newton_iter = max_newton_iter
+        self.max_inner_iter = max_inner_iter
+        self.seed = seed
+        self.n_jobs = n_jobs
         self.label_names = label_names
-        # free-form JSON facts saved with the model (e.g. index_base, train_file)
-        self.meta_: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ params
 
-    def get_params(self) -> dict[str, Any]:
-        return {
-            "n_trees": self.n_trees,
-            "max_leaf": self.max_leaf,
-            "labels_per_leaf": self.labels_per_leaf,
-            "c_delta": self.c_delta,
-            "c_rank": self.c_rank,
-            "balance": self.balance,
-            "bias": self.bias,
-            "ndcg_depth": self.ndcg_depth,
-            "max_outer_iter": self.max_outer_iter,
-            "max_partition_iter": self.max_partition_iter,
-            "tol": self.tol,
-            "max_newton_iter": self.max_newton_iter,
-            "max_inner_iter": self.max_inner_iter,
-            "seed": self.seed,
-            "n_jobs": self.n_jobs,
-            "label_names": self.label_names,
-        }
+    def check_params(self) -> dict[str, Any]:
+        """The hyperparameters, validated (``ValueError`` naming the first bad one) and
+        converted to the types the kernels are compiled for."""
+        return checked_params(self.get_params(deep=False))
 
     # ------------------------------------------------------------------ fit
 
@@ -160,31 +124,35 @@ class FastXML:
         *,
         n_labels: int | None = None,
         progress: Callable[[int], None] | None = None,
+        step_progress: Callable[[int, int, int], None] | None = None,
     ) -> FastXML:
         """Grow ``n_trees`` trees. ``Y[i]`` lists the labels (ints in ``[0, n_labels)``) of
         row ``i``, or ``Y`` is a label matrix as a :class:`Batch` (``dim = n_labels``).
 
-        ``progress(t)`` is called (on the calling thread) as tree ``t`` finishes.
+        ``progress(t)`` is called (on the calling thread) as tree ``t`` finishes;
+        ``step_progress(settled, total, nodes)`` every ~0.2 s while trees grow, with the
+        rows settled in leaves so far over all trees, ``total = n_trees * n_rows``, and
+        the nodes grown (a tree takes seconds on a big data set: this moves meanwhile).
         Trees grow on ``n_jobs`` threads (default: all cores); the kernels release
         the GIL, and each tree has its own seed, so the result does not depend on
         ``n_jobs``.
         """
-        if not isinstance(X, Batch):
-            raise TypeError(f"X must be a learners.features.Batch, got {type(X).__name__}")
+        p = self.check_params()  # before touching the data: a bad value fails fast
+        X = Batch.coerce(X)  # scipy.sparse / ndarray rows too (scikit-learn's CV slices those)
         if X.n_rows < 1:
             raise ValueError("X has no rows")
         y_ptr, y_idx, y_val, n_lab = labels_to_csr(Y, X.n_rows, n_labels)
-        if self.label_names is not None and len(self.label_names) != n_lab:
-            raise ValueError(
-                f"label_names has {len(self.label_names)} names but there are {n_lab} labels"
-            )
-        depth = n_lab if self.ndcg_depth is None else min(self.ndcg_depth, n_lab)
+        names = p["label_names"]
+        if names is not None and len(names) != n_lab:
+            raise ValueError(f"label_names has {len(names)} names but there are {n_lab} labels")
+        depth = n_lab if p["ndcg_depth"] is None else min(p["ndcg_depth"], n_lab)
         # I_L(y_i) = 1 / sum_{l <= min(L, |y_i|)} 1/log2(1 + l); 0 for a point without labels
         csum = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(2, depth + 2)))])
         counts = np.minimum(np.diff(y_ptr), depth)
         pw = np.zeros(X.n_rows)
         pw[counts > 0] = 1.0 / csum[counts[counts > 0]]
-        seeds = np.random.SeedSequence(self.seed).generate_state(self.n_trees, dtype=np.uint64)
+        seeds = np.random.SeedSequence(p["seed"]).generate_state(p["n_trees"], dtype=np.uint64)
+        done = np.zeros((p["n_trees"], 2), dtype=np.int64)  # per tree: rows in leaves, nodes
 
         def grow(t: int) -> tuple[np.ndarray, ...]:
             return K.grow_tree(
@@ -197,38 +165,49 @@ class FastXML:
                 y_val,
                 n_lab,
                 pw,
-                self.max_leaf,
-                self.labels_per_leaf,
+                p["max_leaf"],
+                p["labels_per_leaf"],
                 depth,
-                self.c_delta,
-                self.c_rank,
-                self.balance,
-                self.bias,
-                self.max_partition_iter,
-                self.max_outer_iter,
-                self.tol,
-                self.max_newton_iter,
-                self.max_inner_iter,
+                p["c_delta"],
+                p["c_rank"],
+                p["balance"],
+                p["bias"],
+                p["max_partition_iter"],
+                p["max_outer_iter"],
+                p["tol"],
+                p["max_newton_iter"],
+                p["max_inner_iter"],
                 np.uint64(seeds[t]),
+                done[t],
             )
 
-        jobs = self.n_jobs or os.cpu_count() or 1
+        def report() -> None:
+            if step_progress is not None:
+                totals = done.sum(axis=0)
+                step_progress(int(totals[0]), p["n_trees"] * X.n_rows, int(totals[1]))
+
+        jobs = p["n_jobs"] or os.cpu_count() or 1
         trees: list[tuple[np.ndarray, ...]] = []
-        if jobs == 1:
-            for t in range(self.n_trees):
+        if jobs == 1 and step_progress is None:
+            for t in range(p["n_trees"]):
                 trees.append(grow(t))
                 if progress is not None:
                     progress(t)
-        else:
+        else:  # trees on threads; this one reports (step_progress needs it free)
             with ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(grow, t) for t in range(self.n_trees)]
+                futures = [pool.submit(grow, t) for t in range(p["n_trees"])]
                 for t, fut in enumerate(futures):  # in tree order, as each one is ready
+                    while step_progress is not None and not wait([fut], timeout=0.2)[0]:
+                        report()
                     trees.append(fut.result())
                     if progress is not None:
                         progress(t)
+                    report()
         self._set_trees(trees)
         self.n_features_ = X.dim
         self.n_labels_ = n_lab
+        if not hasattr(self, "meta_"):
+            self.meta_: dict[str, Any] = {}  # free-form JSON facts saved with the model
         return self
 
     def _set_trees(self, trees: list[tuple[np.ndarray, ...]]) -> None:
@@ -282,7 +261,7 @@ class FastXML:
         labels = np.empty((n, k), dtype=np.int64)
         scores = np.empty((n, k), dtype=np.float64)
         f = self.forest_
-        jobs = min(self.n_jobs or os.cpu_count() or 1, max(1, n // 256))
+        jobs = min(checked_jobs(self.n_jobs) or os.cpu_count() or 1, max(1, n // 256))
         if n < self._BATCH_ROUTING_MIN:
             P.predict_rows(
                 X.indptr, X.indices, X.values, X.dim, f["roots"], f["child_pos"], f["child_neg"],
@@ -353,9 +332,15 @@ class FastXML:
     def to_bytes(self) -> bytes:
         if not hasattr(self, "forest_"):
             raise RuntimeError("this FastXML model is not fitted yet")
-        params = self.get_params()
-        params.update(n_features=self.n_features_, n_labels=self.n_labels_)
-        return artifact.dumps(self.kind, params, self.forest_, meta=self.meta_)
+        # The current values (label_names and n_jobs may be set after fit), checked;
+        # n_trees is the forest's own.
+        params = self.check_params()
+        params.update(
+            n_trees=int(self.forest_["roots"].shape[0]),
+            n_features=self.n_features_,
+            n_labels=self.n_labels_,
+        )
+        return artifact.dumps(self.kind, params, self.forest_, meta=getattr(self, "meta_", {}))
 
     @classmethod
     def from_bytes(cls, blob: bytes, *, max_bytes: int | None = None) -> FastXML:
@@ -374,6 +359,7 @@ class FastXML:
         n_features, n_labels = sizes["n_features"], sizes["n_labels"]
         try:
             model = cls(**p)
+            checked = model.check_params()
         except (TypeError, ValueError) as exc:
             raise artifact.ArtifactError(f"fastxml artifact has bad params: {exc}") from None
         # Scoring allocates, per thread, a dense row (8 B/feature) and label scratch (17 B/label).
@@ -386,7 +372,7 @@ class FastXML:
             need,
             max_bytes,
         )
-        forest = validate_tree_arrays(art.arrays, n_features, n_labels, model.n_trees)
+        forest = validate_tree_arrays(art.arrays, n_features, n_labels, checked["n_trees"])
         model.forest_ = forest
         model.n_features_ = n_features
         model.n_labels_ = n_labels

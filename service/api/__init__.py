@@ -15,7 +15,11 @@ route                                       scope     what
 ``POST /update``                            update    learn; answers once durable and applied
 ``POST /predict``                           predict   score; ``min_version`` for read-your-writes
 ``GET /healthz``, ``/readyz``, ``/metrics``  none      liveness, readiness, Prometheus
+``GET /v2/health/live``, ``/ready``         none      Open Inference Protocol (KServe v2) health
+``GET /v2``, ``/v2/models/{name}[/ready]``  predict   v2 server / model metadata, model readiness
+``POST /v2/models/{name}/infer``            predict   v2 inference on a tensor (``api/v2.py``)
 ==========================================  ========  ===========================================
 
-Errors always have the shape ``{"detail": {"error", "message", "field"?}}``.
+Errors have the shape ``{"detail": {"error", "message", "field"?}}``, except on the
+``/v2`` routes, which answer the protocol's ``{"error": message}`` (plus ``code``, ``field``).
 """

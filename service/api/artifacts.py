@@ -9,7 +9,9 @@ old version. Other workers pick the new version up through the catalog epoch.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
 from service.api.deps import RegistryDep, SettingsDep
@@ -47,8 +49,15 @@ _OCTETS = {
 @router.put(
     "/models/{name}/artifact",
     summary="Deploy a trained artifact as the model's next version (atomic swap)",
+    description="201: stored as a new version, now active (older versions beyond "
+    "`LEARNSERVE_ARTIFACT_RETENTION` are then deleted). 200: the same bytes (checksum) as a "
+    "stored version, which is made active; nothing is stored.",
     status_code=201,
-    responses={201: {"model": DeployResponse}, **error_responses(401, 403, 409, 413, 422, 503)},
+    responses={
+        200: {"model": DeployResponse, "description": "identical to a stored version"},
+        201: {"model": DeployResponse, "description": "stored as a new version"},
+        **error_responses(401, 403, 409, 413, 422, 503),
+    },
     openapi_extra=_OCTETS,
 )
 async def deploy(
@@ -61,7 +70,7 @@ async def deploy(
     blob = await read_body(request, settings.max_artifact_bytes)
     if not blob:
         raise invalid("artifact: the body is empty; send the artifact file", "artifact")
-    h, created = await registry.deploy(name, blob)
+    h, created, stored = await registry.deploy(name, blob)
     request.state.model = name
     body = {
         "model": name,
@@ -70,8 +79,10 @@ async def deploy(
         "checksum": h.adapter.state_digest(),
         "size": len(blob),
         "created": created,
+        "stored": stored,
     }
-    return json_response(body, 201)
+    # The same bytes as a stored version: that version (now active), 200, nothing stored.
+    return json_response(body, 201 if stored else 200)
 
 
 @router.get(
@@ -123,6 +134,8 @@ async def activate(
     version = optional_int(body, "version", minimum=1)
     if version is None:
         raise invalid("version: field required", "version")
+    if version > 2**63 - 1:  # the stores keep 64-bit versions (was a 500 from SQLite)
+        raise invalid(f"version: must be at most {2**63 - 1}, got {version}", "version")
     h = await registry.activate(name, version)
     request.state.model = name
     return json_response(
@@ -147,3 +160,21 @@ async def rollback(name: str, request: Request, registry: RegistryDep, _: AdminS
             "checksum": h.adapter.state_digest(),
         }
     )
+
+
+@router.delete(
+    "/models/{name}/versions/{version}",
+    summary="Delete a stored artifact version (409 for the active one)",
+    status_code=204,
+    responses=error_responses(401, 403, 404, 409, 422, 503),
+)
+async def delete_version(
+    name: str,
+    version: Annotated[int, Path(ge=1, le=2**62, description="a stored version")],
+    request: Request,
+    registry: RegistryDep,
+    _: AdminScope,
+) -> Response:
+    await registry.delete_version(name, version)
+    request.state.model = name  # only names that exist become metric labels
+    return Response(status_code=204)

@@ -125,7 +125,8 @@ def install_handlers(app: FastAPI) -> None:
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
         errs = exc.errors()
         first = errs[0] if errs else {"loc": (), "msg": "invalid request"}
-        field = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "path"))
+        loc = first.get("loc", ())
+        field = ".".join(str(p) for p in loc if p not in ("body", "path", "query"))
         return error_response(422, "invalid_input", f"{field}: {first.get('msg')}", field or None)
 
     @app.exception_handler(Exception)

@@ -1,4 +1,5 @@
-"""``POST /predict`` and ``POST /update`` served as plain ASGI, ahead of FastAPI.
+"""``POST /predict`` and ``POST /update`` (and the Open Inference Protocol's ``infer``,
+:mod:`service.api.v2_infer`) served as plain ASGI, ahead of FastAPI.
 
 Between uvicorn and a route handler, FastAPI and Starlette put about seven layers
 (error middleware, exception middleware, the router's matching, a ``Request``,
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api.errors import ApiError, error_body
 from service.api.learn import predict_body, ready_registry, update_body
+from service.api.v2_infer import infer_target, serve_infer
 from service.limits import ClientGone, check_content_type, receive_body
 from service.registry import Registry
 from service.settings import Settings
@@ -67,6 +69,11 @@ class HotRoutes:
         if route is None and path.startswith("/models/"):
             path_model, _, action = path[8:].partition("/")
             route = MODEL_ROUTES.get(action) if path_model else None
+        elif route is None and path.startswith("/v2/") and scope["method"] == "POST":
+            target = infer_target(path)  # the Open Inference Protocol's infer
+            if target is not None:
+                await serve_infer(self.state, scope, receive, send, target)
+                return
         if route is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from service import metrics as M
+from service.api import delayed_labels
 from service.api.deps import not_ready
 from service.api.errors import ApiError, invalid, json_response
 from service.api.finite import refuse_nonfinite
@@ -72,12 +73,16 @@ async def update_body(
         h, payload, n = parsed
     else:  # the general path: every body, with errors naming the field
         body = parse_json_object(raw)
+        only_one_of(body, "examples", "queries")
         name = model_name(body, state)
         h = await registry.find(name)
         if not h.adapter.online:
             raise ApiError(
                 409, "not_online", f"model {name!r} is a batch model; it cannot learn online"
             )
+        if delayed_labels.sent_ids(body, "examples"):  # labels of earlier predictions
+            state["model"] = h.name
+            return await delayed_labels.update_with_ids(registry, settings, h, body, raw, key)
         payload, n = await _off_loop_if_big(
             settings, raw, h.adapter.parse_update, body, settings, raw
         )
@@ -100,9 +105,16 @@ async def update_body(
         version, n, replayed = await registry.submit_update_once(h, payload, key, digest, n)
         if replayed:
             state["reply_headers"] = {"Idempotent-Replayed": "true"}
-            return {"model": h.name, "applied": n, "version": version}
+            return answer(h, n, version)
     M.EXAMPLES_ACCEPTED.labels(h.name).inc(n)
-    return {"model": h.name, "applied": n, "version": version}
+    return answer(h, n, version)
+
+
+def answer(h: ModelHandle, n: int, version: int) -> dict[str, Any]:
+    """The /update answer; ``correct``: examples of the entry at ``version`` predicted
+    right before they were learned (None when not known here: a ranker's, or an entry
+    this worker did not apply itself)."""
+    return {"model": h.name, "applied": n, "version": version, "correct": h.correct_at.get(version)}
 
 
 # Printable ASCII (space to tilde), 1 to 200 characters.
@@ -125,6 +137,13 @@ def _sha256(data: bytes) -> str:
 
 # The top-level "model" key: in a body the fast parsers accept, the only key so named.
 _MODEL_KEY = re.compile(rb'"model"\s*:\s*"([A-Za-z0-9._-]{1,64})"')
+
+
+def only_one_of(body: dict[str, Any], a: str, b: str) -> None:
+    """The body carries ``a`` or ``b``, not both (the document's ``oneOf``): a model
+    reads only one of them, and the other would be silently ignored."""
+    if a in body and b in body:
+        raise invalid(f"{b}: give either {a!r} or {b!r}, not both", b)
 
 
 def model_name(body: dict[str, Any], state: dict[str, Any]) -> str:
@@ -177,6 +196,7 @@ async def predict_body(
 ) -> dict[str, Any]:
     """Score one ``/predict`` body (after waiting for ``min_version`` if asked)."""
     body = parse_json_object(raw)
+    only_one_of(body, "instances", "queries")
     name = model_name(body, state)
     h = await registry.find(name)
     state["model"] = name
@@ -196,6 +216,10 @@ async def predict_body(
                 "min_version",
                 headers={"Retry-After": "1"},
             )
+    if (b'id"' in raw or b"\\" in raw) and delayed_labels.sent_ids(body, "instances"):
+        version = h.version  # that of the predictions (the store write may see a newer)
+        tracked = await delayed_labels.predict_tracked(registry, settings, h, body, raw)
+        return {"model": name, "version": version, "predictions": tracked}
     predictions = h.adapter.predict(body, settings, raw)
     refuse_nonfinite(predictions, "queries" if "queries" in body else "instances")
     return {"model": name, "version": h.version, "predictions": predictions}

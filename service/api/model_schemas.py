@@ -21,12 +21,20 @@ class DenseFeatures(BaseModel):
     model_config = ConfigDict(extra="forbid", title="DenseFeatures")
     kind: Literal["dense"]
     dim: int = Field(ge=1, description="number of features (x is a list of dim numbers)")
+    index_base: Literal[0, 1] = Field(
+        0, description="the first feature index of the model's files (x is read by position)"
+    )
 
 
 class SparseFeatures(BaseModel):
     model_config = ConfigDict(extra="forbid", title="SparseFeatures")
     kind: Literal["sparse"]
     dim: int = Field(ge=1, description='number of features (x is {"index": value})')
+    index_base: Literal[0, 1] = Field(
+        0,
+        description="1: keys are 1-based as in SVMlight files (1 to dim; 0 is refused); "
+        "0: keys 0 to dim - 1",
+    )
 
 
 class HashedFeatures(BaseModel):
@@ -87,9 +95,22 @@ class RankSVMParams(_Params):
 # ------------------------------------------------------------------ bodies
 
 
+class MetricsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    window: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="examples in the progressive-metrics window (default: the service's "
+        "LEARNSERVE_EVAL_WINDOW, 1000); GET /models/{name} reports online_metrics over "
+        "it and cumulative since creation",
+    )
+
+
 class _Create(BaseModel):
     model_config = ConfigDict(extra="forbid")
     features: FeaturesConfig
+    metrics: MetricsConfig | None = None
 
 
 class PACreate(_Create):
@@ -143,7 +164,7 @@ MODEL_CREATE_EXAMPLES: list[dict[str, Any]] = [
     {"algorithm": "scw1", "params": {"C": 1.0, "eta": 0.9},
      "features": {"kind": "hashed", "bits": 20}},
     {"algorithm": "ranksvm", "params": {"lam": 0.01, "pairs_per_group": 100, "seed": 0},
-     "features": {"kind": "sparse", "dim": 300}},
+     "features": {"kind": "sparse", "dim": 300}, "metrics": {"window": 5000}},
 ]  # fmt: skip
 
 MODEL_CREATE: TypeAdapter[object] = TypeAdapter(ModelCreate)

@@ -21,8 +21,9 @@ from service.api.schemas import (
     error_responses,
 )
 from service.auth import AdminScope, PredictScope
-from service.limits import read_json_object
+from service.limits import OCTETS_TYPE, read_body, read_json_object
 from service.models import adapter_for_body
+from service.online_imports import import_model
 from service.store.base import validate_name
 
 router = APIRouter(tags=["models"])
@@ -42,18 +43,50 @@ def check_name(name: str) -> str:
         raise invalid(f"name: {e}", "name") from None
 
 
+CREATE_DESCRIPTION = """\
+Two bodies:
+
+- `application/json`: a config (`ModelCreate`: algorithm, params, features); a new
+  model starts with zero weights.
+- `application/octet-stream`: an artifact of an online model (`GET
+  /models/{name}/state` of this or another service, or `model.to_bytes()` of a
+  `learners` model whose `features_` is set): the model starts from its state,
+  bit-exact (same `state_digest`), with its algorithm, params and features. Its
+  config records the artifact's SHA-256 (`imported`). A malformed, truncated or
+  corrupted artifact, one of a batch kind, or one without `meta.features` is a 422
+  naming the problem (`field: "artifact"`); nothing is created.
+
+Idempotent: the same body again answers 200 with the model; a different config
+(or another artifact) for an existing name is 409.
+"""
+
+_CREATE_BODY = body_doc("ModelCreate")
+_CREATE_BODY["requestBody"]["content"][OCTETS_TYPE] = {
+    "schema": {"type": "string", "format": "binary"}
+}
+
+
 @router.put(
     "/models/{name}",
-    summary="Create an online model (idempotent)",
+    summary="Create an online model from a config, or from an exported artifact (idempotent)",
+    description=CREATE_DESCRIPTION,
     status_code=201,
     responses={200: {"model": ModelInfo, "description": "already exists with this config"},
                201: {"model": ModelInfo}, **error_responses(401, 403, 409, 413, 422, 503)},
-    openapi_extra=body_doc("ModelCreate"),
+    openapi_extra=_CREATE_BODY,
 )  # fmt: skip
 async def put_model(
     name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     check_name(name)
+    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if media == OCTETS_TYPE:
+        blob = await read_body(request, settings.max_artifact_bytes)
+        if not blob:
+            raise invalid("artifact: the body is empty; send the artifact file", "artifact")
+        h, created = await import_model(registry, name, blob)
+        request.state.model = name
+        return json_response(await h.describe(), 201 if created else 200)
     body = await read_json_object(request, settings.max_body_bytes)
     cls = adapter_for_body(body)
     config = cls.normalize_config(body, settings)

@@ -24,9 +24,11 @@ from fastapi.openapi.utils import get_openapi
 
 from service.api.model_schemas import MODEL_CREATE, MODEL_CREATE_EXAMPLES
 from service.api.schemas import DOC_MODELS
+from service.api.v2_docs import DOC_MODELS as V2_DOC_MODELS
 from service.settings import Settings
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+_V2_ERROR_REF = {"$ref": "#/components/schemas/V2Error"}
 _REASONS = {
     400: "bad request (e.g. a Content-Length that is not a number)",
     401: "an API key is required, or the key is unknown",
@@ -57,13 +59,15 @@ SECURITY_SCHEMES = {
 
 def required_scope(method: str, path: str, settings: Settings) -> str | None:
     """The API-key scope an operation needs (``service.auth``), None for none."""
-    if path in ("/healthz", "/readyz"):
+    if path in ("/healthz", "/readyz") or path.startswith("/v2/health/"):
         return None
     if path == "/metrics":
         return None if settings.metrics_public else "admin"
     if path == "/update":
         return "update"
-    if path == "/predict" or method == "get":
+    if path == "/models/{name}/state":  # a full copy of the model
+        return "admin"
+    if path == "/predict" or method == "get" or path.startswith("/v2"):
         return "predict"
     return "admin"
 
@@ -87,7 +91,7 @@ def build(app: FastAPI, settings: Settings) -> dict[str, Any]:
     )
     components = schema.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
-    for model in DOC_MODELS:
+    for model in DOC_MODELS + V2_DOC_MODELS:
         _add(schemas, model.__name__, model.model_json_schema(ref_template=_REF))
     create = MODEL_CREATE.json_schema(ref_template=_REF)
     create["examples"] = [e for e in MODEL_CREATE_EXAMPLES if _within(e["features"], settings)]
@@ -158,18 +162,23 @@ def _complete(op: dict[str, Any], method: str, path: str, settings: Settings) ->
         op["x-required-scope"] = scope
     if path.startswith("/models") or path in ("/update", "/predict"):
         codes.add(503)
+    # The Open Inference Protocol routes (service.api.v2) answer invalid input with
+    # 400 and errors as {"error": ...} (V2Error), as that protocol says.
+    v2 = path.startswith("/v2")
     if "requestBody" in op:
-        codes |= {400, 408, 413, 415, 422}
+        codes |= {400, 408, 413, 415} if v2 else {400, 408, 413, 415, 422}
     if "{name}" in path:
-        codes |= {404, 422}
+        codes |= {404} if v2 else {404, 422}
         for param in op.get("parameters", []):
             if param.get("in") == "path" and param.get("name") == "name":
                 param["schema"] = {"type": "string", "pattern": NAME_PATTERN, "title": "Name"}
+    if v2:
+        responses.pop("422", None)  # FastAPI's, for path parameters: never answered there
     for status in sorted(codes):
         responses.setdefault(str(status), {"description": _REASONS[status]})
     for code, resp in responses.items():
         if code.startswith(("4", "5")) and not (path == "/readyz" and code == "503"):
-            resp["content"] = {"application/json": {"schema": _ERROR_REF}}
+            resp["content"] = {"application/json": {"schema": _V2_ERROR_REF if v2 else _ERROR_REF}}
             if resp.get("description") in (None, "", "Validation Error"):
                 resp["description"] = _REASONS.get(int(code), "error")
 

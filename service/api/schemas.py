@@ -20,6 +20,29 @@ Label = str | int
 class Example(BaseModel):
     x: Features = Field(description="dense list, sparse {index: value} or named {name: value}")
     y: Label
+    weight: float = Field(
+        1.0,
+        gt=0,
+        description=(
+            "importance weight, finite and > 0 (default 1): PA-I/PA-II/SCW-I/SCW-II learn "
+            "with C·weight, AROW with r/weight, PA and CW take min(weight, 1) of their step "
+            "(README: Importance weights); anything else is a 422 naming examples[i].weight"
+        ),
+    )
+
+
+FEEDBACK_ID_DOC = (
+    "delayed labels: 1-200 characters naming this prediction; its features and the "
+    "prediction served are kept for `feedback_ttl_seconds` (default 7 days), so that "
+    '`/update` can label it later with `{"id", "y"}` (online classifiers only)'
+)
+
+
+class LabelById(BaseModel):
+    """The label of an earlier prediction made with this ``id`` (no ``x``)."""
+
+    id: str = Field(min_length=1, max_length=200, description=FEEDBACK_ID_DOC)
+    y: Label
 
 
 class RankedItem(BaseModel):
@@ -30,6 +53,12 @@ class RankedItem(BaseModel):
 class Query(BaseModel):
     qid: str | int | None = Field(None, description="echoed back in predictions")
     items: list[RankedItem]
+    weight: float = Field(
+        1.0,
+        gt=0,
+        description="update only: importance weight of the query (finite, > 0, default 1); "
+        "its pairs' Pegasos steps are weight times as long",
+    )
 
 
 class UpdateRequest(BaseModel):
@@ -38,7 +67,8 @@ class UpdateRequest(BaseModel):
             "examples": [
                 {"model": "adult", "examples": [
                     {"x": {"age": 39, "job": "clerk"}, "y": "+1"},
-                    {"x": {"age": 50, "job": "manager"}, "y": "-1"}]},
+                    {"x": {"age": 50, "job": "manager"}, "y": "-1", "weight": 0.5}]},
+                {"model": "adult", "examples": [{"id": "session-7f3a", "y": "+1"}]},
                 {"model": "web-ranker", "queries": [
                     {"qid": "q1", "items": [{"x": {"3": 0.5, "17": 1.0}, "relevance": 2},
                                             {"x": {"3": 0.1}, "relevance": 0}]}]},
@@ -47,7 +77,9 @@ class UpdateRequest(BaseModel):
         }
     )  # fmt: skip
     model: str
-    examples: list[Example] | None = Field(None, min_length=1, description="classifiers")
+    examples: list[Example | LabelById] | None = Field(
+        None, min_length=1, description="classifiers: {x, y}, or {id, y} to label a prediction"
+    )
     queries: list[Query] | None = Field(
         None, min_length=1, description="rankers (ranksvm): query groups; applied = number of items"
     )
@@ -55,15 +87,24 @@ class UpdateRequest(BaseModel):
 
 class UpdateResponse(BaseModel):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"model": "adult", "applied": 2, "version": 17}]}
+        json_schema_extra={
+            "examples": [{"model": "adult", "applied": 2, "version": 17, "correct": 1}]
+        }
     )
     model: str
     applied: int
     version: int = Field(description="the model's log position after this batch")
+    correct: int | None = Field(
+        None,
+        description="classifiers: examples predicted right: an {x, y} one by the model "
+        "just before it learned it (progressive), an {id, y} one by the prediction served "
+        "with that id; null for rankers, or when this worker did not apply the batch itself",
+    )
 
 
 class Instance(BaseModel):
     x: Features
+    id: str = Field(None, min_length=1, max_length=200, description=FEEDBACK_ID_DOC)  # type: ignore[assignment]  # optional, never null
 
 
 class PredictQuery(BaseModel):
@@ -77,6 +118,7 @@ class PredictRequest(BaseModel):
             "examples": [
                 {"model": "adult", "instances": [{"x": {"age": 39, "job": "clerk"}}],
                  "min_version": 17},
+                {"model": "adult", "instances": [{"x": {"age": 39}, "id": "session-7f3a"}]},
                 {"model": "web-ranker", "queries": [
                     {"qid": "q1", "items": [{"x": {"1": 0.5, "17": 1.0}}, {"x": {"3": 0.1}}]}]},
             ],
@@ -120,6 +162,11 @@ class RankingOut(BaseModel):
 
 class ScoreOut(BaseModel):
     score: float
+    probability: float | None = Field(
+        None,
+        description="binary models imported from LightGBM: 1 / (1 + exp(-sigmoid * score)), "
+        "as LightGBM's Booster.predict",
+    )
 
 
 class TopKOut(BaseModel):
@@ -144,18 +191,66 @@ class PredictResponse(BaseModel):
     predictions: list[PredictionOut | RankingOut | ScoreOut | TopKOut]
 
 
+class ArtifactInfo(BaseModel):
+    checksum: str = Field(description="SHA-256 of the artifact's bytes")
+    size: int = Field(description="bytes of the artifact")
+    created_at: float | None = Field(description="when the artifact was written (epoch s)")
+    format_version: int | None
+
+
+class TrainingInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")  # per kind: best_iteration, final_pass...
+    params: dict[str, Any] = Field(description="the hyperparameters the model was trained with")
+    data: dict[str, Any] = Field(
+        description="the training data's shape: d features, and when recorded n rows; "
+        "labels (fastxml), queries (lambdamart), classes (llsvm)"
+    )
+    train_file: str | None = None
+    validation: dict[str, Any] | None = Field(
+        None,
+        description='metrics measured by `learnserve train` on held-out data: {"file", "n", '
+        '"metrics": {"p@1": ...}} (absent when the artifact recorded none)',
+    )
+
+
 class ModelInfo(BaseModel):
+    """A model. Online models have ``examples_learned``, ``online_metrics``,
+    ``last_checkpoint``; batch models (deployed artifacts) have ``artifact`` and
+    ``training`` instead, and none of the online fields."""
+
     model_config = ConfigDict(extra="allow")
     name: str
     kind: str
     config: dict[str, Any]
     version: int
-    examples_learned: int
+    examples_learned: int | None = Field(None, description="online models only")
     labels: list[Label] = []
-    online_metrics: dict[str, Any]
-    last_checkpoint: dict[str, Any] | None
+    online_metrics: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "online models only: progressive (predict-then-learn) figures over the window "
+            "(window_size from the config's metrics.window; window_examples): accuracy, "
+            "loss (hinge), for "
+            "binary classifiers log_loss of the calibrated probability (probability says "
+            "how the margin maps to it) and roc_auc; ndcg_at_10 for rankers; cumulative: "
+            "the same since the model was created (no AUC), kept across restarts"
+        ),
+        json_schema_extra={
+            "examples": [{
+                "window_size": 1000, "window_examples": 1000, "accuracy": 0.843,
+                "loss": 0.429, "log_loss": 0.368, "ndcg_at_10": None, "roc_auc": 0.888,
+                "cumulative": {"examples": 6000, "accuracy": 0.832, "loss": 0.433,
+                               "log_loss": 0.379, "ndcg_at_10": None},
+                "probability": "Phi(m / sqrt(v + r)), m = y·(mu·x), v = x'Sigma x "
+                               "(AROW's Gaussian predictive)",
+            }]
+        },
+    )  # fmt: skip
+    last_checkpoint: dict[str, Any] | None = Field(None, description="online models only")
     # While checkpoints fail: {"failures", "retry_in_seconds", "last_error"}
     checkpoint_backoff: dict[str, Any] | None = None
+    artifact: ArtifactInfo | None = Field(None, description="batch models only")
+    training: TrainingInfo | None = Field(None, description="batch models only")
     state_digest: str
 
 
@@ -205,6 +300,18 @@ appends as usual; a repeat with the same key for the same model within
 request's `{"model", "applied", "version"}` (once this worker has applied that
 version) with the header `Idempotent-Replayed: true`. The same key with a
 different body is 409 `idempotency_key_reused`. Deleting a model forgets its keys.
+
+**Delayed labels**: an example `{"id", "y"}` (no `x`) labels the prediction made
+with that `id` on `/predict` (any worker): the features kept with it are learned
+with `y`, and its progressive metrics score the prediction that was served. An id
+is learned once: the same label again changes nothing and is answered as before,
+another label is 409 `id_labelled`; an unknown id, or one older than
+`feedback_ttl_seconds` (default 7 days), is 422; both name `examples[i].id`, and a
+refused batch changes nothing. Examples with and without `x` mix in one batch; such
+a batch takes no `Idempotency-Key` (422).
+
+`correct` in the answer: examples predicted right (progressive for `{x, y}`, the
+served prediction for `{id, y}`).
 """
 
 IDEMPOTENCY_KEY_PARAM: dict[str, Any] = {
@@ -249,6 +356,10 @@ class DeployResponse(BaseModel):
     checksum: str
     size: int = Field(description="bytes of the artifact")
     created: bool = Field(description="true when this deploy created the model")
+    stored: bool = Field(
+        description="true when stored as a new version (201); false when the same bytes "
+        "(checksum) as a stored version, which is made active instead (200)"
+    )
 
 
 class ArtifactVersion(BaseModel):

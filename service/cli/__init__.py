@@ -1,4 +1,5 @@
-"""The ``learnserve`` command line: serve, train, evaluate, deploy.
+"""The ``learnserve`` command line: serve, train, evaluate, deploy, export; and, against
+a running service, ``models``, ``update`` and ``predict`` (through :mod:`service.client`).
 
 Each sub-command lives in its own module and registers itself on ``app`` or
 ``train_app`` when imported below.
@@ -43,6 +44,10 @@ def _root(
 # Sub-command modules register on import (order = order in --help).
 from service.cli import deploy as _deploy  # noqa: E402,F401
 from service.cli import evaluate as _evaluate  # noqa: E402,F401
+from service.cli import export as _export  # noqa: E402,F401
+from service.cli import import_model as _import_model  # noqa: E402,F401
+from service.cli import ingest as _ingest  # noqa: E402,F401
+from service.cli import models as _models  # noqa: E402,F401
 from service.cli import serve as _serve  # noqa: E402,F401
 from service.cli import train_fastxml as _train_fastxml  # noqa: E402,F401
 from service.cli import train_lambdamart as _train_lambdamart  # noqa: E402,F401

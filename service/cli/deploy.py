@@ -3,9 +3,10 @@
 The artifact bytes are the body of ``PUT {url}/models/{name}/artifact``
 (``Content-Type: application/octet-stream``); the server validates the artifact,
 stores it as the model's next version and swaps it in atomically. The server's
-JSON answer (the new version) is printed on stdout. The file is checked locally
-first (magic, version, checksum, and the kind's structure), so a corrupted file is
-never sent.
+JSON answer (the new version) is printed on stdout. Deploying the same file again
+stores nothing: the server answers its stored version (200), made active again. The
+file is checked locally first (magic, version, checksum, and the kind's structure),
+so a corrupted file is never sent.
 
     learnserve deploy ranker.lsart --name web-ranker --url http://127.0.0.1:8000 --api-key $KEY
 """
@@ -82,5 +83,12 @@ def deploy(
             f"error: HTTP {resp.status_code} from {target}: {_server_message(resp)}", err=True
         )
         raise typer.Exit(1)
-    typer.echo(f"deployed {kind} artifact ({len(blob)} bytes) as {name!r}", err=True)
+    if resp.status_code == 200:  # the same bytes as a stored version: nothing stored
+        version = resp.json().get("version")
+        typer.echo(
+            f"{name!r} already has this {kind} artifact as version {version}; it is active",
+            err=True,
+        )
+    else:
+        typer.echo(f"deployed {kind} artifact ({len(blob)} bytes) as {name!r}", err=True)
     sys.stdout.write(resp.text.strip() + "\n")

@@ -4,8 +4,14 @@ The input is the Extreme Classification Repository text format (``N D L`` header
 then ``l1,l2 f:v ...`` per point, 0-based ids). The defaults are the released
 FastXML code's (50 trees, at most 10 points per leaf, 100 labels per leaf).
 
-    learnserve train fastxml --train bibtex_train.txt -o bibtex.lsart
+    learnserve train fastxml --train bibtex_train.txt -o bibtex.lsart \\
+        --valid bibtex_test.txt --label-names bibtex_label_names.txt
     learnserve evaluate bibtex.lsart --test bibtex_test.txt
+
+The artifact's meta records the training data's shape (``data``: n, d, labels) and,
+with ``--valid``, P@1/3/5 and nDCG@1/3/5 on that file (``validation``), which
+``GET /models/{name}`` shows once deployed. ``--label-names`` stores the names, and
+``/predict`` then answers labels by name.
 """
 
 from __future__ import annotations
@@ -64,36 +70,63 @@ def train_fastxml(
     label_names: Annotated[
         Path | None, typer.Option(help="File with one label name per line, in id order.")
     ] = None,
+    valid: Annotated[
+        Path | None,
+        typer.Option(help="Held-out XC file: P@k / nDCG@k on it are saved with the model."),
+    ] = None,
 ) -> None:
     """Train FastXML (Prabhu & Varma, KDD 2014) and write the artifact."""
     err = Console(stderr=True)
-    tr = _read(train, "--train")
-    names = _label_names(label_names, tr.n_labels)
+    model = FastXML(
+        n_trees=trees, max_leaf=max_leaf, labels_per_leaf=labels_per_leaf, c_delta=c_delta,
+        c_rank=c_rank, bias=bias, max_outer_iter=max_outer_iter, seed=seed, n_jobs=jobs,
+    )  # fmt: skip
     try:
-        model = FastXML(
-            n_trees=trees, max_leaf=max_leaf, labels_per_leaf=labels_per_leaf, c_delta=c_delta,
-            c_rank=c_rank, bias=bias, max_outer_iter=max_outer_iter, seed=seed, n_jobs=jobs,
-            label_names=names,
-        )  # fmt: skip
+        model.check_params()  # a bad flag fails before the (possibly big) files are read
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    tr = _read(train, "--train")
+    va = _read(valid, "--valid") if valid is not None else None
+    model.set_params(label_names=_label_names(label_names, tr.n_labels))
     err.print(
         f"train: {tr.X.n_rows} points, {tr.X.dim} features, {tr.n_labels} labels "
         f"({sum(len(y) for y in tr.Y) / max(1, tr.X.n_rows):.2f} per point)"
     )
+    # The bar counts trees, fractionally: a tree's share grows with the rows settled in its
+    # leaves (a tree takes seconds on a big file); the node count moves in between.
     columns = [
-        TextColumn("[bold]fastxml"), BarColumn(bar_width=30), MofNCompleteColumn(),
-        TextColumn("trees"), TimeElapsedColumn(),
+        TextColumn("[bold]fastxml"), BarColumn(bar_width=24), MofNCompleteColumn(),
+        TextColumn("trees {task.fields[nodes]}"), TimeElapsedColumn(),
     ]  # fmt: skip
     t0 = time.perf_counter()
+    n = tr.X.n_rows
     with Progress(*columns, console=err, transient=False) as bar:
-        task = bar.add_task("train", total=trees)
-        model.fit(tr.X, tr.Y, n_labels=tr.n_labels, progress=lambda t: bar.advance(task))
+        task = bar.add_task("train", total=trees, nodes="")
+
+        def step(settled: int, total: int, nodes: int) -> None:
+            bar.update(task, completed=settled / n, nodes=f"{nodes} nodes")
+
+        model.fit(tr.X, tr.Y, n_labels=tr.n_labels, step_progress=step)
     elapsed = time.perf_counter() - t0
-    model.meta_.update(index_base=0, train_file=train.name, train_seconds=round(elapsed, 3))
+    model.meta_.update(
+        index_base=0, train_file=train.name, train_seconds=round(elapsed, 3),
+        data={"n": n, "d": tr.X.dim, "labels": tr.n_labels},
+    )  # fmt: skip
+    if va is not None and valid is not None:
+        metrics = validation_metrics(model, va)
+        model.meta_["validation"] = {"file": valid.name, "n": va.X.n_rows, "metrics": metrics}
     model.save(output)
     n_nodes = int(model.forest_["child_pos"].shape[0])
     err.print(f"{trees} trees, {n_nodes} nodes in {elapsed:.2f} s -> {output}")
+    if va is not None:
+        shown = model.meta_["validation"]["metrics"]
+        err.print("valid " + "  ".join(f"{k} {v:.4f}" for k, v in shown.items()))
+
+
+def validation_metrics(model: FastXML, data: XCData) -> dict[str, float]:
+    """P@1/3/5 and nDCG@1/3/5 (lower-case keys, as ``learnserve evaluate`` prints them)."""
+    labels, _ = model.predict_topk(_fit_dim(data.X, model.n_features_), k=5)
+    return {k.lower(): v for k, v in xml_metrics(labels, data.Y, (1, 3, 5)).items()}
 
 
 def _fit_dim(X: Batch, dim: int) -> Batch:

@@ -4,7 +4,9 @@ Query groups come from ``qid:`` tokens in the file or from a LightGBM-style
 ``.query`` sidecar (``--train-query``). The defaults are LightGBM's
 ``examples/lambdarank`` configuration. The artifact's meta records
 ``index_base`` (1 for the usual 1-based SVMlight files, 0 with ``--zero-based``)
-so the service can accept sparse keys as they are written in the training file.
+so the service can accept sparse keys as they are written in the training file, the
+training data's shape (``data``: n documents, d features, queries) and, with
+``--valid``, NDCG@1/3/5/10 on it (``validation``), shown by ``GET /models/{name}``.
 
     learnserve train lambdamart --train rank.train --train-query rank.train.query \\
         --valid rank.test --valid-query rank.test.query -o ranker.lsart
@@ -103,6 +105,7 @@ def train_lambdamart(
             max_bin=max_bin, early_stopping_rounds=early_stopping_rounds, eval_at=EVAL_AT,
             seed=seed,
         )  # fmt: skip
+        model.check_params()
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     valid_arg = None
@@ -131,10 +134,19 @@ def train_lambdamart(
     elapsed = time.perf_counter() - t0
     model.meta_["index_base"] = 0 if zero_based else 1
     model.meta_["train_file"] = train.name
+    model.meta_["train_seconds"] = round(elapsed, 3)
+    model.meta_["data"] = {"n": tr.X.n_rows, "d": dim, "queries": len(_groups(tr))}
+    last = model.evals_result_[model.n_trees_ - 1] if model.evals_result_ else None
+    if last is not None and va is not None and valid is not None:
+        # NDCG@k of the saved model (its last kept tree) on --valid: GET /models/{name}
+        # shows it once deployed.
+        model.meta_["validation"] = {
+            "file": valid.name, "n": va.X.n_rows, "queries": len(_groups(va)),
+            "metrics": dict(last),
+        }  # fmt: skip
     model.save(output)
     err.print(f"{model.n_trees_} trees in {elapsed:.2f} s -> {output}")
-    if model.evals_result_:
-        last = model.evals_result_[model.n_trees_ - 1]
+    if last is not None:
         err.print("valid " + "  ".join(f"{k} {v:.4f}" for k, v in last.items()))
 
 

@@ -26,10 +26,17 @@ An adapter wraps one learner instance and knows the wire format of its kind:
 - ``predict(body, settings, raw) -> list[dict]``: answer a ``/predict`` body's
   ``instances``. (``raw`` is the request's bytes, for fast paths that can prove
   something from them, e.g. "no JSON booleans anywhere".)
+- ``predict_batch(batch) -> list[dict]``: score an encoded batch, as ``predict``
+  answers ``instances`` (``predict`` encodes, then calls it). With
+  ``tensor_width()`` (the values of a dense row, ``None`` when the kind's input is
+  no fixed-width row), ``classes()`` and ``has_confidence()``, it serves the Open
+  Inference Protocol (:mod:`service.api.v2`), whose answers are then ``/predict``'s.
 - ``snapshot() -> Callable[[], bytes | memoryview]``: a consistent copy taken
   quickly (called under the model lock), whose call serialises it (run in a
   thread, off-lock).
 - ``state_digest()``, ``describe()`` (extra fields for ``GET /models/{name}``).
+- ``weights(top, label)`` (online kinds): ``GET /models/{name}/weights``
+  (:mod:`service.models.weights`).
 
 To add a kind: write ``service/models/<kind>.py`` with a subclass, then add it
 to ``ADAPTERS`` (and its algorithm names to ``ALGORITHMS``) in
@@ -47,6 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from learners.base import UpdateResult
 
 if TYPE_CHECKING:
+    from learners.features import Batch
     from service.settings import Settings
 
 
@@ -108,6 +116,29 @@ class ModelAdapter(ABC):
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> list[dict[str, Any]]: ...
 
+    def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
+        """The predictions of an encoded batch (what ``predict`` answers for ``instances``)."""
+        raise NotImplementedError(f"{self.kind} models do not score encoded batches")
+
+    # ------------------------------------------------------------ tensors (/v2)
+    # What the Open Inference Protocol routes (service.api.v2) serve: "classify" (label,
+    # score, scores per class) or "rank" (a score per row); None: not served there.
+    tensor_task: ClassVar[str | None] = None
+
+    def tensor_width(self) -> int | None:
+        """Values per row when the input is a fixed-width dense row, else ``None``
+        (sparse or hashed features: a map per row, no tensor). May raise
+        :class:`ApiError` when the model cannot score yet (no artifact deployed)."""
+        return None
+
+    def classes(self) -> list[Any]:
+        """A classifier's labels, in the order of each prediction's ``scores``."""
+        return []
+
+    def has_confidence(self) -> bool:
+        """Whether predictions carry a ``confidence`` (CW, AROW, SCW)."""
+        return False
+
     @classmethod
     def warmup(cls) -> None:
         """Compile/load this kind's kernels (runs in a thread before the service is
@@ -115,19 +146,25 @@ class ModelAdapter(ABC):
         return None  # optional hook: nothing to warm up by default
 
     # ------------------------------------------------------------ state
-    def snapshot(self) -> Callable[[], bytes | memoryview]:
+    def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes | memoryview]:
         # Copying the arrays is a memcpy; serialising + hashing is the slow part
         # and runs on the copy in a worker thread while updates go on. A learner
         # with its own snapshot() copies only its weights (a deepcopy of a 2**20-dim
         # model also copies scratch buffers and takes tens of ms on the event loop);
         # the linear ones serialise into a buffer without holding the GIL and return
         # a memoryview of it (the stores write it without a copy).
+        # ``meta``: extra JSON for the artifact's meta (an export says where it came from).
         own = getattr(self.model, "snapshot", None)
         if callable(own):
-            fn: Callable[[], bytes | memoryview] = own()
+            fn: Callable[[], bytes | memoryview] = own(meta) if meta else own()
             return fn
         clone = copy.deepcopy(self.model)
         return clone.to_bytes
+
+    def weights(self, top: int, label: str | None) -> dict[str, Any]:
+        """``GET /models/{name}/weights``: the ``top`` largest positive and negative
+        weights per label (all labels, or the one whose JSON key is ``label``)."""
+        raise NotImplementedError(f"{self.kind} models have no weights to show")
 
     def state_digest(self) -> str:
         return str(self.model.state_digest())

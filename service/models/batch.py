@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from learners import artifact
 from learners.base import UpdateResult
 from learners.features import Batch, FeatureSpec
 from learners.registry import class_for
@@ -33,9 +34,19 @@ _STORED = 1 << 62  # the memory limit for loading an artifact already admitted t
 class BatchAdapter(ModelAdapter):
     online: ClassVar[bool] = False
 
-    def __init__(self, config: dict[str, Any], model: Any, digest: str = "") -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        model: Any,
+        digest: str = "",
+        header: dict[str, Any] | None = None,
+        size: int = 0,
+    ) -> None:
         super().__init__(config, model)
         self.digest = digest
+        # The artifact's JSON header (params, meta, created_at...), for describe().
+        self.header = header or {}
+        self.size = size
         n = getattr(model, "n_features_", None)
         self.n_features = int(n) if n is not None else None
 
@@ -61,7 +72,8 @@ class BatchAdapter(ModelAdapter):
         """Load an artifact fully (validated: container, structure, finite scores; the
         memory loading takes is checked against ``max_bytes`` before it is allocated)."""
         model = class_for(cls.kind).from_bytes(blob, max_bytes=max_bytes)
-        return cls(config, model, hashlib.sha256(blob).hexdigest())
+        header = artifact.read_header(blob)  # validated by from_bytes: only parsed again
+        return cls(config, model, hashlib.sha256(blob).hexdigest(), header, len(blob))
 
     # ------------------------------------------------------------ write path
     def parse_update(
@@ -89,15 +101,75 @@ class BatchAdapter(ModelAdapter):
     ) -> list[dict[str, Any]]:
         return self.answer(self.instances(body, settings), body)
 
+    def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
+        return self.answer(batch, {})
+
+    def tensor_width(self) -> int | None:
+        if self.model is None or self.n_features is None:
+            raise ApiError(409, "no_artifact", "no artifact is deployed for this model yet")
+        return self.n_features if self.tensor_task else None
+
     def answer(self, batch: Batch, body: dict[str, Any]) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     # ------------------------------------------------------------ state
-    def snapshot(self) -> Callable[[], bytes]:
+    def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes]:
         raise RuntimeError("batch models are not checkpointed (their artifacts are stored)")
 
     def state_digest(self) -> str:
         return self.digest
 
     def describe(self) -> dict[str, Any]:
-        return {"n_features": self.n_features}
+        if self.model is None:
+            return {"n_features": None}
+        h = self.header
+        return {
+            "n_features": self.n_features,
+            "artifact": {
+                "checksum": self.digest,
+                "size": self.size,
+                "created_at": h.get("created_at"),
+                "format_version": h.get("format_version"),
+            },
+            "training": training_summary(self, h.get("params", {}), h.get("meta", {})),
+        }
+
+    # ------------------------------------------------------------ training facts
+    # Params shown by training_summary are the artifact's, minus per-label lists (a
+    # FastXML model can have hundreds of thousands of label names): their count is in
+    # "data".
+    HIDDEN_PARAMS: ClassVar[frozenset[str]] = frozenset()
+    # Facts of the training run kept from the artifact's meta when present.
+    TRAINING_FACTS: ClassVar[tuple[str, ...]] = ("train_file", "train_seconds")
+
+    def data_shape(self, params: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+        """The shape of the training data known from the model itself (per kind)."""
+        return {"d": self.n_features}
+
+    def training_facts(self, meta: dict[str, Any]) -> dict[str, Any]:
+        return {k: meta[k] for k in self.TRAINING_FACTS if _scalar(meta.get(k))}
+
+
+def training_summary(
+    adapter: BatchAdapter, params: dict[str, Any], meta: dict[str, Any]
+) -> dict[str, Any]:
+    """``GET /models/{name}``'s ``training`` of a batch model: the hyperparameters, the
+    training data's shape (``n`` rows, ``d`` features, labels/queries/classes) and the
+    validation metrics recorded by ``learnserve train`` (absent when the artifact has
+    none: trained before they were recorded, or without a validation set)."""
+    recorded = meta.get("data")
+    data = {k: v for k, v in recorded.items() if _scalar(v)} if isinstance(recorded, dict) else {}
+    data.update(adapter.data_shape(params, meta))
+    out: dict[str, Any] = {
+        "params": {k: v for k, v in params.items() if k not in adapter.HIDDEN_PARAMS},
+        "data": data,
+    }
+    out.update(adapter.training_facts(meta))
+    validation = meta.get("validation")
+    if isinstance(validation, dict):
+        out["validation"] = validation
+    return out
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, str | int | float | bool)

@@ -7,6 +7,9 @@ Reads exactly one shape of body::
 and returns the model name, the ``(n, dim)`` matrix and the labels, bit for bit
 what ``orjson.loads`` + ``np.array(xs, dtype=np.float64)`` would give (a label
 written ``1.0`` as the integer ``1``, as ``learners.base.check_label`` reads it).
+An example may also carry ``"weight"``: a number > 0 within the fast paths below, read
+into ``DenseExamples.weights`` (a weight that is 0, negative, not a number or outside
+the fast paths goes to the orjson path, which refuses or reads it).
 Anything else (another key, a duplicate key, an escape in a string, a
 bool/null/empty label, a float label other than a whole number written ``1.0``, a
 number outside the exact fast path, ...) gives ``None`` and the caller takes the
@@ -40,11 +43,13 @@ __all__ = ["DenseExamples", "scan_dense_examples", "warmup"]
 
 
 class DenseExamples(NamedTuple):
-    """A scanned body: ``X`` is float64, C-contiguous, shape ``(len(labels), dim)``."""
+    """A scanned body: ``X`` is float64, C-contiguous, shape ``(len(labels), dim)``;
+    ``weights`` one per example when any example has a ``weight`` (else ``None``)."""
 
     model: str
     X: np.ndarray
     labels: list[str | int]
+    weights: list[float] | None = None
 
 
 # Kernels allocate nothing, so they run without numba's reference counting (NRT):
@@ -76,6 +81,7 @@ _K_MODEL = 1
 _K_EXAMPLES = 2
 _K_X = 3
 _K_Y = 4
+_K_WEIGHT = 6  # an example's optional importance weight (service.models.example_weights)
 
 
 @_inline
@@ -119,6 +125,16 @@ def _key(buf: _Buf, s: int, e: int) -> int:
         if _at(buf, s) == 121:  # y
             return _K_Y
         return _K_OTHER
+    if (  # weight
+        ln == 6
+        and _at(buf, s) == 119
+        and _at(buf, s + 1) == 101
+        and _at(buf, s + 2) == 105
+        and _at(buf, s + 3) == 103
+        and _at(buf, s + 4) == 104
+        and _at(buf, s + 5) == 116
+    ):
+        return _K_WEIGHT
     if ln == 5:  # model
         if (
             _at(buf, s) == 109
@@ -614,6 +630,22 @@ def _label(
     return -1, 0, nu
 
 
+@_inline
+def _weight(
+    buf: _Buf, i: int, n: int, have_w: bool, W: np.ndarray, row: int, nw: int
+) -> tuple[int, bool, int]:
+    """An example's ``weight`` at ``buf[i]``: (index after it or -1, True, examples with a
+    weight so far). -1 for a repeated key or a value that is not a finite number > 0
+    (the general path then words the 422)."""
+    if have_w:
+        return -1, True, nw
+    i, v = _number(buf, i, n)
+    if i < 0 or not v > 0.0:  # _number gives finite values only
+        return -1, True, nw
+    W[row] = v
+    return i, True, nw + 1
+
+
 @_kernel
 def _scan(
     buf: _Buf,
@@ -622,10 +654,12 @@ def _scan(
     xrows: int,
     X: np.ndarray,
     meta: np.ndarray,
-) -> tuple[int, int, int, int]:
-    """Fill ``X`` (``xrows`` rows of ``dim``, row-major) and ``meta``;
-    return (number of examples, start and end of the model name, number of distinct
-    labels ``u``), the number of examples 0 for "not the supported shape".
+    W: np.ndarray,
+) -> tuple[int, int, int, int, int]:
+    """Fill ``X`` (``xrows`` rows of ``dim``, row-major), ``meta`` and ``W`` (each
+    example's ``weight``, 1.0 when absent); return (number of examples, start and end
+    of the model name, number of distinct labels ``u``, number of examples with a
+    weight), the number of examples 0 for "not the supported shape".
 
     ``meta``: [0:rcap] per-example index into the distinct labels,
     [rcap:rcap+3u] per distinct label (kind, a, b): kind 0 a string at
@@ -635,10 +669,11 @@ def _scan(
     rcap = meta.shape[0] // 4
     codes0 = 0
     uniq0 = rcap
-    fail = (0, 0, 0, 0)
+    fail = (0, 0, 0, 0, 0)
     ms = 0
     me = 0
     nu = 0
+    nw = 0
     last = -1  # the distinct label of the previous example
     i = _ws(buf, 0, n)
     if i >= n or _at(buf, i) != 123:
@@ -676,6 +711,8 @@ def _scan(
                 i += 1
                 have_x = False
                 have_y = False
+                have_w = False
+                W[rows] = 1.0
                 while True:  # one key per iteration
                     key, i = _member(buf, _ws(buf, i, n), n)
                     if i < 0:
@@ -714,6 +751,10 @@ def _scan(
                             return fail
                         meta[codes0 + rows] = code
                         last = code
+                    elif key == _K_WEIGHT:
+                        i, have_w, nw = _weight(buf, i, n, have_w, W, rows, nw)
+                        if i < 0:
+                            return fail
                     else:
                         return fail
                     i, closed = _after_member(buf, i, n)
@@ -740,7 +781,7 @@ def _scan(
         return fail
     if _ws(buf, i, n) != n:
         return fail
-    return rows, ms, me, nu
+    return rows, ms, me, nu, nw
 
 
 _scratch = threading.local()
@@ -772,6 +813,17 @@ def label_scratch(rcap: int) -> np.ndarray:
         if rcap <= 4096:
             _scratch.meta = meta
     return meta
+
+
+def weight_scratch(rcap: int) -> np.ndarray:
+    """The scanners' per-example weights for up to ``rcap`` examples (per-thread scratch,
+    read before the thread's next scan)."""
+    W = getattr(_scratch, "weights", None)
+    if W is None or len(W) < rcap:
+        W = np.empty(max(rcap, 64), np.float64)
+        if rcap <= 4096:
+            _scratch.weights = W
+    return W
 
 
 def model_and_labels(
@@ -811,17 +863,22 @@ def scan_dense_examples(raw: bytes, dim: int, max_examples: int) -> DenseExample
     xrows = min(rcap, size // (2 * dim) + 1) if dim else rcap
     X = np.empty(xrows * dim, np.float64)
     meta = label_scratch(rcap)
-    rows, ms, me, nu = _scan(raw, dim, max_examples, xrows, X, meta)
+    W = weight_scratch(rcap)
+    rows, ms, me, nu, nw = _scan(raw, dim, max_examples, xrows, X, meta, W)
     if rows <= 0:
         return None
     named = model_and_labels(raw, meta, rows, ms, me, nu)
     if named is None:
         return None
     model, labels = named
-    return _new_dense(DenseExamples, (model, X[: rows * dim].reshape(rows, dim), labels))
+    weights = W[:rows].tolist() if nw else None
+    return _new_dense(DenseExamples, (model, X[: rows * dim].reshape(rows, dim), labels, weights))
 
 
 def warmup() -> None:
     """Compile (or load from numba's disk cache) the scanner before taking traffic."""
-    body = b'{"model": "m", "examples": [{"x": [1.5, -2], "y": "a"}, {"y": 3, "x": [0, 1e3]}]}'
+    body = (
+        b'{"model": "m", "examples": [{"x": [1.5, -2], "y": "a"}, '
+        b'{"y": 3, "weight": 2, "x": [0, 1e3]}]}'
+    )
     scan_dense_examples(body, 2, 10)

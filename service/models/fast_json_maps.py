@@ -16,8 +16,9 @@ encoder uses) and the labels as orjson reads them.
 
 Anything else gives ``None`` and the caller takes the orjson path, which also words
 the 4xx errors: the dense scanner's shape rules (keys ``model``/``examples`` and
-``x``/``y`` exactly once, ``y`` a non-empty escape-free string, an int64 integer or
-a whole float below 2**53 written ``1.0``, numbers within its exact fast paths),
+``x``/``y`` exactly once, ``weight`` at most once and > 0, ``y`` a non-empty
+escape-free string, an int64 integer or a whole float below 2**53 written ``1.0``,
+numbers within its exact fast paths),
 plus: ``x`` not an object (``{}``, no features, is the zero vector: taken), more
 than ``max_features`` entries, a key with an escape, a control character or invalid
 UTF-8, a key repeated within one ``x`` (orjson keeps the last value), a value that
@@ -28,8 +29,8 @@ refuses those with a 422). The scanner never raises on bad input.
 
 >>> r = scan_map_examples(b'{"model": "m", "examples": [{"x": {"3": 1.5, "1": -2}, "y": "a"}]}',
 ...                       "sparse", 4, 10, 10)
->>> r[0], r[1].indices.tolist(), r[1].values.tolist(), r[2]
-('m', [1, 3], [-2.0, 1.5], ['a'])
+>>> r[0], r[1].indices.tolist(), r[1].values.tolist(), r[2], r[3]
+('m', [1, 3], [-2.0, 1.5], ['a'], None)
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from learners.features import Batch, _canonical_rows
 from service.models.fast_json import (
     _K_EXAMPLES,
     _K_MODEL,
+    _K_WEIGHT,
     _K_X,
     _K_Y,
     _U1,
@@ -63,12 +65,14 @@ from service.models.fast_json import (
     _number,
     _same_bytes,
     _string_end,
+    _weight,
     _ws,
     label_scratch,
     model_and_labels,
+    weight_scratch,
 )
 
-__all__ = ["murmurhash3_32_nb", "scan_map_examples", "warmup"]
+__all__ = ["murmurhash3_32_nb", "scan_hashed_examples", "scan_map_examples", "warmup"]
 
 _Buf = np.ndarray | bytes
 
@@ -263,26 +267,33 @@ def _scan(
     tstamp: np.ndarray,
     tpos: np.ndarray,
     stamp0: int,
-) -> tuple[int, int, int, int, int]:
+    fullh: np.ndarray,
+    W: np.ndarray,
+) -> tuple[int, int, int, int, int, int]:
     """Fill ``indptr`` (``rows + 1``), ``indices``/``values`` (``nnz``, each row in
     body order) and ``meta`` (the labels, as in fast_json._scan); return (rows, nnz,
     start and end of the model name, number of distinct labels), rows 0 for "not the
-    supported shape".
+    supported shape"; the number of examples with a ``weight`` (in ``W``, 1.0 when
+    absent) comes last.
 
     ``rowkeys`` (3 per feature of the current row: key hash, key start, key end) and
     the open-addressing table ``tstamp``/``tpos`` (a power of two in size, entries of
-    another row have another stamp; stamps from ``stamp0``) find repeated keys."""
+    another row have another stamp; stamps from ``stamp0``) find repeated keys.
+    ``fullh`` (hashed, when as long as ``indices``): each feature's full 32-bit hash,
+    before masking (for the names map, :mod:`learners.feature_names`)."""
     n = len(buf)
     rcap = meta.shape[0] // 4
     cap = indices.shape[0]
     rowcap = rowkeys.shape[0] // 3
     tmask = np.uint64(tstamp.shape[0] - 1)
     mask = np.uint64(dim - 1)
+    want_full = hashed and fullh.shape[0] == cap
     uniq0 = rcap
-    fail = (0, 0, 0, 0, 0)
+    fail = (0, 0, 0, 0, 0, 0)
     ms = 0
     me = 0
     nu = 0
+    nw = 0
     last = -1
     nnz = 0
     indptr[0] = 0
@@ -322,6 +333,8 @@ def _scan(
                 i += 1
                 have_x = False
                 have_y = False
+                have_w = False
+                W[rows] = 1.0
                 while True:  # one key of the example per iteration
                     key, i = _member(buf, _ws(buf, i, n), n)
                     if i < 0:
@@ -391,8 +404,11 @@ def _scan(
                                     return fail
                                 if not _ascii(buf, vs, ve) and not _utf8_ok(buf, vs, ve):
                                     return fail
-                                indices[nnz] = np.int64(_murmur(buf, ks, ke, True, vs, ve) & mask)
+                                hv = _murmur(buf, ks, ke, True, vs, ve)
+                                indices[nnz] = np.int64(hv & mask)
                                 values[nnz] = 1.0
+                                if want_full:
+                                    fullh[nnz] = np.int64(hv)
                                 i = ve + 1
                             elif c == 45 or (48 <= c <= 57):
                                 i, v = _number(buf, i, n)
@@ -400,6 +416,8 @@ def _scan(
                                     return fail
                                 indices[nnz] = np.int64(h & mask) if hashed else np.int64(h)
                                 values[nnz] = v
+                                if want_full:
+                                    fullh[nnz] = np.int64(h)
                             else:
                                 return fail
                             nnz += 1
@@ -424,6 +442,10 @@ def _scan(
                             return fail
                         meta[rows] = code
                         last = code
+                    elif key == _K_WEIGHT:
+                        i, have_w, nw = _weight(buf, i, n, have_w, W, rows, nw)
+                        if i < 0:
+                            return fail
                     else:
                         return fail
                     i, closed = _after_member(buf, i, n)
@@ -450,7 +472,7 @@ def _scan(
         return fail
     if _ws(buf, i, n) != n:
         return fail
-    return rows, nnz, ms, me, nu
+    return rows, nnz, ms, me, nu, nw
 
 
 # ---------------------------------------------------------------- Python side
@@ -475,12 +497,43 @@ def _table(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     return t[0], t[1], t[2], stamp
 
 
+_NO_HASHES = np.empty(0, np.int64)
+
+
+def _hash_scratch(cap: int) -> np.ndarray:
+    """A per-thread buffer of exactly ``cap`` int64 (a view of a reused one up to
+    ``_SCRATCH_MAX * 4`` entries: a fresh 300 KB array costs its page faults per body)."""
+    buf = getattr(_scratch, "hashes", None)
+    if buf is None or buf.shape[0] < cap:
+        buf = np.empty(max(cap, 4096), np.int64)
+        if cap <= 4 * _SCRATCH_MAX:
+            _scratch.hashes = buf
+    return buf[:cap]
+
+
 def scan_map_examples(
     raw: bytes, kind: str, dim: int, max_examples: int, max_features: int
-) -> tuple[str, Batch, list[str | int]] | None:
-    """The body's model, batch and labels, or ``None`` when ``raw`` is not exactly
-    the supported shape (see the module docstring). ``kind`` is ``"sparse"`` or
-    ``"hashed"`` (then ``dim`` is a power of two)."""
+) -> tuple[str, Batch, list[str | int], list[float] | None] | None:
+    """The body's model, batch, labels and weights (``None`` when no example has a
+    ``weight``), or ``None`` when ``raw`` is not exactly the supported shape (see the
+    module docstring). ``kind`` is ``"sparse"`` or ``"hashed"`` (then ``dim`` is a
+    power of two)."""
+    scanned = _scan_maps(raw, kind, dim, max_examples, max_features, False)
+    return None if scanned is None else (*scanned[:3], scanned[4])
+
+
+def scan_hashed_examples(
+    raw: bytes, dim: int, max_examples: int, max_features: int
+) -> tuple[str, Batch, list[str | int], np.ndarray, list[float] | None] | None:
+    """``scan_map_examples(raw, "hashed", ...)`` plus the full 32-bit hash of every
+    feature in body order (int64): which names a model may not know yet. The hashes
+    are a view of a per-thread buffer, valid until this thread's next call."""
+    return _scan_maps(raw, "hashed", dim, max_examples, max_features, True)
+
+
+def _scan_maps(
+    raw: bytes, kind: str, dim: int, max_examples: int, max_features: int, full: bool
+) -> tuple[str, Batch, list[str | int], np.ndarray, list[float] | None] | None:
     if kind == "hashed":
         hashed = True
         if dim < 2 or dim & (dim - 1):
@@ -501,9 +554,11 @@ def scan_map_examples(
     values = np.empty(cap, np.float64)
     meta = label_scratch(rcap)
     rowkeys, tstamp, tpos, stamp0 = _table(rowcap)
-    rows, nnz, ms, me, nu = _scan(
+    fullh = _hash_scratch(cap) if full and hashed else _NO_HASHES
+    W = weight_scratch(rcap)
+    rows, nnz, ms, me, nu, nw = _scan(
         raw, hashed, dim, max_examples, max_features,
-        indptr, indices, values, meta, rowkeys, tstamp, tpos, stamp0,
+        indptr, indices, values, meta, rowkeys, tstamp, tpos, stamp0, fullh, W,
     )  # fmt: skip
     if getattr(_scratch, "table", None) is not None and _scratch.table[1] is tstamp:
         _scratch.stamp = stamp0 + rcap + 1
@@ -513,16 +568,19 @@ def scan_map_examples(
     if named is None:
         return None
     model, labels = named
+    weights = W[:rows].tolist() if nw else None
     ip, ix, vs = _canonical_rows(indptr[: rows + 1].copy(), indices[:nnz], values[:nnz])
-    return model, Batch(ip, ix, vs, dim), labels
+    hashes = fullh[:nnz] if full else _NO_HASHES
+    return model, Batch(ip, ix, vs, dim), labels, hashes, weights
 
 
 def warmup() -> None:
     """Compile (or load from numba's disk cache) the scanner before taking traffic."""
     body = (
         b'{"model": "m", "examples": [{"x": {"a": 1.5, "b": "c"}, "y": "a"}, '
-        b'{"y": 3, "x": {"d": -2}}]}'
+        b'{"y": 3, "weight": 0.5, "x": {"d": -2}}]}'
     )
     scan_map_examples(body, "hashed", 16, 10, 10)
+    scan_hashed_examples(body, 16, 10, 10)
     body = b'{"model": "m", "examples": [{"x": {"1": 1.5, "0": 2}, "y": "a"}]}'
     scan_map_examples(body, "sparse", 4, 10, 10)

@@ -9,7 +9,9 @@
   answered per query with ``{"qid", "scores": [one per item, in the order sent],
   "order": [item indices, best first; ties keep the order sent]}``; or
 - ``instances`` (``[{"x": ...}, ...]``), answered with ``{"score": s}`` per
-  instance (higher = more relevant).
+  instance (higher = more relevant). A binary model imported from LightGBM
+  (``learnserve import lightgbm``) adds ``"probability"``, LightGBM's
+  ``1 / (1 + exp(-sigmoid * score))``; ``score`` is LightGBM's raw score.
 
 Features: a dense list has exactly ``n_features`` values (column ``j`` is the
 model's feature ``j``). Sparse keys are feature indices *as written in the
@@ -47,10 +49,13 @@ if TYPE_CHECKING:
 class LambdaMARTAdapter(BatchAdapter):
     kind: ClassVar[str] = "lambdamart"
 
-    def __init__(self, config: dict[str, Any], model: Any, digest: str = "") -> None:
-        super().__init__(config, model, digest)
+    def __init__(self, config: dict[str, Any], model: Any, *args: Any) -> None:
+        super().__init__(config, model, *args)
         meta = getattr(model, "meta_", None) or {}
         self.index_base = 1 if meta.get("index_base", 0) == 1 else 0
+        # imported LightGBM models: the objective, and binary's sigmoid (checked at load)
+        self.objective: str | None = meta.get("objective")
+        self.sigmoid = float(meta.get("sigmoid", 1.0))
 
     def encode(
         self, xs: list[Any], settings: Settings, raw: bytes, locate: Callable[[int], str]
@@ -76,14 +81,28 @@ class LambdaMARTAdapter(BatchAdapter):
             return ranked(self._scores(batch), q.qids, q.sizes)
         rows = require_list(body, "instances", settings.max_batch_examples)
         xs = items_field(rows, "instances", "x")
-        return scored(self._scores(self.encode(xs, settings, raw, lambda i: f"instances[{i}]")))
+        return self.answer(self.encode(xs, settings, raw, lambda i: f"instances[{i}]"), body)
+
+    tensor_task: ClassVar[str | None] = "rank"
 
     def answer(self, batch: Batch, body: dict[str, Any]) -> list[dict[str, Any]]:
-        return scored(self._scores(batch))
+        s = self._scores(batch)
+        out = scored(s)
+        if self.objective == "binary":  # LightGBM's ConvertOutput: 1 / (1 + exp(-sigmoid * s))
+            for o, p in zip(out, (1.0 / (1.0 + np.exp(-self.sigmoid * s))).tolist(), strict=True):
+                o["probability"] = p
+        return out
 
     def _scores(self, batch: Batch) -> np.ndarray:
         s: np.ndarray = self.model.predict(batch)
         return s
 
+    TRAINING_FACTS: ClassVar[tuple[str, ...]] = (
+        "train_file", "train_seconds", "best_iteration", "index_base",
+    )  # fmt: skip
+
     def describe(self) -> dict[str, Any]:
-        return {"n_features": self.n_features, "index_base": self.index_base}
+        out: dict[str, Any] = {**super().describe(), "index_base": self.index_base}
+        if self.objective is not None:
+            out["objective"] = self.objective
+        return out

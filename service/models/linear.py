@@ -5,7 +5,8 @@ Config (``PUT /models/{name}``)::
     {"algorithm": "arow", "params": {"r": 1.0},
      "features": {"kind": "dense", "dim": 28}}
 
-Update examples are ``{"x": <features>, "y": <label>}`` (no other field); labels
+Update examples are ``{"x": <features>, "y": <label>}`` plus an optional importance
+``"weight"`` (finite, > 0; see :mod:`service.models.example_weights`), no other field; labels
 are strings or integers and come back exactly as sent, except that a float equal
 to an integer (``1.0``, as files give labels) is that integer. The labels of a
 model are the keys of each prediction's ``scores``, so ``1`` and ``"1"`` cannot
@@ -20,11 +21,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import numpy as np
 
 from learners.base import UpdateResult, check_label
-from learners.features import FeatureError, FeatureSpec
+from learners.features import Batch, FeatureError, FeatureSpec
 from learners.linear import NotFittedError
 from service.api.errors import ApiError, invalid
 from service.limits import items_field, json_int, require_list, too_large, type_name
+from service.models import feature_names as names
 from service.models.base import FastUpdate, ModelAdapter
+from service.models.example_weights import WEIGHT_FIELD, check_weight, entry_weights, weights_meta
+from service.models.feedback_rows import encode_record, update_with_served
 from service.models.payload import (
     decode_payload,
     dense_batch,
@@ -35,7 +39,8 @@ from service.models.payload import (
 if TYPE_CHECKING:
     from service.settings import Settings
 
-CONFIG_KEYS = frozenset({"algorithm", "params", "features"})
+CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics"})
+EXAMPLE_FIELDS = ("x", "y", WEIGHT_FIELD)
 INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
 
 
@@ -51,8 +56,9 @@ def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
     try:
         spec = FeatureSpec.from_config(features)
     except ValueError as e:
-        raise invalid(f"features: {e}", "features") from None
-    extra = set(features) - {"kind", "dim", "bits"}
+        field = "features.index_base" if str(e).startswith("index_base") else "features"
+        raise invalid(f"features: {e}", field) from None
+    extra = set(features) - {"kind", "dim", "bits", "index_base"}
     if extra:
         raise invalid(f"features: unknown field(s) {sorted(extra)}", "features")
     # A field of another kind is a mistake (the value would be silently ignored).
@@ -115,7 +121,32 @@ def online_model_config(
         msg = str(e)
         field = msg.split(":", 1)[0] if msg.startswith("params.") else "params"
         raise invalid(msg if msg.startswith("params") else f"params: {msg}", field) from None
-    return {"kind": kind, "algorithm": algorithm, "params": params, "features": spec.to_config()}
+    config = {"kind": kind, "algorithm": algorithm, "params": params, "features": spec.to_config()}
+    if body.get("metrics") is not None:  # kept only when sent: an older model's body stays equal
+        metrics = metrics_config(body["metrics"])
+        if metrics:
+            config["metrics"] = metrics
+    return config
+
+
+def metrics_config(metrics: Any) -> dict[str, Any]:
+    """``{"window": n}``: the progressive metrics' window, 1..MAX_WINDOW examples."""
+    from service.online_metrics import MAX_WINDOW
+
+    if not isinstance(metrics, dict):
+        raise invalid(f"metrics: must be an object, got {type_name(metrics)}", "metrics")
+    extra = sorted(set(metrics) - {"window"})
+    if extra:
+        raise invalid(f"metrics.{extra[0]}: unknown field (known: window)", f"metrics.{extra[0]}")
+    if "window" not in metrics:
+        return {}
+    w = json_int(metrics["window"])
+    if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_WINDOW:
+        raise invalid(
+            f"metrics.window: must be an integer in [1, {MAX_WINDOW}], got {metrics['window']!r}",
+            "metrics.window",
+        )
+    return {"window": w}
 
 
 class LinearAdapter(ModelAdapter):
@@ -124,6 +155,7 @@ class LinearAdapter(ModelAdapter):
     def __init__(self, config: dict[str, Any], model: Any) -> None:
         super().__init__(config, model)
         self.spec = FeatureSpec.from_config(config["features"])
+        names.attach(model, self.spec)
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -158,48 +190,79 @@ class LinearAdapter(ModelAdapter):
 
         spec = FeatureSpec.sparse(4)
         batch = spec.encode([{"0": 1.0}, {"1": 1.0, "3": -1.0}, {"2": 0.5}])
+        from service.online_metrics import EvalWindow
+
+        window = EvalWindow(4)  # compiles the log-loss and AUC kernels
         for algorithm in ALGORITHMS:
             clf = make_classifier(algorithm, dim=4, params={})
+            window.add_result(clf.update(batch, ["a", "b", "a"], [1.0, 2.0, 0.5]))
             clf.update(batch, ["a", "b", 1])
             clf.predict_details(batch)
+        window.summary()
 
     # ------------------------------------------------------------ write path
     def parse_update(
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> tuple[bytes, int]:
         examples = require_list(body, "examples", settings.max_batch_examples)
-        xs, labels = split_examples(examples)
+        xs, labels, weights = split_examples(examples)
         self._check_labels(labels, settings)
         X = dense_matrix(self.spec, xs, raw)
         if X is not None:
-            return encode_dense_payload(X, labels), len(labels)
+            return encode_dense_payload(X, labels, **weights_meta(weights)), len(labels)
         # the checked path, with errors naming the example and field
         batch = encode_fast(self.spec, xs, "examples", settings, b"")
-        return encode_payload(batch, labels, dense=self.spec.kind == "dense"), len(labels)
+        known = names.wanted(self.model, settings)
+        new = names.new_names(known, xs, settings) if known is not None else []
+        # the fast path's key order ("n", then "w"): both paths write the same bytes
+        extra: dict[str, Any] = {"n": new} if new else {}
+        extra.update(weights_meta(weights))
+        dense = self.spec.kind == "dense"
+        return encode_payload(batch, labels, dense=dense, **extra), len(labels)
 
     def parse_update_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
         if self.spec.kind != "dense":
-            from service.models.fast_json_maps import scan_map_examples
+            from service.models.fast_json_maps import scan_hashed_examples, scan_map_examples
 
-            maps = scan_map_examples(
-                raw,
-                self.spec.kind,
-                self.spec.dim,
+            base = self.spec.index_base
+            # 1-based keys: scanned as 0-based in [0, dim + 1), then shifted down; a key
+            # 0 takes the general path, which refuses it naming the field. (Hashed
+            # models have no index base.)
+            dim, n_max, f_max = (
+                self.spec.dim + base,
                 settings.max_batch_examples,
                 settings.max_features_per_example,
             )
-            if maps is None:
-                return None
-            model, batch, labels = maps
+            known = names.wanted(self.model, settings) if self.spec.kind == "hashed" else None
+            if known is None:  # no names to record: the scan alone
+                maps = scan_map_examples(raw, self.spec.kind, dim, n_max, f_max)
+                if maps is None:
+                    return None
+                model, batch, labels, weights = maps
+                extra: dict[str, Any] = {}
+                if base:
+                    shifted = shift_down(batch, base)
+                    if shifted is None:
+                        return None
+                    batch = shifted
+            else:
+                hashed = scan_hashed_examples(raw, dim, n_max, f_max)
+                if hashed is None:
+                    return None
+                model, batch, labels, hashes, weights = hashed
+                new = names.new_names_raw(known, raw, hashes, settings, "examples")
+                extra = {"n": new} if new else {}
             self._check_labels(labels, settings)
-            return FastUpdate(model, encode_payload(batch, labels, dense=False), len(labels))
+            extra.update(weights_meta(weights))
+            payload = encode_payload(batch, labels, dense=False, **extra)
+            return FastUpdate(model, payload, len(labels))
         from service.models.fast_json import scan_dense_examples
 
         scanned = scan_dense_examples(raw, self.spec.dim, settings.max_batch_examples)
         if scanned is None:
             return None
         self._check_labels(scanned.labels, settings)
-        payload = encode_dense_payload(scanned.X, scanned.labels)
+        payload = encode_dense_payload(scanned.X, scanned.labels, **weights_meta(scanned.weights))
         return FastUpdate(scanned.model, payload, len(scanned.labels))
 
     def _check_labels(self, labels: list[Any], settings: Settings) -> None:
@@ -246,7 +309,7 @@ class LinearAdapter(ModelAdapter):
         from learners.linear import first_nonfinite_row
 
         batch, meta = decode_payload(payload, self.spec.dim)
-        row = first_nonfinite_row(self.model, batch, meta["y"])
+        row = first_nonfinite_row(self.model, batch, meta["y"], entry_weights(meta))
         if row is not None:
             loc = f"examples[{row}].x"
             raise invalid(f"{loc}: {overflow_problem(batch, [row])}", loc)
@@ -257,17 +320,32 @@ class LinearAdapter(ModelAdapter):
         batch, meta = decode_payload(payload, self.spec.dim)
         refuse_label_clash(meta["y"], self.model.labels_)
         try:
-            return self.model.update(batch, meta["y"])
+            result: UpdateResult
+            weights = entry_weights(meta)
+            if meta.get("fb"):  # rows of delayed labels (service.models.feedback_rows)
+                result = update_with_served(self.model, batch, meta["y"], meta["fb"], weights)
+            else:
+                result = self.model.update(batch, meta["y"], weights)
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
             raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
+        names.record(self.model, meta)
+        return result
 
     # ------------------------------------------------------------ read path
     def predict(
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> list[dict[str, Any]]:
         instances = require_list(body, "instances", settings.max_batch_examples)
+        return self._predict(instances, settings, raw)[0]
+
+    def _predict(
+        self, instances: list[Any], settings: Settings, raw: bytes
+    ) -> tuple[list[dict[str, Any]], Any]:
         xs = items_field(instances, "instances", "x")
         batch = encode_fast(self.spec, xs, "instances", settings, raw)
+        return self.predict_batch(batch), batch
+
+    def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
         try:
             preds = self.model.predict_details(batch)
         except NotFittedError:
@@ -279,15 +357,58 @@ class LinearAdapter(ModelAdapter):
             for p in preds
         ]
 
+    # ------------------------------------------------------------ delayed labels
+    def predict_tracked(
+        self, instances: list[Any], ids: list[str | None], settings: Settings, raw: bytes
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
+        """``predict`` of ``instances`` (their ``id`` fields taken out, in ``ids``), and a
+        record (``feedback_rows.encode_record``) for each instance that had an id."""
+        predictions, batch = self._predict(instances, settings, raw)
+        records = [
+            (i, encode_record(batch, k, predictions[k])) for k, i in enumerate(ids) if i is not None
+        ]
+        return predictions, records
+
+    def zero_features(self) -> Any:
+        """An ``x`` of the model's kind that is the zero vector (a placeholder)."""
+        return [0.0] * self.spec.dim if self.spec.kind == "dense" else {}
+
+    def weights(self, top: int, label: str | None) -> dict[str, Any]:
+        from service.models.weights import linear_weights
+
+        return linear_weights(self.model, self.spec, top, label)
+
+    tensor_task: ClassVar[str | None] = "classify"
+
+    def tensor_width(self) -> int | None:
+        return self.spec.dim if self.spec.kind == "dense" else None
+
+    def classes(self) -> list[Any]:
+        return list(self.model.labels_)
+
+    def has_confidence(self) -> bool:
+        return getattr(self.model, "covariance", "none") != "none"  # PA has none
+
     def describe(self) -> dict[str, Any]:
         labels = getattr(self.model, "labels_", None)
         return {"labels": list(labels) if labels is not None else [], "dim": self.spec.dim}
 
 
-def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any]]:
-    """``x``s and checked ``y``s of ``[{"x": ..., "y": ...}, ...]`` in one pass."""
+def shift_down(batch: Batch, base: int) -> Batch | None:
+    """``batch`` of ``base``-based sparse keys (its ``dim`` counts the unused index 0) as
+    0-based columns; ``None`` when a key is below ``base``. Rows are sorted, so each
+    row's first index is its smallest and the shift keeps them sorted."""
+    if batch.nnz and int(batch.indices.min()) < base:
+        return None
+    return Batch(batch.indptr, batch.indices - base, batch.values, batch.dim - base)
+
+
+def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any], list[float] | None]:
+    """``x``s, checked ``y``s and checked weights (``None`` when no example has one) of
+    ``[{"x": ..., "y": ..., "weight"?: ...}, ...]`` in one pass."""
     xs: list[Any] = []
     ys: list[Any] = []
+    ws: list[float] | None = None
     for i, ex in enumerate(examples):
         if type(ex) is not dict:
             raise invalid(
@@ -301,19 +422,27 @@ def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any]]:
                 f"examples[{i}].{missing}: field required", f"examples[{i}].{missing}"
             ) from None
         if len(ex) != 2:
-            refuse_unknown_fields(ex, ("x", "y"), f"examples[{i}]")
+            refuse_unknown_fields(ex, EXAMPLE_FIELDS, f"examples[{i}]")
+            if WEIGHT_FIELD in ex:
+                if ws is None:
+                    ws = [1.0] * i
+                ws.append(check_weight(ex[WEIGHT_FIELD], f"examples[{i}].{WEIGHT_FIELD}"))
+            elif ws is not None:
+                ws.append(1.0)
+        elif ws is not None:
+            ws.append(1.0)
         t = type(y)
         if not ((t is str and y) or t is int):
             y = check_label_api(y, i)  # 1.0 -> 1, or raises with the example named
         xs.append(x)
         ys.append(y)
-    return xs, ys
+    return xs, ys, ws
 
 
 def refuse_unknown_fields(item: dict[str, Any], known: tuple[str, ...], where: str) -> None:
-    """422 naming the first field of ``item`` not in ``known`` (e.g. ``examples[0].weight``):
-    a field the service would silently ignore is a client's mistake (or a feature, such as
-    example weights, it does not have)."""
+    """422 naming the first field of ``item`` not in ``known`` (e.g. ``examples[0].foo``):
+    a field the service would silently ignore is a client's mistake (or a feature it
+    does not have)."""
     for key in item:
         if key not in known:
             loc = f"{where}.{key}"

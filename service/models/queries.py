@@ -5,9 +5,10 @@ Wire format::
     {"queries": [{"qid": "q1", "items": [{"x": <features>, "relevance": 2}, ...]}, ...]}
 
 ``qid`` is optional (a string or an integer, echoed back as sent); ``relevance``
-(any finite number: RankSVM learns the order within a query) is read only by
-``/update``. The items of all queries become one batch, rows in
-query order, and errors name the query and item, e.g.
+(any finite number: RankSVM learns the order within a query) and a query's optional
+importance ``weight`` (finite, > 0: it scales the steps of the query's pairs; see
+:mod:`service.models.example_weights`) are read only by ``/update``. The items of all queries
+become one batch, rows in query order, and errors name the query and item, e.g.
 ``queries[0].items[3].relevance: must be a finite number, got str``. The items of one
 request count against the same limit as ``examples`` (``max_batch_examples``).
 
@@ -32,6 +33,7 @@ import numpy as np
 from learners.features import Batch, FeatureError, FeatureSpec, sparse_index
 from service.api.errors import invalid
 from service.limits import require_list, too_large, type_name
+from service.models.example_weights import WEIGHT_FIELD, check_weight
 from service.models.linear import dense_matrix
 from service.models.payload import dense_batch
 
@@ -48,6 +50,7 @@ class Queries:
     sizes: list[int]
     xs: list[Any]  # the items' features, all queries in order
     relevance: list[int | float]  # empty unless asked for
+    weights: list[float] | None = None  # one per query when any query has a weight
 
     def locate(self) -> Callable[[int], str]:
         """Flat item row -> ``queries[q].items[j]``."""
@@ -68,11 +71,19 @@ def parse_queries(body: dict[str, Any], settings: Settings, relevance: bool) -> 
     sizes: list[int] = []
     xs: list[Any] = []
     rels: list[int | float] = []
+    weights: list[float] | None = None
+    known = ("qid", "items", WEIGHT_FIELD) if relevance else ("qid", "items")
     for q, query in enumerate(queries):
         at = f"queries[{q}]"
         if type(query) is not dict:
             raise invalid(f"{at}: must be an object, got {type_name(query)}", at)
-        _refuse_unknown(query, ("qid", "items"), at)
+        _refuse_unknown(query, known, at)
+        if relevance and WEIGHT_FIELD in query:
+            if weights is None:
+                weights = [1.0] * q
+            weights.append(check_weight(query[WEIGHT_FIELD], f"{at}.{WEIGHT_FIELD}"))
+        elif weights is not None:
+            weights.append(1.0)
         qid = query.get("qid")
         if qid is not None and (isinstance(qid, bool) or not isinstance(qid, str | int)):
             raise invalid(
@@ -102,7 +113,7 @@ def parse_queries(body: dict[str, Any], settings: Settings, relevance: bool) -> 
                 rels.append(check_relevance(item.get("relevance"), f"{loc}.relevance"))
         qids.append(qid)
         sizes.append(len(items))
-    return Queries(qids, sizes, xs, rels)
+    return Queries(qids, sizes, xs, rels, weights)
 
 
 def _refuse_unknown(obj: dict[str, Any], known: tuple[str, ...], loc: str) -> None:

@@ -12,7 +12,9 @@ disease-progression scores 25..346 or negative values serve as well as graded 0.
     {"model": "web", "queries": [{"qid": "q1", "items": [
         {"x": {"3": 0.5, "17": 1.0}, "relevance": 2}, {"x": {"3": 0.1}, "relevance": 0}]}]}
 
-and answers ``{"model", "applied": <items>, "version"}``. ``POST /predict`` takes
+and answers ``{"model", "applied": <items>, "version"}``. A query may carry an
+importance ``"weight"`` (finite, > 0): its pairs' Pegasos steps are that many times
+as long (:mod:`learners.ranking.ranksvm`). ``POST /predict`` takes
 the same ``queries`` (``relevance`` not needed) and answers, per query,
 ``{"qid", "scores": [one per item, in the order sent], "order": [item indices,
 best first; ties keep the order sent]}``; or ``instances`` (``[{"x": ...}]``),
@@ -42,7 +44,9 @@ from learners.base import UpdateResult
 from learners.features import Batch, FeatureSpec
 from service.api.errors import invalid
 from service.limits import items_field, require_list
+from service.models import feature_names as names
 from service.models.base import ModelAdapter
+from service.models.example_weights import entry_weights, weights_meta
 from service.models.linear import online_model_config, overflow_problem
 from service.models.payload import decode_payload, encode_payload
 from service.models.queries import (
@@ -63,6 +67,13 @@ class RankSVMAdapter(ModelAdapter):
     def __init__(self, config: dict[str, Any], model: Any) -> None:
         super().__init__(config, model)
         self.spec = FeatureSpec.from_config(config["features"])
+        # 1-based sparse keys: read against a 0-based spec one wider, then shifted down
+        # (queries.encode_rows, as LambdaMART reads its 1-based artifacts' keys).
+        self.rows_base = self.spec.index_base if self.spec.kind == "sparse" else 0
+        self.rows_spec = (
+            FeatureSpec.sparse(self.spec.dim + self.rows_base) if self.rows_base else self.spec
+        )
+        names.attach(model, self.spec)
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -101,26 +112,42 @@ class RankSVMAdapter(ModelAdapter):
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> tuple[bytes, int]:
         q = parse_queries(body, settings, relevance=True)
-        batch, X = encode_rows(self.spec, q.xs, settings, raw, q.locate())
+        batch, X = encode_rows(self.rows_spec, q.xs, settings, raw, q.locate(), self.rows_base)
         dense = self.spec.kind == "dense"
-        payload = encode_payload(batch, q.relevance, dense=dense, matrix=X, g=q.sizes)
+        known = names.wanted(self.model, settings)
+        new = names.new_names(known, q.xs, settings) if known is not None else []
+        extra: dict[str, Any] = {"n": new} if new else {}
+        extra.update(weights_meta(q.weights))
+        payload = encode_payload(batch, q.relevance, dense=dense, matrix=X, g=q.sizes, **extra)
         return payload, len(q.xs)
 
     def check_update(self, payload: bytes) -> None:
         batch, meta = decode_payload(payload, self.spec.dim)
-        q = self.model.first_nonfinite_group(batch, meta["y"], groups=meta["g"])
+        gw = entry_weights(meta)
+        q = self.model.first_nonfinite_group(batch, meta["y"], meta["g"], gw)
         if q is not None:
             loc, problem = self._overflow(batch, meta["g"], q)
+            if gw is not None and gw[q] > 1.0:
+                # the query's weight lengthens its steps: is it the culprit?
+                unit = [*gw[:q], 1.0, *gw[q + 1 :]]
+                if self.model.first_nonfinite_group(batch, meta["y"], meta["g"], unit) != q:
+                    loc = f"queries[{q}].weight"
+                    problem = (
+                        f"weight {gw[q]!r} makes this query's steps overflow the model's "
+                        "weights; the update was refused and the model is unchanged"
+                    )
             raise invalid(f"{loc}: {problem}", loc)
 
     def apply(self, payload: bytes) -> UpdateResult:
         batch, meta = decode_payload(payload, self.spec.dim)
+        gw = entry_weights(meta)
         try:
-            result: UpdateResult = self.model.update(batch, meta["y"], groups=meta["g"])
+            result: UpdateResult = self.model.update(batch, meta["y"], meta["g"], gw)
         except FloatingPointError:  # appended by a worker behind this state; unchanged
-            q = self.model.first_nonfinite_group(batch, meta["y"], groups=meta["g"])
+            q = self.model.first_nonfinite_group(batch, meta["y"], meta["g"], gw)
             loc, problem = self._overflow(batch, meta["g"], q or 0)
             raise ValueError(f"{loc}: {problem}") from None
+        names.record(self.model, meta)
         return result
 
     @staticmethod
@@ -142,16 +169,31 @@ class RankSVMAdapter(ModelAdapter):
     ) -> list[dict[str, Any]]:
         if ranking_or_instances(body):
             q = parse_queries(body, settings, relevance=False)
-            batch, _ = encode_rows(self.spec, q.xs, settings, raw, q.locate())
+            batch, _ = encode_rows(self.rows_spec, q.xs, settings, raw, q.locate(), self.rows_base)
             return ranked(self._scores(batch), q.qids, q.sizes)
         rows = require_list(body, "instances", settings.max_batch_examples)
         xs = items_field(rows, "instances", "x")
-        batch, _ = encode_rows(self.spec, xs, settings, raw, lambda i: f"instances[{i}]")
+        batch, _ = encode_rows(
+            self.rows_spec, xs, settings, raw, lambda i: f"instances[{i}]", self.rows_base
+        )
+        return self.predict_batch(batch)
+
+    def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
         return scored(self._scores(batch))
+
+    tensor_task: ClassVar[str | None] = "rank"
+
+    def tensor_width(self) -> int | None:
+        return self.spec.dim if self.spec.kind == "dense" else None
 
     def _scores(self, batch: Any) -> np.ndarray:
         s: np.ndarray = self.model.decision_function(batch)
         return s
+
+    def weights(self, top: int, label: str | None) -> dict[str, Any]:
+        from service.models.weights import ranker_weights
+
+        return ranker_weights(self.model, self.spec, top, label)
 
     def describe(self) -> dict[str, Any]:
         return {"dim": self.spec.dim}

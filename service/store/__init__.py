@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from service.store.base import (
+    ArtifactActive,
     ArtifactVersion,
     Checkpoint,
     ConfigConflict,
+    Feedback,
+    FeedbackConflict,
     LogDiverged,
     LogEntry,
     ModelNotFound,
@@ -33,9 +36,12 @@ SQLITE_FILENAME = "learnserve.sqlite3"
 
 __all__ = [
     "SQLITE_FILENAME",
+    "ArtifactActive",
     "ArtifactVersion",
     "Checkpoint",
     "ConfigConflict",
+    "Feedback",
+    "FeedbackConflict",
     "LogDiverged",
     "LogEntry",
     "ModelNotFound",

@@ -35,6 +35,16 @@ class IdempotencyKeyReused(ValueError):
     hash: the client reused an idempotency key for another body (the API answers 409)."""
 
 
+class FeedbackConflict(RuntimeError):
+    """``append_labelled`` refused the append: the ``index``-th id of its ``labels`` is
+    ``"missing"`` (unknown, or expired), already ``"labelled"``, or its record
+    ``"changed"`` (predicted again since it was read). Nothing was appended or marked."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"labels[{index}]: {reason}")
+        self.index, self.reason = index, reason
+
+
 class LogDiverged(RuntimeError):
     """A checkpoint's state does not match the log at its position: the writer applied
     entries that the store has since lost (a failover lost the log's tail). The caller
@@ -50,6 +60,15 @@ class ActiveVersionChanged(RuntimeError):
             f"model {name!r}: the active version is {active}, not the expected {expected}"
         )
         self.expected, self.active = expected, active
+
+
+class ArtifactActive(RuntimeError):
+    """``delete_artifact`` of the version the model serves: refused, nothing deleted
+    (the API answers 409; activate another version first)."""
+
+    def __init__(self, name: str, version: int) -> None:
+        super().__init__(f"model {name!r}: version {version} is the active one")
+        self.version = version
 
 
 class ModelNotFound(KeyError):
@@ -112,6 +131,43 @@ class LogEntry:
 
 
 @dataclass(frozen=True)
+class Feedback:
+    """What the store holds for one (model, id) given to a prediction (delayed labels):
+    the service's ``record`` (the features as learned, the prediction served) until the
+    id is labelled; then the label's ``mark`` (opaque text) and the ``position`` of the
+    log entry that learned it, and no record."""
+
+    record: bytes | None
+    mark: str | None = None
+    position: int = 0
+
+
+def record_digest(record: bytes) -> str:
+    """SHA-1 (hex) of a feedback record: ``append_labelled`` checks that the record it
+    marks is the one the caller read (Redis's Lua has ``redis.sha1hex``)."""
+    return hashlib.sha1(record).hexdigest()
+
+
+def check_feedback_records(records: list[tuple[str, bytes]]) -> None:
+    """``put_feedback``'s ``records``: distinct non-empty ids, non-empty byte records."""
+    if len({i for i, _ in records}) != len(records):
+        raise ValueError("ids must be distinct")
+    for i, rec in records:
+        if not isinstance(i, str) or not i:
+            raise ValueError("an id must be a non-empty string")
+        if not isinstance(rec, bytes | bytearray) or not rec:
+            raise ValueError("a record must be non-empty bytes")
+
+
+def check_feedback_labels(labels: list[tuple[str, str, str]]) -> None:
+    """``append_labelled``'s ``labels``: distinct non-empty ids, non-empty marks."""
+    if len({i for i, _, _ in labels}) != len(labels):
+        raise ValueError("ids must be distinct")
+    if any(not i or not m for i, _, m in labels):
+        raise ValueError("ids and marks must be non-empty")
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     position: int  # the last log position the state includes
     blob: bytes  # learner artifact bytes
@@ -150,6 +206,16 @@ class Store(ABC):
         """Create atomically. True if created, False if an equal config exists;
         raises ConfigConflict if a different one exists. Configs are compared as
         ``canonical_config`` text. Raises ValueError for a bad name (``validate_name``)."""
+
+    @abstractmethod
+    async def create_model_from_checkpoint(
+        self, name: str, config: dict[str, Any], blob: bytes | memoryview
+    ) -> bool:
+        """``create_model`` of a model that starts from a state (an imported one): the
+        model and ``blob`` as its checkpoint at position 0 appear in one atomic step, so
+        no worker ever sees the model without its starting state. True if created;
+        False if a model with an equal config exists (``blob`` is then not stored);
+        ConfigConflict as ``create_model``. ValueTooLarge as ``put_checkpoint``."""
 
     @abstractmethod
     async def get_config(self, name: str) -> dict[str, Any] | None: ...
@@ -236,6 +302,43 @@ class Store(ABC):
         """The outcome recorded for the live idempotency ``key`` (``record_outcome``),
         or None: no such key, or its entry has no recorded outcome (yet)."""
 
+    # -------------------------------------------------------------- delayed labels
+    @abstractmethod
+    async def put_feedback(
+        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+    ) -> int | None:
+        """Keep each ``(id, record)`` (distinct ids) for ``ttl_seconds`` under the model.
+
+        One atomic step: if an id is already labelled (and not expired), nothing is
+        stored and its index in ``records`` comes back; else every record is stored
+        (replacing an unlabelled one of the same id, whose expiry starts again) and
+        None comes back. Expired records are swept as it goes. Deleting the model
+        removes its records; a model created again never sees the old ones. Raises
+        ModelNotFound."""
+
+    @abstractmethod
+    async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
+        """What is stored for each id (None: unknown, expired, or of a deleted model)."""
+
+    @abstractmethod
+    async def append_labelled(
+        self, name: str, payload: bytes, labels: list[tuple[str, str, str]]
+    ) -> tuple[int, str]:
+        """``append_entry`` that also marks ids labelled, in the same atomic step.
+
+        ``labels``: ``(id, record_digest(record read), mark)`` with distinct ids. Each id
+        must be stored, unexpired, unlabelled and still hold that record, else
+        ``FeedbackConflict`` names the first that does not and nothing is appended or
+        marked. Otherwise the entry is appended, and each id gets ``mark`` and the
+        entry's position; its record is dropped (the mark stays until the id expires).
+        So an id is learned at most once, whichever worker labels it, and an append
+        that fails leaves no id marked. Raises ModelNotFound like ``append``."""
+
+    async def sweep_feedback(self) -> int:
+        """Drop expired feedback records now (stores that keep them past expiry until
+        swept); how many went. The service calls it now and then."""
+        return 0
+
     @abstractmethod
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
         """Entries with position > ``after``, in order (at most ``limit``)."""
@@ -308,6 +411,22 @@ class Store(ABC):
     async def add_artifact(self, name: str, blob: bytes, kind: str, checksum: str) -> int:
         """Store a new artifact version (1, 2, ...) and make it active; returns the version.
         Raises ModelNotFound if the model does not exist."""
+
+    @abstractmethod
+    async def put_artifact(
+        self, name: str, blob: bytes, kind: str, checksum: str
+    ) -> tuple[int, bool]:
+        """Deploy an artifact: if a stored version of the model has this ``checksum`` (the
+        same bytes), make that one active and return ``(version, False)``, storing
+        nothing; else ``add_artifact`` and return ``(new version, True)``. One atomic
+        step, so two identical deploys racing from two workers store one version.
+        Raises ModelNotFound if the model does not exist."""
+
+    @abstractmethod
+    async def delete_artifact(self, name: str, version: int) -> bool:
+        """Delete a stored version; False if there is no such version. Atomic with the
+        active version: the active one is refused (:class:`ArtifactActive`). Raises
+        ModelNotFound if the model does not exist."""
 
     @abstractmethod
     async def list_artifacts(self, name: str) -> list[ArtifactVersion]: ...

@@ -17,6 +17,7 @@ every per-model Lua script touches one slot only)::
     ls:{NAME}:idemexp   zset    idempotency key, scored by its expiry (ms, Redis TIME)
     ls:{NAME}:idempos   hash    "<position>" -> the idempotency key appended there
     ls:{NAME}:idemout   hash    idempotency key -> outcome of an entry that failed to apply
+    ls:{NAME}:fb, fbexp, fblab  delayed labels: see service.store.redis_feedback
     ls:{catalog}:models set     names of all models (an index; configs are authoritative)
     ls:{catalog}:epoch  string  catalog change counter
 
@@ -72,12 +73,15 @@ from redis import exceptions as rex
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from service.store import redis_feedback
 from service.store import redis_scripts as scripts
 from service.store.base import (
     ActiveVersionChanged,
+    ArtifactActive,
     ArtifactVersion,
     Checkpoint,
     ConfigConflict,
+    Feedback,
     IdempotencyKeyReused,
     LogDiverged,
     LogEntry,
@@ -147,6 +151,9 @@ def _keys(name: str) -> dict[str, str]:
             "lease:checkpoint",
             "idempos",
             "idemout",
+            "fb",
+            "fbexp",
+            "fblab",
         )
     }
 
@@ -327,16 +334,48 @@ class RedisStore(Store):
             scripts.CREATE, [k["config"], k["gen"]], [text, secrets.token_hex(8)]
         )
         if res == 1 or res == 0:
-            # Index after the config: a crash in between leaves a model missing from
-            # the index, which the next create_model (equal config) repairs.
-            async def index() -> None:
-                async with self.r.pipeline(transaction=False) as p:
-                    p.sadd(MODELS_KEY, name)
-                    if res == 1:
-                        p.incr(EPOCH_KEY)
-                    await p.execute()
+            await self._index(name, created=res == 1)
+            return res == 1
+        cur = res.decode() if isinstance(res, bytes) else res
+        raise ConfigConflict(f"model {name!r} exists with a different config: {cur}")
 
-            await self._call(index)
+    async def _index(self, name: str, created: bool) -> None:
+        # Index after the config: a crash in between leaves a model missing from the
+        # index, which the next create_model (equal config) repairs.
+        async def index() -> None:
+            async with self.r.pipeline(transaction=False) as p:
+                p.sadd(MODELS_KEY, name)
+                if created:
+                    p.incr(EPOCH_KEY)
+                await p.execute()
+
+        await self._call(index)
+
+    async def create_model_from_checkpoint(
+        self, name: str, config: dict[str, Any], blob: bytes | memoryview
+    ) -> bool:
+        text = canonical_config(config)
+        data = memoryview(blob).cast("B")
+        _check_size("checkpoint", data)
+        k = _keys(validate_name(name))
+        token = f"0.{secrets.token_hex(6)}"  # position 0: a later switch sweeps it if left
+        chunks = [data[o : o + _CKPT_CHUNK] for o in range(0, data.nbytes, _CKPT_CHUNK)]
+        res: Any = None
+        try:
+            for i, chunk in enumerate(chunks):
+                await self._call(
+                    functools.partial(self.r.hset, k["ckptdata"], f"{token}:{i}", chunk)
+                )
+            keys = [k["config"], k["gen"], k["ckpt"], k["ckptdata"]]
+            args = [text, secrets.token_hex(8), token, len(chunks), repr(time.time())]
+            res = await self._script(scripts.CREATE_FROM_CKPT, keys, args)
+        finally:
+            if res != 1:
+                await self._drop_chunks(k["ckptdata"], token, len(chunks))
+        if res == -3:
+            raise StoreUnavailable(f"redis {self._where()}: the import of {name!r} lost a chunk")
+        if res in (0, 1):
+            await self._index(name, created=res == 1)
             return res == 1
         cur = res.decode() if isinstance(res, bytes) else res
         raise ConfigConflict(f"model {name!r} exists with a different config: {cur}")
@@ -593,6 +632,20 @@ class RedisStore(Store):
         out = await self._script(scripts.GET_OUTCOME, keys, [key])
         return None if out is None else out.decode() if isinstance(out, bytes) else str(out)
 
+    # ------------------------------------------------------------------ delayed labels
+    async def put_feedback(
+        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+    ) -> int | None:
+        return await redis_feedback.put_feedback(self, name, records, ttl_seconds)
+
+    async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
+        return await redis_feedback.get_feedback(self, name, ids)
+
+    async def append_labelled(
+        self, name: str, payload: bytes, labels: list[tuple[str, str, str]]
+    ) -> tuple[int, str]:
+        return await redis_feedback.append_labelled(self, name, payload, labels)
+
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
         if limit <= 0:
             return []
@@ -752,6 +805,37 @@ class RedisStore(Store):
             raise ModelNotFound(name)
         await self._bump_epoch()
         return int(v)
+
+    async def put_artifact(
+        self, name: str, blob: bytes, kind: str, checksum: str
+    ) -> tuple[int, bool]:
+        _check_size("artifact", blob)
+        k = _keys(name)
+        meta = json.dumps(
+            {"size": len(blob), "checksum": checksum, "created_at": time.time(), "kind": kind}
+        )
+        res = await self._script(
+            scripts.PUT_ART,
+            [k["config"], k["art"], k["artmeta"]],
+            [bytes(blob), meta, checksum],
+        )
+        if res == -1:
+            raise ModelNotFound(name)
+        version, how = int(res[0]), int(res[1])
+        if how:  # 1 stored, 2 an existing version made active: other workers switch
+            await self._bump_epoch()
+        return version, how == 1
+
+    async def delete_artifact(self, name: str, version: int) -> bool:
+        k = _keys(name)
+        res = await self._script(
+            scripts.DEL_ART, [k["config"], k["art"], k["artmeta"]], [str(int(version))]
+        )
+        if res == -1:
+            raise ModelNotFound(name)
+        if res == -3:
+            raise ArtifactActive(name, version)
+        return bool(res)
 
     async def list_artifacts(self, name: str) -> list[ArtifactVersion]:
         h: Any = await self._call(lambda: self.r.hgetall(_keys(name)["artmeta"]))

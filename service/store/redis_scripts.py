@@ -125,6 +125,26 @@ end
 if cur == ARGV[1] then return 0 end
 return cur
 """
+# KEYS: config, gen, ckpt, ckptdata   ARGV: config, generation, token, chunks, created_at
+#   ->  1 created (with its checkpoint at position 0), 0 equal config exists, -3 a chunk
+#   is missing, else the existing config. The chunks were written beforehand under the
+#   token (as for CKPT); the model and its checkpoint appear together.
+CREATE_FROM_CKPT = """
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  if cur == ARGV[1] then return 0 end
+  return cur
+end
+for i = 0, tonumber(ARGV[4]) - 1 do
+  if redis.call('HEXISTS', KEYS[4], ARGV[3] .. ':' .. i) == 0 then return -3 end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('DEL', KEYS[3])
+redis.call('HSET', KEYS[3], 'position', '0', 'token', ARGV[3], 'chunks', ARGV[4],
+           'created_at', ARGV[5])
+return 1
+"""
 # KEYS: every key of the model (redis._keys)  ->  1 deleted, 0 absent
 DELETE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -190,6 +210,38 @@ redis.call('HSET', KEYS[2], v, ARGV[1])
 redis.call('HSET', KEYS[3], v, ARGV[2], 'active', v)
 return v
 """
+# KEYS: config, art, artmeta   ARGV: blob, meta JSON, checksum
+#   ->  {version, 1} stored as a new version, {version, 0} a stored version has this
+#   checksum (made active, nothing stored), or -1 if no model. Versions are few (the
+#   retention setting), so decoding each one's metadata is cheap.
+PUT_ART = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local h = redis.call('HGETALL', KEYS[3])
+local same = nil
+for i = 1, #h, 2 do
+  local f = h[i]
+  if string.match(f, '^%d+$') and cjson.decode(h[i + 1])['checksum'] == ARGV[3] then
+    if same == nil or tonumber(f) > same then same = tonumber(f) end
+  end
+end
+if same ~= nil then
+  if redis.call('HGET', KEYS[3], 'active') == tostring(same) then return {same, 0} end
+  redis.call('HSET', KEYS[3], 'active', same)
+  return {same, 2}
+end
+local v = redis.call('HINCRBY', KEYS[3], 'last', 1)
+redis.call('HSET', KEYS[2], v, ARGV[1])
+redis.call('HSET', KEYS[3], v, ARGV[2], 'active', v)
+return {v, 1}
+"""
+# KEYS: config, art, artmeta   ARGV: version
+#   ->  1 deleted, 0 no such version, -1 no model, -3 it is the active version
+DEL_ART = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HGET', KEYS[3], 'active') == ARGV[1] then return -3 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+return redis.call('HDEL', KEYS[3], ARGV[1])
+"""
 # KEYS: config, artmeta   ARGV: version, expected active version ('' for any)
 #   ->  1 ok, -1 no model, -2 no such version, {-3, active or false} not the expected one
 SET_ACTIVE = """
@@ -202,3 +254,119 @@ end
 redis.call('HSET', KEYS[2], 'active', ARGV[1])
 return 1
 """
+
+# ------------------------------------------------------------------ delayed labels
+# The records of predictions served with an id (service.store.redis_feedback): fb holds
+# "<gen>\n<record>" by id until the id is labelled, fblab "<gen> <position> <mark>" once
+# it is, fbexp every id scored by its expiry (ms, Redis TIME). A value of another
+# generation (a model deleted by an older learnserve that did not know these keys)
+# counts as absent. The three keys expire with the last id to expire.
+_FB_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+# -> the id's record ("" when none of this generation), its mark's "<position> <mark>"
+# ("" when not labelled); both "" when the id is unknown or expired
+_FB_READ = """
+local function fb_read(id, gen, now, fb, fbexp, fblab)
+  if tonumber(redis.call('ZSCORE', fbexp, id) or '0') <= now then return '', '' end
+  local mark = ''
+  local lab = redis.call('HGET', fblab, id)
+  if lab then
+    local _, _, lgen, rest = string.find(lab, '^(%S*) (.*)$')
+    if lgen == gen then mark = rest end
+  end
+  local rec = redis.call('HGET', fb, id)
+  if rec then
+    local i = string.find(rec, '\\n', 1, true)
+    if i and string.sub(rec, 1, i - 1) == gen then return string.sub(rec, i + 1), mark end
+  end
+  return '', mark
+end
+local function fb_expire(keys, fbexp)
+  local last = redis.call('ZREVRANGE', fbexp, 0, 0, 'WITHSCORES')
+  if last[2] then
+    for _, k in ipairs(keys) do redis.call('PEXPIREAT', k, last[2]) end
+  end
+end
+"""
+# KEYS: config, gen, fb, fbexp, fblab   ARGV: ttl ms, then id, record for each
+#   ->  0 stored, -1 no model, j (1-based) the j-th id is labelled already (none stored)
+# Expired ids are dropped first (at most 100 + 2 per id stored: faster than they come).
+PUT_FEEDBACK = (
+    _FB_NOW
+    + _FB_READ
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local gen = redis.call('GET', KEYS[2]) or ''
+local n = (#ARGV - 1) / 2
+local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 100 + 2 * n)
+for _, id in ipairs(old) do
+  redis.call('HDEL', KEYS[3], id)
+  redis.call('HDEL', KEYS[5], id)
+  redis.call('ZREM', KEYS[4], id)
+end
+for j = 1, n do
+  local _, mark = fb_read(ARGV[2 * j], gen, now, KEYS[3], KEYS[4], KEYS[5])
+  if mark ~= '' then return j end
+end
+local exp = now + tonumber(ARGV[1])
+for j = 1, n do
+  local id = ARGV[2 * j]
+  redis.call('HSET', KEYS[3], id, gen .. '\\n' .. ARGV[2 * j + 1])
+  redis.call('HDEL', KEYS[5], id)
+  redis.call('ZADD', KEYS[4], exp, id)
+end
+fb_expire({KEYS[3], KEYS[4], KEYS[5]}, KEYS[4])
+return 0
+"""
+)
+# KEYS: gen, fb, fbexp, fblab   ARGV: ids  ->  per id: record, "<position> <mark>"
+GET_FEEDBACK = (
+    _FB_NOW
+    + _FB_READ
+    + """
+local gen = redis.call('GET', KEYS[1]) or ''
+local out = {}
+for j = 1, #ARGV do
+  local rec, mark = fb_read(ARGV[j], gen, now, KEYS[2], KEYS[3], KEYS[4])
+  out[2 * j - 1] = rec
+  out[2 * j] = mark
+end
+return out
+"""
+)
+# KEYS: config, seq, log, head, gen, fb, fbexp, fblab[, wake]
+# ARGV: payload, sha1hex(payload), m, then id, sha1hex(record), mark for each[, name]
+#   ->  {-1} no model; {-2, j} the j-th id is unknown or expired, {-3, j} labelled,
+#       {-4, j} holds another record than the one read; {1, position, head} appended
+# (the append as in APPEND), every id marked with the position and its record dropped.
+APPEND_LABELLED = (
+    _FB_NOW
+    + _FB_READ
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local gen = redis.call('GET', KEYS[5]) or ''
+local m = tonumber(ARGV[3])
+for j = 1, m do
+  local rec, mark = fb_read(ARGV[1 + 3 * j], gen, now, KEYS[6], KEYS[7], KEYS[8])
+  if mark ~= '' then return {-3, j} end
+  if rec == '' then return {-2, j} end
+  if redis.sha1hex(rec) ~= ARGV[2 + 3 * j] then return {-4, j} end
+end
+local pos = redis.call('INCR', KEYS[2])
+local head = redis.sha1hex((redis.call('GET', KEYS[4]) or '') .. ARGV[2])
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
+redis.call('SET', KEYS[4], head)
+for j = 1, m do
+  local id = ARGV[1 + 3 * j]
+  redis.call('HSET', KEYS[8], id, gen .. ' ' .. pos .. ' ' .. ARGV[3 + 3 * j])
+  redis.call('HDEL', KEYS[6], id)
+end
+fb_expire({KEYS[8]}, KEYS[7])
+if KEYS[9] then
+  redis.call('XADD', KEYS[9], 'MAXLEN', '~', 10000, '*', 'm', ARGV[4 + 3 * m], 'p', pos)
+end
+return {1, pos, head}
+"""
+)

@@ -45,11 +45,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from service.store import sqlite_feedback
 from service.store.base import (
     ActiveVersionChanged,
+    ArtifactActive,
     ArtifactVersion,
     Checkpoint,
     ConfigConflict,
+    Feedback,
     IdempotencyKeyReused,
     LogEntry,
     ModelNotFound,
@@ -58,6 +61,8 @@ from service.store.base import (
     ValueTooLarge,
     canonical_config,
     chain_head,
+    check_feedback_labels,
+    check_feedback_records,
     validate_name,
 )
 
@@ -142,6 +147,19 @@ CREATE TABLE IF NOT EXISTS leases (
     PRIMARY KEY (name, purpose)
 );
 CREATE INDEX IF NOT EXISTS idempotency_position ON idempotency (name, position);
+-- Delayed labels (service.store.sqlite_feedback): the record of a prediction served with
+-- an id until the id is labelled, then the label's mark and the position that learned it.
+CREATE TABLE IF NOT EXISTS feedback (
+    name TEXT NOT NULL,
+    id TEXT NOT NULL,
+    generation TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    position INTEGER NOT NULL DEFAULT 0,
+    mark TEXT,
+    record BLOB,
+    PRIMARY KEY (name, id)
+);
+CREATE INDEX IF NOT EXISTS feedback_expiry ON feedback (expires_at);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('epoch', 0);
 """
@@ -333,6 +351,45 @@ class SQLiteStore(Store):
             return False
         raise ConfigConflict(f"model {name!r} exists with a different config: {cur}")
 
+    async def create_model_from_checkpoint(
+        self, name: str, config: dict[str, Any], blob: bytes | memoryview
+    ) -> bool:
+        text = canonical_config(config)
+        validate_name(name)
+        data = memoryview(blob).cast("B")
+        size = self.checkpoint_chunk_bytes
+        token = f"0.{secrets.token_hex(6)}"  # position 0: a later switch sweeps it if left
+        n = -(-data.nbytes // size)
+        created: bool | None = None
+        try:
+            for i in range(n):
+                await self._run(self._put_chunk, name, 0, token, i, data[i * size : (i + 1) * size])
+            created = await self._run(self._create_from_chunks, name, text, token, n)
+        finally:
+            if not created and n:
+                with contextlib.suppress(Exception):  # best effort, as put_checkpoint
+                    await self._run(self._drop_chunks, name, token)
+        return bool(created)
+
+    def _create_from_chunks(self, name: str, text: str, token: str, n: int) -> bool:
+        with self._tx() as db:
+            cur = self._q1("SELECT config FROM models WHERE name = ?", name)
+            if cur is None:
+                db.execute(
+                    "INSERT INTO models (name, config, created_at, generation) VALUES (?, ?, ?, ?)",
+                    (name, text, time.time(), secrets.token_hex(8)),
+                )
+                db.execute(
+                    "INSERT OR REPLACE INTO checkpoints (name, position, created_at, token, "
+                    "chunks, blob) VALUES (?, 0, ?, ?, ?, x'')",
+                    (name, time.time(), token, n),
+                )
+                self._bump_epoch(db)
+                return True
+        if cur == text:
+            return False
+        raise ConfigConflict(f"model {name!r} exists with a different config: {cur}")
+
     async def get_config(self, name: str) -> dict[str, Any] | None:
         text = await self._run(self._q1, "SELECT config FROM models WHERE name = ?", name)
         return None if text is None else json.loads(text)
@@ -363,7 +420,7 @@ class SQLiteStore(Store):
             if db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount == 0:
                 return False
             tables = ("log", "checkpoints", "checkpoint_chunks", "artifacts", "idempotency")
-            for table in (*tables, "leases"):
+            for table in (*tables, "leases", "feedback"):
                 db.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
             self._bump_epoch(db)
         return True
@@ -519,6 +576,36 @@ class SQLiteStore(Store):
             time.time(),
         )
         return None if out is None else str(out)
+
+    # ------------------------------------------------------------------ delayed labels
+    async def put_feedback(
+        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+    ) -> int | None:
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be > 0")
+        check_feedback_records(records)
+        if not records:
+            return None
+        return await self._run(sqlite_feedback.put, self._tx, name, records, ttl_seconds)
+
+    async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
+        return await self._run(sqlite_feedback.get, self._db, name, list(ids))
+
+    async def append_labelled(
+        self, name: str, payload: bytes, labels: list[tuple[str, str, str]]
+    ) -> tuple[int, str]:
+        """One transaction of its own (not group-committed), as ``append_once``."""
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+        check_feedback_labels(labels)
+        done = await self._run(
+            sqlite_feedback.append, self._tx, self._append_row, name, bytes(payload), labels
+        )
+        self._wake_waiters()
+        return done
+
+    async def sweep_feedback(self) -> int:
+        return await self._run(sqlite_feedback.sweep, self._tx, 10_000)
 
     def _wake_waiters(self) -> None:
         with self._lock:
@@ -745,22 +832,70 @@ class SQLiteStore(Store):
     async def add_artifact(self, name: str, blob: bytes, kind: str, checksum: str) -> int:
         def q() -> int:
             with self._tx() as db:
-                # active_version = art_last + 1 reads the pre-update art_last: both
-                # columns end up at the new version.
+                return self._insert_artifact(db, name, blob, kind, checksum)
+
+        return await self._run(q)
+
+    def _insert_artifact(
+        self, db: sqlite3.Connection, name: str, blob: bytes, kind: str, checksum: str
+    ) -> int:
+        # active_version = art_last + 1 reads the pre-update art_last: both columns end
+        # up at the new version.
+        row = db.execute(
+            "UPDATE models SET art_last = art_last + 1, active_version = art_last + 1 "
+            "WHERE name = ? RETURNING art_last",
+            (name,),
+        ).fetchone()
+        if row is None:
+            raise ModelNotFound(name)
+        db.execute(
+            "INSERT INTO artifacts (name, version, kind, checksum, size, created_at, blob)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (name, row[0], kind, checksum, len(blob), time.time(), bytes(blob)),
+        )
+        self._bump_epoch(db)
+        return int(row[0])
+
+    async def put_artifact(
+        self, name: str, blob: bytes, kind: str, checksum: str
+    ) -> tuple[int, bool]:
+        def q() -> tuple[int, bool]:
+            with self._tx() as db:  # the lookup and the insert/switch in one transaction
                 row = db.execute(
-                    "UPDATE models SET art_last = art_last + 1, active_version = art_last + 1 "
-                    "WHERE name = ? RETURNING art_last",
-                    (name,),
+                    "SELECT active_version FROM models WHERE name = ?", (name,)
                 ).fetchone()
                 if row is None:
                     raise ModelNotFound(name)
-                db.execute(
-                    "INSERT INTO artifacts (name, version, kind, checksum, size, created_at, blob)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (name, row[0], kind, checksum, len(blob), time.time(), bytes(blob)),
+                same = db.execute(
+                    "SELECT version FROM artifacts WHERE name = ? AND checksum = ? "
+                    "ORDER BY version DESC LIMIT 1",
+                    (name, checksum),
+                ).fetchone()
+                if same is None:
+                    return self._insert_artifact(db, name, blob, kind, checksum), True
+                if row[0] != same[0]:
+                    db.execute(
+                        "UPDATE models SET active_version = ? WHERE name = ?", (same[0], name)
+                    )
+                    self._bump_epoch(db)
+                return int(same[0]), False
+
+        return await self._run(q)
+
+    async def delete_artifact(self, name: str, version: int) -> bool:
+        def q() -> bool:
+            with self._tx() as db:
+                row = db.execute(
+                    "SELECT active_version FROM models WHERE name = ?", (name,)
+                ).fetchone()
+                if row is None:
+                    raise ModelNotFound(name)
+                if row[0] == version:
+                    raise ArtifactActive(name, version)
+                cur = db.execute(
+                    "DELETE FROM artifacts WHERE name = ? AND version = ?", (name, int(version))
                 )
-                self._bump_epoch(db)
-                return int(row[0])
+                return cur.rowcount > 0
 
         return await self._run(q)
 

@@ -242,3 +242,19 @@ def test_llsvm_bad_params(change: dict[str, Any], match: str) -> None:
 def test_llsvm_wrong_dtype() -> None:
     W = artifact.loads(valid_blobs()["llsvm"]).arrays["W"]
     refused(with_arrays(valid_blobs()["llsvm"], W=W.astype(np.float64)), "llsvm", "inconsistent")
+
+
+def test_read_header_gives_params_and_meta_without_the_arrays() -> None:
+    blob = artifact.dumps(
+        "demo", {"c": 1.5, "names": ["a", "b"]}, {"w": np.arange(1000.0)},
+        meta={"data": {"n": 7}}, created_at=12.0,
+    )  # fmt: skip
+    h = artifact.read_header(blob)
+    assert (h["kind"], h["params"], h["meta"], h["created_at"]) == (
+        "demo", {"c": 1.5, "names": ["a", "b"]}, {"data": {"n": 7}}, 12.0,
+    )  # fmt: skip
+    assert h["format_version"] == artifact.FORMAT_VERSION
+    assert h["arrays"][0]["shape"] == [1000]
+    for bad, words in [(b"x" * 40, "magic"), (blob[:10], "truncated"), (blob[:30], "header")]:
+        with pytest.raises(ArtifactError, match=words):
+            artifact.read_header(bad)

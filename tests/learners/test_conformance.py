@@ -12,7 +12,11 @@ Each learner is one :class:`ConformanceCase` in ``ONLINE_LEARNER_CASES`` below
 - unseen features (and, for classifiers, new labels) are learned;
 - an example with no features (the zero vector) is learned without NaN/inf, and
   leaves a classifier's weights unchanged;
-- the order of features within an example does not matter.
+- the order of features within an example does not matter;
+- importance weights (one per unit): all ones is the unweighted update bit for bit,
+  a weighted batch equals the loop of weighted units, a weight changes the model,
+  and a bad weight (0, negative, NaN, inf, not a number, wrong count) rejects the
+  batch and leaves the state unchanged.
 """
 
 from __future__ import annotations
@@ -62,7 +66,9 @@ class ConformanceCase:
     - ``stream(rng, phase)``: a random stream; phase 1 uses features [0, DIM/2) and
       the first targets, phase 2 features [DIM/2, DIM) and (classifiers) new labels;
     - ``bad_targets``: target values the learner must reject (with their position);
-    - ``update(model, batch, stream)`` and ``predict(model, batch)``.
+    - ``update(model, batch, stream)`` and ``predict(model, batch)``;
+    - ``weighted(model, batch, stream, weights)``: ``update`` with one importance
+      weight per unit (example, or query group).
     """
 
     name: str
@@ -76,6 +82,9 @@ class ConformanceCase:
         default=lambda m, b: np.asarray(m.decision_function(b))
     )
     load: Callable[[bytes], Any] = field(default=LinearClassifier.from_bytes)
+    weighted: Callable[[Any, Batch, Stream, Any], UpdateResult] = field(
+        default=lambda m, b, s, w: m.update(b, s.targets, w)
+    )
 
 
 def _rows(rng: np.random.Generator, n: int, phase: int) -> list[dict[int, float]]:
@@ -125,6 +134,7 @@ def _ranksvm_case() -> ConformanceCase | None:
         bad_targets=[True, "2", float("nan"), float("inf")],  # any finite real is a relevance
         update=lambda m, b, s: m.update(b, s.targets, groups=s.groups),
         load=RankSVM.from_bytes,
+        weighted=lambda m, b, s, w: m.update(b, s.targets, groups=s.groups, group_weight=w),
     )
 
 
@@ -297,3 +307,51 @@ def test_examples_with_no_features(case: ConformanceCase) -> None:
     for u in mixed.units():
         case.update(b, _encode(u), u)
     assert np.array_equal(case.predict(a, probe), case.predict(b, probe))
+
+
+# ---------------------------------------------------------------- importance weights
+
+
+def test_weight_one_is_unweighted_bit_exact(case: ConformanceCase) -> None:
+    rng = np.random.default_rng(11)
+    s = _concat(case.stream(rng, 1), case.stream(rng, 2))
+    plain, ones = case.make(DIM), case.make(DIM)
+    r0 = case.update(plain, _encode(s), s)
+    r1 = case.weighted(ones, _encode(s), s, np.ones(len(s.units())))
+    assert plain.state_digest() == ones.state_digest()
+    assert (r0.correct, r0.loss_sum, r0.updates, r0.metric_sum) == (
+        r1.correct, r1.loss_sum, r1.updates, r1.metric_sum,
+    )  # fmt: skip
+    listed = case.make(DIM)  # a list of ints is read as the same weights
+    case.weighted(listed, _encode(s), s, [1] * len(s.units()))
+    assert listed.state_digest() == plain.state_digest()
+
+
+def test_weighted_batch_equals_loop_and_weights_matter(case: ConformanceCase) -> None:
+    rng = np.random.default_rng(12)
+    s = _concat(case.stream(rng, 1), case.stream(rng, 2))
+    units = s.units()
+    # below 1 every learner takes a smaller step (PA and CW ignore weights above 1)
+    w = np.round(rng.uniform(0.05, 0.6, size=len(units)), 3)
+    whole, looped = case.make(DIM), case.make(DIM)
+    case.weighted(whole, _encode(s), s, w)
+    for u, h in zip(units, w.tolist(), strict=True):
+        case.weighted(looped, _encode(u), u, [h])
+    assert whole.state_digest() == looped.state_digest()
+    plain = case.make(DIM)
+    case.update(plain, _encode(s), s)
+    assert whole.state_digest() != plain.state_digest()
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), "2", True, None])
+def test_bad_weight_rejects_batch(case: ConformanceCase, bad: Any) -> None:
+    m, _ = _trained(case)
+    s = case.stream(np.random.default_rng(13), 2)
+    w: list[Any] = [1.0] * len(s.units())
+    w[-1] = bad
+    before = m.state_digest()
+    with pytest.raises((ValueError, TypeError), match=rf"\[{len(w) - 1}\]"):
+        case.weighted(m, _encode(s), s, w)
+    with pytest.raises(ValueError, match="expected"):  # one weight too few
+        case.weighted(m, _encode(s), s, w[:-1])
+    assert m.state_digest() == before

@@ -235,6 +235,27 @@ def test_progress_is_called_once_per_tree():
     assert seen == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_step_progress_counts_rows_and_nodes_inside_trees(jobs):
+    X, Y = _toy(2, n=300)
+    steps: list[tuple[int, int, int]] = []
+    trees: list[int] = []
+    model = FastXML(n_trees=4, max_leaf=10, seed=3, n_jobs=jobs)
+    model.fit(X, Y, progress=trees.append, step_progress=lambda *a: steps.append(a))
+    assert trees == [0, 1, 2, 3]
+    assert len(steps) >= 4  # at least once per finished tree
+    settled = [s for s, _, _ in steps]
+    nodes = [n for _, _, n in steps]
+    assert settled == sorted(settled) and nodes == sorted(nodes)  # never backwards
+    assert all(total == 4 * 300 for _, total, _ in steps)
+    # at the end: every row of every tree sits in a leaf, every node was grown
+    assert steps[-1] == (4 * 300, 4 * 300, model.forest_["child_pos"].shape[0])
+    # reporting does not change the model
+    plain = FastXML(n_trees=4, max_leaf=10, seed=3, n_jobs=jobs).fit(X, Y)
+    for name, arr in plain.forest_.items():
+        assert np.array_equal(arr, model.forest_[name]), name
+
+
 def test_max_outer_iter_runs_the_full_alternation():
     X, Y = _toy(4, n=200)
     one = FastXML(n_trees=2, max_leaf=10, seed=1).fit(X, Y)
@@ -373,5 +394,11 @@ def test_bad_inputs_raise_clear_errors(fitted):
     ],
 )
 def test_hyperparameters_are_validated(kw, message):
+    """Stored unchanged by __init__ (scikit-learn's rule); check_params() and fit refuse
+    them, naming the parameter, before reading the data."""
+    model = FastXML(**kw)
+    assert all(model.get_params()[k] is v for k, v in kw.items())
     with pytest.raises(ValueError, match=message):
-        FastXML(**kw)
+        model.check_params()
+    with pytest.raises(ValueError, match=message):
+        model.fit(Batch.from_dense(np.ones((3, 2))), [[0], [1], [0]])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -180,3 +181,40 @@ def test_dense_refuses_bools_in_integer_rows() -> None:
     with pytest.raises(FeatureError) as info:
         FeatureSpec.dense(2).encode([[1, True]])
     assert info.value.location == "examples[0].x[1]"
+
+
+def test_one_based_sparse_keys() -> None:
+    """index_base 1: SVMlight's keys as written; key dim is the last column, 0 refused."""
+    one = FeatureSpec.from_config({"kind": "sparse", "dim": 4, "index_base": 1})
+    zero = FeatureSpec.sparse(4)
+    rows1 = [{"1": 0.5, "4": 2.0}, {"3": -1.0}]
+    rows0 = [{"0": 0.5, "3": 2.0}, {"2": -1.0}]
+    a, b = one.encode(rows1), zero.encode(rows0)
+    assert (a.indptr.tolist(), a.indices.tolist(), a.values.tolist()) == (
+        b.indptr.tolist(), b.indices.tolist(), b.values.tolist())  # fmt: skip
+    assert a.dim == 4
+    # the checked path (a Mapping that is not a dict takes it) gives the same columns
+    c = one.encode([MappingProxyType({"1": 0.5, "4": 2.0}), {"3": -1.0, "2": 0}])
+    assert c.indices.tolist() == [0, 3, 1, 2]
+    for key in ("0", "5"):
+        with pytest.raises(FeatureError) as e:
+            one.encode([{"1": 1.0}, {key: 1.0}])
+        assert e.value.location == f'examples[1].x["{key}"]'
+        assert "outside [1, 4] (1-based)" in e.value.problem
+    assert one.to_config() == {"kind": "sparse", "dim": 4, "index_base": 1}
+    assert zero.to_config() == {"kind": "sparse", "dim": 4}  # as before index_base existed
+    assert FeatureSpec.from_config({"kind": "dense", "dim": 2, "index_base": 1}).index_base == 1
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"kind": "sparse", "dim": 4, "index_base": 2},
+        {"kind": "sparse", "dim": 4, "index_base": True},
+        {"kind": "dense", "dim": 4, "index_base": "1"},
+        {"kind": "hashed", "bits": 4, "index_base": 1},
+    ],
+)
+def test_bad_index_base(cfg: dict) -> None:
+    with pytest.raises(ValueError, match="index_base"):
+        FeatureSpec.from_config(cfg)

@@ -277,10 +277,12 @@ def test_bad_training_input(kw, msg):
 
 
 def test_bad_hyperparameters_named():
+    # validated by fit (scikit-learn's rule: __init__ only stores), and by check_params
+    X, y, g = _toy()
     with pytest.raises(ValueError, match="num_leaves"):
-        LambdaMART(num_leaves=1)
+        LambdaMART(num_leaves=1).fit(X, y, g)
     with pytest.raises(ValueError, match="bagging_fraction"):
-        LambdaMART(bagging_fraction=0.0)
+        LambdaMART(bagging_fraction=0.0).check_params()
 
 
 def test_predict_wrong_width_is_an_error():

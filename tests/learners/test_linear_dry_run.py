@@ -47,18 +47,20 @@ def test_dry_run_predicts_update_exactly(algorithm: str, covariance: str, dense:
         batch = _batch(rng, int(rng.integers(1, 6)), dense)
         labels = rng.choice(["a", "b", "c", 7], size=batch.n_rows).tolist()
         labels = [int(v) if v == "7" else v for v in labels]
+        # importance weights from 1e-3 to 1e300 on half the batches: the dry run runs them too
+        w = 10.0 ** rng.uniform(-3, 300, batch.n_rows) if rng.random() < 0.5 else None
         before = clf.state_digest()
-        predicted = first_nonfinite_row(clf, batch, labels)
+        predicted = first_nonfinite_row(clf, batch, labels, w)
         assert clf.state_digest() == before  # the dry run changes nothing
         twin = LinearClassifier.from_bytes(clf.to_bytes())
         try:
-            twin.update(batch, labels)
+            twin.update(batch, labels, w)
             actual = None
         except NonFiniteWeightsError as e:
             actual = e.row
         assert predicted == actual
         if actual is None:
-            clf.update(batch, labels)
+            clf.update(batch, labels, w)
             accepted += 1
         else:
             refused += 1

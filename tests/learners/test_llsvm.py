@@ -202,8 +202,14 @@ def test_bad_labels_and_sizes():
     ({"beta": -1.0}, "beta"), ({"fit_bias": 1}, "fit_bias"), ({"normalize": "yes"}, "normalize"),
 ])  # fmt: skip
 def test_hyperparameters_validated(kw, msg):
+    """Stored unchanged by __init__ (scikit-learn's rule); check_params() and fit refuse
+    them, naming the parameter."""
+    model = LLSVM(**kw)
+    assert all(model.get_params()[k] is v for k, v in kw.items())
     with pytest.raises(ValueError, match=msg):
-        LLSVM(**kw)
+        model.check_params()
+    with pytest.raises(ValueError, match=msg):
+        model.fit(np.eye(20), np.arange(20) % 2)
 
 
 # --------------------------------------------------------------------------- quality

@@ -35,9 +35,12 @@ def find_redis_cli(redis_server: str | None) -> str | None:
 def cluster_args() -> list[str]:
     # nodes.conf keeps the node's identity and slots across restarts (in --dir). The
     # bus port is a free port of its own: the default (port + 10000) may be taken or,
-    # for a port over 55535, impossible.
+    # for a port over 55535, impossible. As the README's "Durability on Redis" asks:
+    # a failed master's slots do not stop the other masters (full coverage "no"), and a
+    # replica's full resync after a failover starts at once (no 5 s diskless delay).
     return ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", "2000", "--cluster-port", str(free_port())]  # fmt: skip
+            "--cluster-node-timeout", "2000", "--cluster-port", str(free_port()),
+            "--repl-diskless-sync-delay", "0", "--cluster-require-full-coverage", "no"]  # fmt: skip
 
 
 class RedisClusterNodes:

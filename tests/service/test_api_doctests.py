@@ -13,9 +13,12 @@ import pytest
     [
         "service.settings",
         "service.models.payload",
-        "service.model_handle",
+        "service.online_metrics",
+        "service.models.example_weights",
         "service.api.finite",
         "service.update_outcomes",
+        "service.batch_deploys",
+        "service.models.feedback_rows",
     ],
 )
 def test_doctests(module: str) -> None:

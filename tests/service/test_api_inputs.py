@@ -163,10 +163,10 @@ def test_unknown_fields_of_examples_and_instances_are_refused(client: httpx.Clie
         name = f"fields-{kind}"
         make(client, name, kind)
         ok = {"x": ONE[kind], "y": "a"}
-        for raw in bodies(name, [ok, {"x": ONE[kind], "y": 1, "weight": 2}]):
-            refused(post(client, "/update", raw), "examples[1].weight", "unknown field")
-        for raw in bodies(name, [{"weight": 2, "x": ONE[kind], "y": 1}]):
-            refused(post(client, "/update", raw), "examples[0].weight", "unknown field")
+        for raw in bodies(name, [ok, {"x": ONE[kind], "y": 1, "wt": 2}]):
+            refused(post(client, "/update", raw), "examples[1].wt", "unknown field")
+        for raw in bodies(name, [{"wt": 2, "weight": 2, "x": ONE[kind], "y": 1}]):
+            refused(post(client, "/update", raw), "examples[0].wt", "unknown field")
         assert info(client, name)["examples_learned"] == 0
         assert post(client, "/update", bodies(name, [ok])[0]).status_code == 200
         pred = {"model": name, "instances": [{"x": ONE[kind]}, {"x": ONE[kind], "foo": 1}]}
@@ -185,7 +185,7 @@ def test_unknown_fields_of_ranking_queries_and_items_are_refused(tmp_path) -> No
         assert c.put("/models/r", json=body).status_code == 201
         item = {"x": [1.0, 0.0], "relevance": 1}
         for q, field in (
-            ({"qid": 1, "items": [item], "weight": 2}, "queries[0].weight"),
+            ({"qid": 1, "items": [item], "wt": 2}, "queries[0].wt"),
             ({"qid": 1, "items": [item, {**item, "w": 1}]}, "queries[0].items[1].w"),
         ):
             r = c.post("/update", json={"model": "r", "queries": [q]})
@@ -194,3 +194,16 @@ def test_unknown_fields_of_ranking_queries_and_items_are_refused(tmp_path) -> No
         assert r.status_code == 422
         assert r.json()["detail"]["field"] == "queries[0].items[0].relevance"
         assert c.get("/models/r").json()["version"] == 0
+
+
+def test_a_body_with_both_item_lists_is_refused(client: httpx.Client) -> None:
+    """``examples``/``instances`` or ``queries``, not both (the document's ``oneOf``):
+    the model would read one and silently ignore the other."""
+    make(client, "both-lists", "dense")
+    query = [{"qid": "q", "items": [{"x": ONE["dense"], "relevance": 1}]}]
+    before = info(client, "both-lists")
+    upd = {"model": "both-lists", "examples": [{"x": ONE["dense"], "y": 1}], "queries": query}
+    refused(client.post("/update", json=upd), "queries", "not both")
+    assert info(client, "both-lists")["version"] == before["version"]
+    pred = {"model": "both-lists", "instances": [{"x": ONE["dense"]}], "queries": query}
+    refused(client.post("/predict", json=pred), "queries", "not both")

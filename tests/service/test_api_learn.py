@@ -72,8 +72,14 @@ def test_update_then_predict_is_bit_exact_with_the_library(client: httpx.Client)
         )
         assert r.status_code == 200, r.text
         version += 1
-        assert r.json() == {"model": "exact", "applied": 30, "version": version}
-        ref.update(spec.encode(rows), labels)
+        res = ref.update(spec.encode(rows), labels)
+        # correct: the batch's progressive (predict-then-learn) hits, as the learner counts
+        assert r.json() == {
+            "model": "exact",
+            "applied": 30,
+            "version": version,
+            "correct": res.correct,
+        }
     info = client.get("/models/exact").json()
     assert info["state_digest"] == ref.state_digest()
     assert info["examples_learned"] == 120 and info["version"] == 4

@@ -138,7 +138,7 @@ def test_ranksvm_learns_like_the_library(client: httpx.Client, kind: str) -> Non
         queries, xs, rel, sizes = synthetic_queries(rng, 4, dense=kind == "dense")
         r = client.post("/update", json={"model": name, "queries": queries})
         assert r.status_code == 200, r.text
-        assert r.json() == {"model": name, "applied": len(xs), "version": version}
+        assert r.json() == {"model": name, "applied": len(xs), "version": version, "correct": None}
         res = ref.update(spec.encode(xs), rel, groups=sizes)
         metric += res.metric_sum
         items += res.applied
@@ -425,7 +425,12 @@ def test_no_failed_request_while_deploying(client: httpx.Client, data_dir: str) 
     t = threading.Thread(target=hammer)
     t.start()
     try:
-        time.sleep(0.2)
+        # Until version 1 has answered (the thread's client can take a while to start on a
+        # loaded machine), then a little more.
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
         for v, m in ((2, b), (3, a), (4, b)):
             r = put_artifact(client, "hot", m.to_bytes())
             assert r.status_code == 201 and r.json()["version"] == v

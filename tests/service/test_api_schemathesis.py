@@ -136,6 +136,20 @@ CONFIG = r"""
 include-path-regex = '^/(update|predict|models/\{name\}/(artifact|update|predict))$'
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
+# The same for an import (PUT /models/{name} with an artifact body: any bytes are
+# schema-valid, only a learnserve artifact is accepted) and for /weights, whose
+# ``label`` must be one of the model's labels.
+[[operations]]
+include-name = ["PUT /models/{name}", "GET /models/{name}/weights"]
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+# The Open Inference Protocol routes: the same, with its 400 for invalid input (a tensor
+# whose shape is not the model's rows) and for models whose input is no tensor.
+[[operations]]
+include-path-regex = '^/v2/models/'
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409",
+                                                     "413"]
+
 # Refusals: the defaults, without 5xx, and with 413 (a batch over max_batch_examples,
 # documented as maxItems, is 413 "too_large") and 408.
 [checks.negative_data_rejection]

@@ -4,15 +4,20 @@
 for the master that is killed (after a failover the promoted replica must itself have
 a replica, or ``WAIT 1`` can never be met for its models: run two replicas per master
 when acknowledgements wait for one), one ``learnserve serve --redis-cluster`` with
-``LEARNSERVE_REDIS_WAIT_REPLICAS=1``, 9 models over the masters, three clients sending
+``LEARNSERVE_REDIS_WAIT_REPLICAS=1``, 9 models over the masters, nine clients sending
 one-example updates with an Idempotency-Key each (a 503 or a broken connection is
-retried with the same key). The master of some models gets SIGKILL.
+retried with the same key): one client per model, so the models on the live masters
+keep sending while the victim's models wait. The master of some models gets SIGKILL.
+The nodes run with ``repl-diskless-sync-delay 0`` (``cluster_args``), as the README's
+"Durability on Redis" asks: the promoted master's other replica may need a full resync,
+which Redis otherwise starts 5 s late, and until it has one ``WAIT 1`` answers 0.
 
 What must hold:
 
-- only the killed master's models see 503s, and for at most node timeout + 5 s (or,
-  on a machine too loaded for the cluster to fail over within its node timeout, the
-  failover's own time + 5 s);
+- only the killed master's models see 503s, and for at most node timeout + 5 s after
+  the kill (the failover itself takes the node timeout plus the replicas' election,
+  3.3-4.9 s here; the last 503 came 0.1-0.7 s after it); the models on the other
+  masters keep being acknowledged while the failover runs;
 - no acknowledged update is lost: every acknowledged version is <= the store's
   ``seq`` of its model;
 - afterwards every model's version and ``state_digest`` on the running server equal
@@ -84,15 +89,15 @@ class Load:
         self.stop = threading.Event()
         self.acked: dict[str, int] = {m: 0 for m in MODELS}
         self.unavailable: dict[str, list[float]] = {m: [] for m in MODELS}
+        self.acked_at: dict[str, list[float]] = {m: [] for m in MODELS}
         self.other: list[str] = []
         self.lock = threading.Lock()
 
-    def run(self, seed: int) -> None:
-        i = seed
+    def run(self, model: str) -> None:
+        i = 0
         with httpx.Client(base_url=self.url, timeout=10) as c:
             while not self.stop.is_set():
-                model = MODELS[i % len(MODELS)]
-                i += 3
+                i += 1
                 key = str(uuid.uuid4())
                 body = {"model": model, "examples": [{"x": [1.0, i % 5, -1.0, 0.5], "y": i % 2}]}
                 while not self.stop.is_set():
@@ -104,6 +109,7 @@ class Load:
                     if r.status_code == 200:
                         with self.lock:
                             self.acked[model] = max(self.acked[model], r.json()["version"])
+                            self.acked_at[model].append(time.monotonic())
                         break
                     if r.status_code == 503:
                         with self.lock:
@@ -147,7 +153,7 @@ def test_master_killed_under_load(tmp_path) -> None:
         _add_replica(cluster, server, cli, victim, tmp_path / "extra")
 
         load = Load(url)
-        threads = [threading.Thread(target=load.run, args=(s,)) for s in range(3)]
+        threads = [threading.Thread(target=load.run, args=(m,)) for m in MODELS]
         for t in threads:
             t.start()
         time.sleep(3.0)
@@ -167,10 +173,13 @@ def test_master_killed_under_load(tmp_path) -> None:
         assert load.other == []
         hit = {m for m, ts in load.unavailable.items() if ts}
         assert hit <= on_victim, f"503s for models on live masters: {hit - on_victim}"
+        for m in set(MODELS) - on_victim:  # and they kept learning through the failover
+            during = [t for t in load.acked_at[m] if killed_at < t < killed_at + failover_s]
+            assert during, f"{m} (on a live master) had no update acknowledged during the failover"
         for m in on_victim:
             if load.unavailable[m]:
                 window = max(load.unavailable[m]) - killed_at
-                assert window <= max(NODE_TIMEOUT, failover_s) + 5.0, (m, window, failover_s)
+                assert window <= NODE_TIMEOUT + 5.0, (m, window, failover_s)
         for m in MODELS:
             assert load.acked[m] > 0
             assert load.acked[m] <= _seq(cluster.url, m), m  # WAIT 1: nothing acked is lost

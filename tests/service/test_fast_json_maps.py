@@ -50,7 +50,8 @@ def reference(
 
 def assert_same(got: Any, raw: bytes, kind: str, dim: int, mex: int, mf: int) -> None:
     model, batch, labels = reference(raw, kind, dim, mex, mf)
-    gm, gb, gl = got
+    gm, gb, gl, gw = got
+    assert gw is None
     assert gm == model and type(gm) is str
     assert gb.dim == batch.dim == dim
     for a, b in ((gb.indptr, batch.indptr), (gb.indices, batch.indices)):

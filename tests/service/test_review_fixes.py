@@ -238,12 +238,12 @@ def test_a_model_whose_log_cannot_be_applied_does_not_stop_replication(tmp_path)
 
 
 # ------------------------------------------------------------------ C: deploy
-def small_ranker() -> bytes:
+def small_ranker(seed: int = 0) -> bytes:
     import numpy as np
 
     from learners.ranking.lambdamart import LambdaMART
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     X = rng.normal(size=(60, 4))
     y = np.clip((X[:, 0] * 2 + 2).round(), 0, 4).astype(int)
     m = LambdaMART(n_estimators=3, num_leaves=4, min_data_in_leaf=5).fit(X, y, [20] * 3)
@@ -268,7 +268,8 @@ def test_deploy_validates_and_loads_off_the_event_loop(tmp_path, monkeypatch) ->
     async def main() -> None:
         a, _b, s1, s2 = await two_workers(tmp_path)
         try:
-            h, created = await a.deploy("offloop", small_ranker())
+            h, created, stored = await a.deploy("offloop", small_ranker())
+            assert stored
             assert created and h.version == 1
             assert threads and all(t is not threading.main_thread() for t in threads)
             with pytest.raises(ApiError) as e:
@@ -388,7 +389,7 @@ def test_activating_a_corrupt_stored_artifact_keeps_the_active_version(tmp_path)
         try:
             blob = small_ranker()
             await a.deploy("corrupt", blob)
-            h2, _ = await a.deploy("corrupt", blob)
+            h2, _, _ = await a.deploy("corrupt", small_ranker(seed=1))
             assert h2.version == 2
 
             def corrupt() -> None:

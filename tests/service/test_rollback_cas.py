@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from learners import artifact
 from service.settings import Settings
 from service.store import open_store
 from service.store.base import ActiveVersionChanged
@@ -27,9 +28,21 @@ ROLLBACKS = 10
 
 
 def settings_for(store: str, request: pytest.FixtureRequest, tmp_path: Any) -> Settings:
+    # Every version kept (retention 0): the rollbacks walk back through all of them.
     if store == "redis":
-        return Settings(redis_url=request.getfixturevalue("redis_url"), data_dir=str(tmp_path))
-    return Settings(data_dir=str(tmp_path))
+        return Settings(
+            redis_url=request.getfixturevalue("redis_url"),
+            data_dir=str(tmp_path),
+            artifact_retention=0,
+        )
+    return Settings(data_dir=str(tmp_path), artifact_retention=0)
+
+
+def distinct_copy(blob: bytes, i: int) -> bytes:
+    """The same model with another meta: other bytes (a re-deploy of identical bytes is
+    recognised and stores no new version)."""
+    art = artifact.loads(blob)
+    return artifact.dumps(art.kind, art.params, art.arrays, {**art.meta, "copy": i})
 
 
 def rollback_all(urls: list[str]) -> list[httpx.Response]:
@@ -57,7 +70,7 @@ def test_concurrent_rollbacks_are_compare_and_set(
         blob = valid_blobs()["lambdamart"]
         headers = {"content-type": "application/octet-stream"}
         for v in range(1, VERSIONS + 1):
-            r = c.put("/models/r/artifact", content=blob, headers=headers)
+            r = c.put("/models/r/artifact", content=distinct_copy(blob, v), headers=headers)
             assert r.status_code == 201 and r.json()["version"] == v, r.text
         for s in srvs:  # every server serves the model at version 12 (the other one
             with s.client() as sc:  # picks the deploys up by its catalog poll)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from service.store import (
+    ArtifactActive,
     ConfigConflict,
     ModelNotFound,
     Store,
@@ -374,6 +375,74 @@ def test_artifact_versions_and_active(backend: Backend) -> None:
         assert await s.get_active_version("rank") == 1
         assert await s.add_artifact("rank", b"v4", "lambdamart", "sum4") == 4
         assert await s.get_active_version("rank") == 4
+
+    backend.run(t)
+
+
+def test_put_artifact_recognises_stored_bytes(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("xml", {"kind": "fastxml"})
+        assert await s.put_artifact("xml", b"one", "fastxml", "sum-a") == (1, True)
+        e = await s.catalog_epoch()
+        # the same checksum as the active version: that version, nothing stored or bumped
+        assert await s.put_artifact("xml", b"one", "fastxml", "sum-a") == (1, False)
+        assert await s.catalog_epoch() == e
+        assert await s.put_artifact("xml", b"two", "fastxml", "sum-b") == (2, True)
+        # the same as an older version: it becomes active again, no version 3
+        e = await s.catalog_epoch()
+        assert await s.put_artifact("xml", b"one", "fastxml", "sum-a") == (1, False)
+        assert await s.get_active_version("xml") == 1
+        assert await s.catalog_epoch() > e  # other workers must switch
+        assert [m.version for m in await s.list_artifacts("xml")] == [1, 2]
+        assert await s.put_artifact("xml", b"three", "fastxml", "sum-c") == (3, True)
+        with pytest.raises(ModelNotFound):
+            await s.put_artifact("ghost", b"x", "fastxml", "c")
+
+    backend.run(t)
+
+
+def test_put_artifact_races_store_one_version(backend: Backend) -> None:
+    """Identical deploys racing from several clients (workers) store the bytes once."""
+
+    async def t(s1: Store) -> None:
+        s2 = backend.new()
+        await s2.open()
+        try:
+            await s1.create_model("xml", {"kind": "fastxml"})
+            got = await asyncio.gather(
+                *(s.put_artifact("xml", b"same", "fastxml", "sum") for s in [s1, s2] * 4)
+            )
+            assert sorted(got) == [(1, False)] * 7 + [(1, True)]
+            assert [m.version for m in await s2.list_artifacts("xml")] == [1]
+        finally:
+            await s2.close()
+
+    backend.run(t)
+
+
+def test_delete_artifact_never_the_active_one(backend: Backend) -> None:
+    async def t(s: Store) -> None:
+        await s.create_model("rank", {"kind": "lambdamart"})
+        for i in range(1, 4):
+            await s.add_artifact("rank", b"v%d" % i, "lambdamart", f"sum{i}")
+        with pytest.raises(ArtifactActive):
+            await s.delete_artifact("rank", 3)
+        assert await s.delete_artifact("rank", 1) is True
+        assert await s.delete_artifact("rank", 1) is False  # already gone
+        assert await s.delete_artifact("rank", 9) is False
+        assert await s.get_artifact("rank", 1) is None
+        assert [m.version for m in await s.list_artifacts("rank")] == [2, 3]
+        with pytest.raises(ValueError, match="version 1"):
+            await s.set_active_version("rank", 1)  # a deleted version cannot come back
+        await s.set_active_version("rank", 2)
+        assert await s.delete_artifact("rank", 3) is True
+        assert await s.get_active_version("rank") == 2 and await s.get_artifact("rank", 2) == b"v2"
+        # version numbers are never reused after a delete
+        assert await s.add_artifact("rank", b"v4", "lambdamart", "sum4") == 4
+        # the checksum of a deleted version is stored anew
+        assert await s.put_artifact("rank", b"v1", "lambdamart", "sum1") == (5, True)
+        with pytest.raises(ModelNotFound):
+            await s.delete_artifact("ghost", 1)
 
     backend.run(t)
 

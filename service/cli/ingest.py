@@ -1,0 +1,260 @@
+"""``learnserve update`` and ``learnserve predict``: files of any size through a running
+service, read as a stream (constant memory; ``.gz`` by name).
+
+    learnserve models create a9a arow --kind sparse --dim 123 --index-base 1
+    learnserve update a9a --file a9a.svm --format svmlight --batch 1000
+    learnserve predict a9a --file a9a.t -o predictions.jsonl
+
+``update`` sends batches of ``--batch`` examples, each with its own Idempotency-Key (a
+retried batch is learned once), shows the bytes read, and prints the model's
+progressive (predict-then-learn) metrics from ``GET /models/{name}`` at the end.
+``predict`` writes one prediction per instance, in file order (JSON lines, or CSV when
+``-o`` ends in ``.csv``), and the accuracy on stderr when the file has labels.
+
+``--index-base`` is the first feature index of the file (SVMlight files are usually
+1-based); it defaults to the model's ``index_base``, and indices are shifted
+client-side when the two differ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
+
+from service.cli import app
+from service.cli.service_options import DEFAULT, Timeout, Token, Url, service_client
+from service.client import Client, LearnserveError, Prediction, UpdateResult
+from service.client._core import batched
+from service.client.files import (
+    FORMATS,
+    ExampleFile,
+    FileFormatError,
+    Row,
+    Target,
+    guess_format,
+)
+
+FileArg = Annotated[Path, typer.Option("--file", "-f", help="Examples file (.gz: gzip).",
+                                       exists=True, dir_okay=False, readable=True)]  # fmt: skip
+Format = Annotated[
+    str | None,
+    typer.Option("--format", help=f"One of {', '.join(FORMATS)} (default: from the file name)."),
+]
+Batch = Annotated[int, typer.Option("--batch", min=1, help="Examples per request.")]
+IndexBase = Annotated[
+    int | None,
+    typer.Option(min=0, max=1, help="First feature index of the file (default: the model's)."),
+]
+
+
+def open_examples(
+    client: Client,
+    model: str,
+    file: Path,
+    fmt: str | None,
+    index_base: int | None,
+    label_column: str | None,
+    id_column: str | None = None,
+) -> ExampleFile:
+    info = client.describe(model)
+    fmt = fmt or guess_format(file)
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    target = Target.of_model(info.features, index_base)
+    return ExampleFile(file, fmt, target, label_column=label_column, id_column=id_column)
+
+
+def bytes_progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+    )
+
+
+@app.command()
+def update(
+    model: Annotated[str, typer.Argument(help="Model name (create it with `models create`).")],
+    file: FileArg,
+    fmt: Format = None,
+    batch: Batch = 1000,
+    index_base: IndexBase = None,
+    label_column: Annotated[
+        str | None, typer.Option(help="CSV: the label column's name (default: the last).")
+    ] = None,
+    no_progress: Annotated[
+        bool, typer.Option("--no-progress", help="No progress bar (it goes to stderr).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    url: Url = DEFAULT,
+    token: Token = None,
+    timeout: Timeout = 60.0,
+) -> None:
+    """Learn from a file, in batches; prints the model's progressive metrics at the end."""
+    t0 = time.perf_counter()
+    with service_client(url, token, timeout) as c:
+        examples = open_examples(c, model, file, fmt, index_base, label_column or "")
+        with bytes_progress(not no_progress) as bar:
+            task = bar.add_task(f"learning {model}", total=examples.size)
+            sent = 0
+
+            def on_batch(result: UpdateResult, items: list[Any]) -> None:
+                nonlocal sent
+                sent += len(items)
+                bar.update(task, completed=examples.position(),
+                           description=f"learning {model}: {sent} examples")  # fmt: skip
+
+            rows = (row.example() for row in examples)
+            try:
+                summary = c.update(model, rows, batch_size=batch, on_batch=on_batch)
+            except (FileFormatError, LearnserveError):
+                # The batches before the failing one are learned (each once): say so.
+                bar.stop()
+                typer.echo(f"stopped: the {sent} examples before the error were learned", err=True)
+                raise
+            bar.update(task, completed=examples.size)
+        info = c.describe(model)
+    seconds = time.perf_counter() - t0
+    om = info.online_metrics
+    report = {
+        "model": model,
+        "examples": summary.examples,
+        "batches": summary.batches,
+        "retries": summary.retries,
+        "replayed_batches": summary.replayed_batches,
+        "version": info.version,
+        "examples_learned": info.examples_learned,
+        "online_metrics": info.raw.get("online_metrics"),
+        "seconds": round(seconds, 3),
+    }
+    if as_json:
+        sys.stdout.write(orjson.dumps(report).decode() + "\n")
+        return
+    out = Console(soft_wrap=True)
+    rate = summary.examples / seconds if seconds > 0 else 0.0
+    out.print(f"learned {summary.examples} examples in {summary.batches} batches "
+              f"({summary.retries} retries, {summary.replayed_batches} replayed) "
+              f"in {seconds:.1f} s, {rate:,.0f} examples/s")  # fmt: skip
+    out.print(f"model {model}: version {info.version}, {info.examples_learned} examples learned")
+    if om.accuracy is not None:
+        loss = f", mean loss {om.loss:.4f}" if om.loss is not None else ""
+        out.print(f"progressive accuracy {om.accuracy:.4f} over the last "
+                  f"{om.window_examples} examples{loss}")  # fmt: skip
+    if om.ndcg_at_10 is not None:
+        out.print(f"progressive NDCG@10 {om.ndcg_at_10:.4f} over the last "
+                  f"{om.window_examples} items")  # fmt: skip
+
+
+@app.command()
+def predict(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    file: FileArg,
+    fmt: Format = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
+    ] = None,
+    output_format: Annotated[
+        str | None, typer.Option(help="jsonl or csv (default: from --output's name, else jsonl).")
+    ] = None,
+    batch: Batch = 1000,
+    index_base: IndexBase = None,
+    label_column: Annotated[
+        str | None, typer.Option(help="CSV: a label column to leave out of the features.")
+    ] = None,
+    id_column: Annotated[
+        str | None, typer.Option(help="CSV: a column of instance ids (for feedback by id).")
+    ] = None,
+    scores: Annotated[
+        bool, typer.Option("--scores", help="Also write each label's score (jsonl).")
+    ] = False,
+    min_version: Annotated[
+        int | None, typer.Option(help="Answer from a worker at this version or later.")
+    ] = None,
+    k: Annotated[int | None, typer.Option(help="FastXML: labels per instance.")] = None,
+    url: Url = DEFAULT,
+    token: Token = None,
+    timeout: Timeout = 60.0,
+) -> None:
+    """Predict every instance of a file: one line per instance, in file order."""
+    out_fmt = output_format or ("csv" if output and output.suffix.lower() == ".csv" else "jsonl")
+    if out_fmt not in ("jsonl", "csv"):
+        raise typer.BadParameter(f"--output-format must be jsonl or csv, got {out_fmt!r}")
+    n = correct = labelled = 0
+    with service_client(url, token, timeout) as c:
+        examples = open_examples(c, model, file, fmt, index_base, label_column, id_column)
+        with _sink(output) as fh:
+            write = _writer(fh, out_fmt, scores)
+            for rows in batched(examples, batch):
+                ids = [r.id for r in rows] if any(r.id for r in rows) else None
+                res = c.predict(model, [r.instance()["x"] for r in rows], ids=ids,
+                                min_version=min_version, k=k)  # fmt: skip
+                for row, p in zip(rows, res.predictions, strict=True):
+                    write(row, p)
+                    n += 1
+                    if row.y is not None and p.label is not None:
+                        labelled += 1
+                        correct += int(p.label == row.y)
+    message = f"predicted {n} instances"
+    if labelled:
+        message += f"; accuracy {correct / labelled:.4f} ({correct}/{labelled} labelled)"
+    typer.echo(message, err=True)
+
+
+@contextlib.contextmanager
+def _sink(path: Path | None) -> Iterator[IO[str]]:
+    if path is None:
+        yield sys.stdout
+        return
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        yield fh
+
+
+CSV_COLUMNS = ("id", "y", "label", "score", "confidence", "labels")
+
+
+def _writer(fh: IO[str], fmt: str, with_scores: bool) -> Any:
+    if fmt == "csv":
+        w = csv.writer(fh)
+        w.writerow(CSV_COLUMNS)
+
+        def write_csv(row: Row, p: Prediction) -> None:
+            top = " ".join(map(str, p.labels)) if p.labels is not None else None
+            cells = (row.id, row.y, p.label, p.score, p.confidence, top)
+            w.writerow(["" if v is None else v for v in cells])
+
+        return write_csv
+
+    def write_jsonl(row: Row, p: Prediction) -> None:
+        fh.write(orjson.dumps(dict(_fields(row, p, with_scores))).decode() + "\n")
+
+    return write_jsonl
+
+
+def _fields(row: Row, p: Prediction, with_scores: bool) -> Iterator[tuple[str, Any]]:
+    for key, value in (("id", row.id), ("y", row.y), ("label", p.label), ("score", p.score),
+                       ("confidence", p.confidence), ("labels", p.labels)):  # fmt: skip
+        if value is not None:
+            yield key, value
+    if with_scores and p.scores is not None:
+        yield "scores", p.scores

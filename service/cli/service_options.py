@@ -1,0 +1,48 @@
+"""Options and error reporting shared by the commands that talk to a running service
+(``learnserve models ...``, ``update``, ``predict``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Annotated
+
+import typer
+
+from service.client import DEFAULT_URL, Client, LearnserveError
+from service.client.files import FileFormatError
+
+Url = Annotated[
+    str,
+    typer.Option("--url", envvar="LEARNSERVE_URL", help="The service's base URL."),
+]
+Token = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=["LEARNSERVE_TOKEN", "LEARNSERVE_API_KEY"],
+        help="API key, when the service has LEARNSERVE_API_KEYS (sent as a Bearer token).",
+        show_default=False,
+    ),
+]
+Timeout = Annotated[float, typer.Option(help="Seconds to wait for each answer.")]
+
+DEFAULT = DEFAULT_URL
+
+
+@contextlib.contextmanager
+def service_client(url: str, token: str | None, timeout: float = 60.0) -> Iterator[Client]:
+    """A :class:`Client`; a service error, an unreadable file or a bad option ends the
+    command with its message on stderr and exit code 1 (2 for the file's content)."""
+    try:
+        with Client(url, token=token, timeout=timeout) as client:
+            yield client
+    except LearnserveError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    except FileFormatError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None

@@ -1,0 +1,68 @@
+"""Python clients of the learnserve HTTP API (sync :class:`Client`, asyncio
+:class:`AsyncClient`), their typed results and exceptions, and streaming readers
+of example files (:mod:`service.client.files`) used by ``learnserve update``."""
+
+from service.client._core import DEFAULT_URL, RetryPolicy
+from service.client.aio import AsyncClient
+from service.client.errors import (
+    BadRequest,
+    ClientError,
+    Conflict,
+    ConnectionFailed,
+    Forbidden,
+    InvalidInput,
+    LearnserveError,
+    NotFound,
+    PayloadTooLarge,
+    ServerError,
+    ServiceUnavailable,
+    Unauthorized,
+)
+from service.client.results import (
+    ActivateResult,
+    ArtifactVersion,
+    CheckpointResult,
+    DeployResult,
+    ModelInfo,
+    OnlineMetrics,
+    Prediction,
+    PredictResult,
+    Ranking,
+    RankResult,
+    UpdateResult,
+    UpdateSummary,
+    Versions,
+)
+from service.client.sync import Client
+
+__all__ = [
+    "DEFAULT_URL",
+    "ActivateResult",
+    "ArtifactVersion",
+    "AsyncClient",
+    "BadRequest",
+    "CheckpointResult",
+    "Client",
+    "ClientError",
+    "Conflict",
+    "ConnectionFailed",
+    "DeployResult",
+    "Forbidden",
+    "InvalidInput",
+    "LearnserveError",
+    "ModelInfo",
+    "NotFound",
+    "OnlineMetrics",
+    "PayloadTooLarge",
+    "PredictResult",
+    "Prediction",
+    "RankResult",
+    "Ranking",
+    "RetryPolicy",
+    "ServerError",
+    "ServiceUnavailable",
+    "Unauthorized",
+    "UpdateResult",
+    "UpdateSummary",
+    "Versions",
+]

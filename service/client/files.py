@@ -1,0 +1,318 @@
+"""Example files read as a stream, in constant memory: SVMlight/LIBSVM, CSV, JSON lines.
+
+A ``.gz`` name is read through gzip. Each row becomes the ``x`` a model takes, from the
+model's feature config (:class:`Target`):
+
+- ``svmlight`` (``label idx:val ...``, ``# comments``): sparse models get
+  ``{"idx": val}`` with the index moved from the file's base to the model's (a 1-based
+  file into a 0-based model: ``idx - 1``), dense models a list of ``dim`` values,
+  hashed models ``{"idx": val}`` as written (names). ``qid:`` is refused (rankers take
+  queries: send JSON lines).
+- ``csv``: a header row; the label is the last column or the one named; sparse models
+  get the non-zero columns by position (from the model's base), dense models the
+  row as numbers, hashed models ``{column: value}`` (a non-numeric value is the
+  categorical feature ``column=value``); an ``--id-column`` gives each row an ``id``.
+- ``jsonl``: one object per line, sent as it is (``{"x", "y"}`` or ``{"id", "y"}``).
+
+Labels that are integers (``+1``, ``-1``, ``3``, ``1.0``) are sent as integers,
+anything else as the string written.
+
+>>> t = Target("sparse", 123, model_base=0, file_base=1)
+>>> parse_svmlight_line("-1 3:1 11:0.5 # c", t, "f:1")
+(-1, {'2': 1.0, '10': 0.5})
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+FORMATS = ("svmlight", "csv", "jsonl")
+
+
+class FileFormatError(ValueError):
+    """A line the reader cannot turn into an example; the message names ``file:line``."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the rows become: the model's feature ``kind``, ``dim`` (dense/sparse) and
+    index base, and the base of the file's indices (SVMlight; CSV columns count from
+    the model's base)."""
+
+    kind: str
+    dim: int | None
+    model_base: int = 0
+    file_base: int = 0
+
+    @classmethod
+    def of_model(cls, features: dict[str, Any], file_base: int | None) -> Target:
+        base = int(features.get("index_base", 0))
+        return cls(
+            str(features.get("kind")),
+            features.get("dim"),
+            base,
+            base if file_base is None else file_base,
+        )
+
+
+@dataclass(frozen=True)
+class Row:
+    x: Any
+    y: Any = None  # None: the file gives no label
+    id: str | None = None
+    where: str = ""  # file:line
+    obj: dict[str, Any] | None = None  # JSON lines: the line's object as written
+
+    def example(self) -> dict[str, Any]:
+        """The ``/update`` example: a JSON line as written, else ``{"x", "y"}``."""
+        if self.obj is not None:
+            return self.obj
+        if self.y is None:
+            raise FileFormatError(f"{self.where}: no label; a row without one cannot be learned")
+        return {"x": self.x, "y": self.y}
+
+    def instance(self) -> dict[str, Any]:
+        """The ``/predict`` instance: ``{"x"}``, with the row's ``id`` when it has one."""
+        if self.x is None:
+            raise FileFormatError(f"{self.where}: no x to predict from")
+        return {"x": self.x} if self.id is None else {"x": self.x, "id": self.id}
+
+
+def guess_format(path: Path) -> str:
+    """From the name: ``.csv``, ``.jsonl``/``.ndjson`` (also under ``.gz``), else svmlight."""
+    suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
+    last = suffixes[-1] if suffixes else ""
+    if last == ".csv":
+        return "csv"
+    if last in (".jsonl", ".ndjson"):
+        return "jsonl"
+    return "svmlight"
+
+
+def parse_label(token: str) -> str | int:
+    """``"+1"`` -> 1, ``"1.0"`` -> 1, ``"cat"`` -> ``"cat"``."""
+    try:
+        return int(token)
+    except ValueError:
+        pass
+    try:
+        f = float(token)
+    except ValueError:
+        return token
+    return int(f) if math.isfinite(f) and f.is_integer() else token
+
+
+def _number(token: str, where: str) -> float:
+    try:
+        v = float(token)
+    except ValueError:
+        raise FileFormatError(f"{where}: {token!r} is not a number") from None
+    if not math.isfinite(v):
+        raise FileFormatError(f"{where}: value {token!r} is not finite")
+    return v
+
+
+def parse_svmlight_line(line: str, t: Target, where: str) -> tuple[str | int, Any] | None:
+    """``(label, x)`` of one line, ``None`` for a blank or comment line."""
+    if "#" in line:
+        line = line.split("#", 1)[0]
+    parts = line.split()
+    if not parts:
+        return None
+    idx, vals = _pairs(parts[1:], where)
+    return parse_label(parts[0]), svmlight_x(idx, vals, t, where)
+
+
+def _pairs(tokens: list[str], where: str) -> tuple[list[int], list[float]]:
+    """Indices and values of ``idx:val`` tokens: C-level passes over the whole line; any
+    doubt (a malformed token, a non-finite value) goes to the checked loop, which names it."""
+    try:
+        split = [tok.split(":") for tok in tokens]
+        keys = [k for k, _ in split]  # ValueError unless every token has one colon
+        idx = list(map(int, keys))
+        vals = list(map(float, [v for _, v in split]))
+    except ValueError:
+        return _pairs_checked(tokens, where)
+    # int() also reads "+1", "1_0"; a sum is non-finite when a value is (or overflows)
+    if not all(map(str.isdigit, keys)) or not math.isfinite(sum(vals)):
+        return _pairs_checked(tokens, where)
+    return idx, vals
+
+
+def _pairs_checked(tokens: list[str], where: str) -> tuple[list[int], list[float]]:
+    idx: list[int] = []
+    vals: list[float] = []
+    for tok in tokens:
+        key, sep, value = tok.partition(":")
+        if key == "qid":
+            raise FileFormatError(
+                f"{where}: qid: rows are ranking queries; send them as JSON lines of queries"
+            )
+        if not sep or not key.isdigit():
+            raise FileFormatError(f"{where}: {tok!r} is not index:value")
+        idx.append(int(key))
+        vals.append(_number(value, f"{where}: feature {key}"))
+    return idx, vals
+
+
+def svmlight_x(idx: list[int], vals: list[float], t: Target, where: str) -> Any:
+    if t.kind == "hashed":
+        return dict(zip(map(str, idx), vals, strict=True))
+    assert t.dim is not None
+    lo, hi = t.file_base, t.dim + t.file_base - 1
+    if idx and (min(idx) < lo or max(idx) > hi):
+        j = next(j for j in idx if not lo <= j <= hi)
+        raise FileFormatError(
+            f"{where}: feature index {j} is outside [{lo}, {hi}] (the model has "
+            f"{t.dim} features; the file's indices are read as {t.file_base}-based: "
+            "see --index-base)"
+        )
+    if t.kind == "dense":
+        row = [0.0] * t.dim
+        for j, v in zip(idx, vals, strict=True):
+            row[j - t.file_base] = v
+        return row
+    shift = t.model_base - t.file_base
+    keys = map(str, idx if shift == 0 else [j + shift for j in idx])
+    return dict(zip(keys, vals, strict=True))
+
+
+class ExampleFile:
+    """The rows of a file, read lazily; ``position()`` is how many bytes of the file
+    (compressed bytes for ``.gz``) were read so far, ``size`` the file's size."""
+
+    def __init__(
+        self,
+        path: Path,
+        fmt: str,
+        target: Target,
+        *,
+        label_column: str | None = "",
+        id_column: str | None = None,
+    ) -> None:
+        """``label_column``: ``""`` the last column, a name, or ``None`` for no label
+        (CSV only)."""
+        if fmt not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+        self.path = path
+        self.fmt = fmt
+        self.target = target
+        self.label_column = label_column
+        self.id_column = id_column
+        self.size = path.stat().st_size
+        self._raw: IO[bytes] | None = None
+
+    def position(self) -> int:
+        raw = self._raw
+        if raw is None or raw.closed:
+            return self.size if raw is not None else 0
+        return raw.tell()
+
+    def __iter__(self) -> Iterator[Row]:
+        with open(self.path, "rb") as raw:
+            self._raw = raw
+            stream: Any = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
+            text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+            if self.fmt == "svmlight":
+                yield from self._svmlight(text)
+            elif self.fmt == "csv":
+                yield from self._csv(text)
+            else:
+                yield from self._jsonl(text)
+
+    def _svmlight(self, text: IO[str]) -> Iterator[Row]:
+        name = str(self.path)
+        for lineno, line in enumerate(text, 1):
+            where = f"{name}:{lineno}"
+            parsed = parse_svmlight_line(line, self.target, where)
+            if parsed is not None:
+                yield Row(parsed[1], parsed[0], where=where)
+
+    def _csv(self, text: IO[str]) -> Iterator[Row]:
+        reader = csv.reader(text)
+        header = next(reader, None)
+        if not header:
+            raise FileFormatError(f"{self.path}:1: a CSV file needs a header row")
+        label_at = self._column(header, self.label_column, "label")
+        id_at = self._column(header, self.id_column, "id") if self.id_column else None
+        features = [i for i in range(len(header)) if i not in (label_at, id_at)]
+        names = [header[i] for i in features]
+        t = self.target
+        if t.kind == "dense" and len(features) != t.dim:
+            raise FileFormatError(
+                f"{self.path}:1: {len(features)} feature columns, the model takes {t.dim}"
+            )
+        for lineno, cells in enumerate(reader, 2):
+            if not cells:
+                continue
+            where = f"{self.path}:{lineno}"
+            if len(cells) != len(header):
+                raise FileFormatError(f"{where}: {len(cells)} cells, the header has {len(header)}")
+            y = parse_label(cells[label_at]) if label_at is not None else None
+            ident = cells[id_at] if id_at is not None else None
+            yield Row(self._csv_x([cells[i] for i in features], names, where), y, ident, where)
+
+    def _column(self, header: list[str], name: str | None, what: str) -> int | None:
+        if name is None:
+            return None
+        if name == "":
+            return len(header) - 1
+        if name not in header:
+            raise FileFormatError(f"{self.path}:1: no {what} column {name!r} in {header}")
+        return header.index(name)
+
+    def _csv_x(self, cells: list[str], names: list[str], where: str) -> Any:
+        t = self.target
+        if t.kind == "dense":
+            return [_number(c, f"{where}: column {n!r}") for c, n in zip(cells, names, strict=True)]
+        if t.kind == "sparse":
+            assert t.dim is not None
+            if len(cells) > t.dim:
+                raise FileFormatError(
+                    f"{where}: {len(cells)} feature columns, the model has {t.dim}"
+                )
+            out: dict[str, float] = {}
+            for i, (c, n) in enumerate(zip(cells, names, strict=True)):
+                if c.strip():
+                    v = _number(c, f"{where}: column {n!r}")
+                    if v != 0.0:
+                        out[str(i + t.model_base)] = v
+            return out
+        named: dict[str, float | str] = {}
+        for c, n in zip(cells, names, strict=True):
+            c = c.strip()
+            if not c:
+                continue
+            try:
+                named[n] = _number(c, where)
+            except FileFormatError:
+                named[n] = c  # categorical: the service hashes "name=value"
+        return named
+
+    def _jsonl(self, text: IO[str]) -> Iterator[Row]:
+        for lineno, line in enumerate(text, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise FileFormatError(f"{self.path}:{lineno}: not JSON ({e})") from None
+            if not isinstance(obj, dict):
+                raise FileFormatError(f"{self.path}:{lineno}: a line must be a JSON object")
+            ident = obj.get("id")
+            yield Row(
+                obj.get("x"),
+                obj.get("y"),
+                ident if isinstance(ident, str) else None,
+                f"{self.path}:{lineno}",
+                obj,
+            )

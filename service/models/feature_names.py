@@ -1,0 +1,90 @@
+"""Recording the feature names of hashed models (for ``GET /models/{name}/weights``).
+
+Where the names live: in the model's state. The worker that parses an ``/update``
+puts the names its copy of the model does not know yet into the log entry
+(``"n"`` in the entry's JSON part, :mod:`service.models.payload`); ``apply`` adds an
+entry's names to the model's :class:`~learners.feature_names.FeatureNames`. So the
+map is a pure function of the log, like the weights: every worker (owner or guest)
+holds the same one, checkpoints and exports carry it, and no extra store key or
+round trip is needed. A name already known (by the parser's copy, which is some
+prefix of the log) is never sent again, so after warm-up entries carry no names.
+
+Bounds: a parser sends names only while its copy holds fewer than
+``max_feature_names`` (a setting, 100k by default); ``apply`` keeps at most
+``learners.feature_names.MAX_FEATURE_NAMES``, the first ones in log order.
+
+The fast path (``fast_json_maps.scan_hashed_examples``) gives each feature's full
+32-bit hash; one compiled pass finds the unknown ones, and only a body holding
+some is parsed again (orjson) to read their names. Non-hashed models do none of this.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+
+from learners.feature_names import MAX_FEATURE_NAMES, FeatureNames, names_of_rows
+from learners.features import _hashed_indices
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+_FULL = 0xFFFFFFFF
+
+
+def attach(model: Any, spec: Any) -> None:
+    """Give the learner its feature spec, and a names map if hashed and it has none."""
+    model.features_ = spec
+    if spec.kind == "hashed" and getattr(model, "feature_names_", None) is None:
+        model.feature_names_ = FeatureNames(MAX_FEATURE_NAMES)
+    elif model.feature_names_ is not None:
+        # a map read from an artifact keeps its writer's limit; here the parsers bound
+        # it (max_feature_names), apply only by the hard maximum (as on every worker)
+        model.feature_names_.limit = MAX_FEATURE_NAMES
+
+
+def wanted(model: Any, settings: Settings) -> FeatureNames | None:
+    """The model's names map when this parse should record names, else None."""
+    names: FeatureNames | None = getattr(model, "feature_names_", None)
+    if names is None or len(names) >= settings.max_feature_names:
+        return None
+    return names
+
+
+def new_names(names: FeatureNames, rows: list[Any], settings: Settings) -> list[str]:
+    """The names of ``rows`` (dicts) that ``names`` does not hold, within the room left."""
+    room = settings.max_feature_names - len(names)
+    return names.unknown(names_of_rows(rows))[: max(room, 0)]
+
+
+def new_names_raw(
+    names: FeatureNames, raw: bytes, hashes: np.ndarray, settings: Settings, key: str
+) -> list[str]:
+    """``new_names`` of a body the fast scanner read: ``hashes`` (full 32-bit, one per
+    feature) tell whether any is unknown; only then is the body parsed again."""
+    unknown = names.unknown_hashes(hashes)
+    if unknown.size == 0:
+        return []
+    try:
+        body = orjson.loads(raw)
+        rows = [ex["x"] for ex in body[key]]
+    except (orjson.JSONDecodeError, KeyError, TypeError):  # the scanner read it: not reached
+        return []
+    candidates = names.unknown(names_of_rows(rows))
+    if not candidates:
+        return []
+    keep = set(unknown.tolist())
+    full = _hashed_indices(candidates, _FULL).tolist()
+    room = settings.max_feature_names - len(names)
+    return [n for n, h in zip(candidates, full, strict=True) if h in keep][: max(room, 0)]
+
+
+def record(model: Any, meta: dict[str, Any]) -> None:
+    """Add a log entry's names (``"n"``) to the model's map (in ``apply``)."""
+    entry_names = meta.get("n")
+    names: FeatureNames | None = getattr(model, "feature_names_", None)
+    if names is None or not isinstance(entry_names, list):
+        return
+    names.add(n for n in entry_names if isinstance(n, str))

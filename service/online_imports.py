@@ -1,0 +1,152 @@
+"""Online models as artifacts: export a model's state, start a model from one.
+
+Export (``GET /models/{name}/state``): the learner's artifact (the container of
+:mod:`learners.artifact`, kind ``"linear"`` or ``"ranksvm"``, what checkpoints hold),
+taken under the model's lock at a version, with ``meta["service"]`` saying where it
+came from (model, config, version, examples learned, state digest) and
+``meta["features"]`` (the spec); ``learners.load(blob)`` reads it.
+
+Import (``PUT /models/{name}`` with an artifact body): the artifact is validated and
+loaded in a thread (the loaders are the trust boundary: anything malformed is a 422
+naming the problem, nothing is created), then the model is created *with the
+artifact as its checkpoint at position 0*, in one atomic store step
+(``Store.create_model_from_checkpoint``): every worker restores it like any other
+model, from that checkpoint and the log after it, so the state is bit-exact (same
+``state_digest``) everywhere and the same updates give the same digests as on the
+model it was exported from. The config records the artifact's SHA-256
+(``"imported"``): the same artifact PUT again is idempotent (200), another one a 409.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from learners.artifact import ArtifactError, ArtifactTooLarge
+from learners.artifact import loads as artifact_loads
+from learners.feature_names import FeatureNames
+from learners.features import FeatureSpec
+from service.api.errors import ApiError, invalid
+from service.model_handle import ModelHandle, pack_checkpoint
+from service.models import adapter_class
+from service.models.base import ModelAdapter
+from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.registry import Registry
+
+ONLINE_KINDS = ("linear", "ranksvm")
+FIELD = "artifact"
+
+
+def _refuse(message: str) -> ApiError:
+    return invalid(f"artifact: {message}", FIELD)
+
+
+def load_online_artifact(
+    blob: bytes, settings: Settings
+) -> tuple[type[ModelAdapter], dict[str, Any], ModelAdapter, int, bool]:
+    """Validate an uploaded artifact of an online model: (adapter class, config, the
+    loaded adapter, examples it learned, whether its bytes must be re-written: names
+    over this server's limit were dropped). Runs in a thread (hashing and copying up
+    to the artifact's size)."""
+    try:
+        art = artifact_loads(blob, max_bytes=settings.max_model_bytes)
+    except ArtifactTooLarge as e:
+        raise ApiError(413, "model_too_large", f"artifact: {e}", FIELD) from None
+    except ArtifactError as e:
+        raise _refuse(str(e)) from None
+    if art.kind not in ONLINE_KINDS:
+        raise _refuse(
+            f"holds a {art.kind!r} model, not an online one {list(ONLINE_KINDS)}; deploy "
+            "batch models with PUT /models/{name}/artifact"
+        )
+    features = art.meta.get("features")
+    if not isinstance(features, dict):
+        raise _refuse(
+            "meta.features is missing: the artifact does not say how examples are encoded "
+            "(in Python, set model.features_ = FeatureSpec.sparse(dim) (or .dense, .hashed) "
+            "before model.to_bytes())"
+        )
+    cls = adapter_class(art.kind)
+    try:
+        if art.kind == "linear":
+            from learners.linear import LinearClassifier
+
+            model: Any = LinearClassifier.from_artifact(art)
+            body = {"algorithm": model.algorithm, "params": model.params, "features": features}
+            if len(model.labels_) > settings.max_labels:
+                raise _refuse(
+                    f"the model has {len(model.labels_)} labels, more than the limit of "
+                    f"{settings.max_labels}"
+                )
+        else:
+            from learners.ranking.ranksvm import RankSVM
+
+            model = RankSVM.from_artifact(art, max_bytes=settings.max_model_bytes)
+            body = {"algorithm": "ranksvm", "params": model.params, "features": features}
+    except ArtifactTooLarge as e:
+        raise ApiError(413, "model_too_large", f"artifact: {e}", FIELD) from None
+    except (ArtifactError, ValueError, KeyError, TypeError) as e:
+        raise _refuse(str(e)) from None
+    try:
+        config = cls.normalize_config(body, settings)
+    except ApiError as e:  # e.g. a dimension over this server's max_dim
+        raise _refuse(f"its config is refused here: {e.message}") from None
+    if FeatureSpec.from_config(config["features"]).dim != model.dim:
+        raise _refuse("meta.features does not match the model's dimension")
+    names = model.feature_names_
+    if names is not None and len(names) > settings.max_feature_names:
+        model.feature_names_ = _first(names, settings.max_feature_names)
+        config["trimmed_names"] = True  # popped below: the stored state is then re-written
+    rewrite = bool(config.pop("trimmed_names", False))
+    config["imported"] = art.checksum
+    service = art.meta.get("service")
+    learned = service.get("examples_learned") if isinstance(service, dict) else None
+    if isinstance(learned, bool) or not isinstance(learned, int) or learned < 0:
+        learned = int(getattr(model, "n_seen_", 0))
+    return cls, config, cls(config, model), learned, rewrite
+
+
+def _first(names: FeatureNames, n: int) -> FeatureNames:
+    kept = FeatureNames(names.limit)
+    kept.add(names.names()[:n])
+    return kept
+
+
+async def import_model(registry: Registry, name: str, blob: bytes) -> tuple[ModelHandle, bool]:
+    """Create ``name`` from an artifact (see the module docstring)."""
+    load = load_online_artifact
+    cls, config, adapter, learned, rewrite = await asyncio.to_thread(load, blob, registry.settings)
+    # The checkpoint the store keeps: the handle's bookkeeping (a new log: chain head
+    # "" at position 0) and the learner's bytes: the artifact as sent (validated), or
+    # re-written when the names over the limit were dropped.
+    meta = {"examples_learned": learned, "head": ""}
+
+    def pack() -> memoryview:
+        return pack_checkpoint(meta, adapter.snapshot()() if rewrite else blob)
+
+    ckpt = await asyncio.to_thread(pack)
+    return await registry.create(name, cls, config, checkpoint=ckpt)
+
+
+async def export_state(h: ModelHandle) -> tuple[bytes, int, str]:
+    """``(artifact bytes, version, state digest)`` of an online model, consistent: the
+    copy is taken under the model's lock, the serialising done after, off the loop."""
+    async with h.lock:
+        version = h.version
+        digest = h.adapter.state_digest()
+        meta = {
+            "service": {
+                "model": h.name,
+                "config": h.config,
+                "version": version,
+                "examples_learned": h.examples_learned,
+                "state_digest": digest,
+                "exported_at": time.time(),
+            }
+        }
+        serialise = await asyncio.to_thread(h.adapter.snapshot, meta)
+    blob = await asyncio.to_thread(lambda: bytes(serialise()))
+    return blob, version, digest

@@ -1,0 +1,113 @@
+"""Delayed labels on Redis: ``Store.put_feedback`` / ``get_feedback`` /
+``append_labelled`` of :class:`service.store.redis.RedisStore` (and so of
+``RedisClusterStore``: every key is under the model's ``{name}`` hash tag) call these.
+
+Keys (beside the model's others, removed with them by ``delete_model``)::
+
+    ls:{NAME}:fb      hash  id -> "<generation>\\n<record>" until the id is labelled
+    ls:{NAME}:fbexp   zset  id, scored by its expiry (ms, Redis TIME)
+    ls:{NAME}:fblab   hash  id -> "<generation> <position> <mark>" once labelled
+
+Expiry is the zset's score, checked by every script; expired ids are dropped by the
+next ``put_feedback`` (a few more than it adds), and the three keys expire with the
+last id to expire, so a model that stops predicting with ids leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from service.store import redis_scripts as scripts
+from service.store.base import (
+    Feedback,
+    FeedbackConflict,
+    ModelNotFound,
+    check_feedback_labels,
+    check_feedback_records,
+    payload_digest,
+)
+from service.store.redis_wakes import wake_key
+
+if TYPE_CHECKING:
+    from service.store.redis import RedisStore
+
+_REASONS = {-2: "missing", -3: "labelled", -4: "changed"}
+
+
+def feedback_keys(k: dict[str, str]) -> list[str]:
+    return [k["fb"], k["fbexp"], k["fblab"]]
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+async def put_feedback(
+    store: RedisStore, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+) -> int | None:
+    from service.store.redis import _keys
+
+    if ttl_seconds <= 0:
+        raise ValueError("ttl_seconds must be > 0")
+    check_feedback_records(records)
+    if not records:
+        return None
+    k = _keys(name)
+    args: list[Any] = [max(1, int(ttl_seconds * 1000))]
+    for i, rec in records:
+        args += [i, bytes(rec)]
+    keys = [k["config"], k["gen"], *feedback_keys(k)]
+    res = int(await store._eval_acked(scripts.PUT_FEEDBACK, keys, args))
+    if res == -1:
+        raise ModelNotFound(name)
+    return None if res == 0 else res - 1
+
+
+async def get_feedback(store: RedisStore, name: str, ids: list[str]) -> list[Feedback | None]:
+    from service.store.redis import _keys
+
+    if not ids:
+        return []
+    k = _keys(name)
+    flat = await store._script(scripts.GET_FEEDBACK, [k["gen"], *feedback_keys(k)], list(ids))
+    out: list[Feedback | None] = []
+    for j in range(len(ids)):
+        rec, mark = bytes(flat[2 * j]), _text(flat[2 * j + 1])
+        if mark:
+            pos, _, text = mark.partition(" ")
+            out.append(Feedback(None, text, int(pos)))
+        else:
+            out.append(Feedback(rec) if rec else None)
+    return out
+
+
+async def append_labelled(
+    store: RedisStore, name: str, payload: bytes, labels: list[tuple[str, str, str]]
+) -> tuple[int, str]:
+    """One script on its own round trip (not group-committed), as ``append_once``."""
+    from service.store.redis import _keys
+
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+    check_feedback_labels(labels)
+    store.r  # noqa: B018 -- raises if the store is not open
+    if store.waitaof_requested and store.server_version is None:
+        await store._learn_version()
+    k = _keys(name)
+    keys = [k["config"], k["seq"], k["log"], k["head"], k["gen"], *feedback_keys(k)]
+    args: list[Any] = [bytes(payload), payload_digest(payload), len(labels)]
+    for i, digest, mark in labels:
+        args += [i, digest, mark]
+    if store.wake_in_script:
+        keys.append(wake_key(name))
+        args.append(name)
+    res = await store._eval_acked(scripts.APPEND_LABELLED, keys, args)
+    code = int(res[0])
+    if code == -1:
+        raise ModelNotFound(name)
+    if code in _REASONS:
+        raise FeedbackConflict(int(res[1]) - 1, _REASONS[code])
+    position = int(res[1])
+    if not store.wake_in_script:
+        store.wakes.publish(store.r, {name: position})
+    return position, _text(res[2])
