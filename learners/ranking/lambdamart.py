@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from learners import artifact
-from learners.features import Batch
+from learners.features import Batch, FeatureError
 from learners.params import EstimatorParams
 from learners.ranking import _lambdamart_kernels as K
 from learners.ranking._ndcg_kernels import per_query_ndcg
@@ -344,9 +344,19 @@ class LambdaMART(EstimatorParams):
                 )
             n = A.shape[0]
         out = np.empty(n)
-        if self._rules is not None:
+        if self._rules is not None:  # LightGBM's trees define where NaN goes
             predict_rule_columns(self, X if isinstance(X, Batch) else A, out)
             return out
+        # Native trees were trained on finite values only (fit refuses NaN), and the two
+        # scorers below would route a NaN differently (QuickScorer left, traversal right).
+        if isinstance(X, Batch):
+            bad = np.flatnonzero(~np.isfinite(X.values))
+            if bad.size:
+                row = int(np.searchsorted(X.indptr, bad[0], side="right")) - 1
+                raise FeatureError(f"X[{row}]", "value is not finite")
+        elif not np.all(np.isfinite(A)):
+            row = int(np.argwhere(~np.isfinite(A))[0][0])
+            raise FeatureError(f"X[{row}]", "value is not finite")
         if self._elim is not None:
             qs = (self._local_feature, T["threshold"], self._elim, T["node_off"], T["leaf_off"])
             if isinstance(X, Batch):

@@ -188,7 +188,7 @@ def test_service_errors_reach_the_cli_with_their_field(server, tmp_path: Path) -
     assert "invalid_input" in bad.stderr and "params.r" in bad.stderr
     cli(url, "models", "create", "h", "pa", "--kind", "hashed", "--bits", 8)
     lines = tmp_path / "bad.jsonl"
-    lines.write_text('{"x": {"a": 1}, "y": 1}\n{"x": {"a": 1}, "y": 1, "weight": 2}\n')
+    lines.write_text('{"x": {"a": 1}, "y": 1}\n{"x": {"a": 1}, "y": 1, "weight": -1}\n')
     r = cli(url, "update", "h", "--file", lines, "--no-progress", code=1)
     assert "examples[1].weight" in r.stderr
     missing = cli(url, "models", "show", "nope", code=1)

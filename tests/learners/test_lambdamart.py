@@ -292,6 +292,23 @@ def test_predict_wrong_width_is_an_error():
         m.predict(np.zeros((2, 5)))
 
 
+@pytest.mark.parametrize("num_leaves", [8, 80])
+def test_predict_refuses_non_finite_values_as_fit_does(num_leaves):
+    # fit refuses NaN; predict did not, and routed it left with <= 64 leaves (QuickScorer)
+    # and right with more (traversal): the same row scored differently by tree size.
+    X, y, g = _toy(3, 60)
+    m = LambdaMART(n_estimators=3, num_leaves=num_leaves, min_data_in_leaf=1, min_data_in_bin=1)
+    m.fit(X, y, g)
+    for bad in (np.nan, np.inf):
+        Xb = X[:4].copy()
+        Xb[2, 0] = bad
+        with pytest.raises(ValueError, match=r"X\[2\]: value is not finite"):
+            m.predict(Xb)
+        csr = Batch(np.array([0, 1, 2]), np.array([0, 0]), np.array([1.0, bad]), 6)
+        with pytest.raises(ValueError, match=r"X\[1\]: value is not finite"):
+            m.predict(csr)
+
+
 @pytest.mark.parametrize("bagging", [False, True])
 def test_agrees_with_lightgbm(bagging):
     lgb = pytest.importorskip("lightgbm")
