@@ -138,6 +138,11 @@ async def periodic(registry: Registry) -> None:
     """Time-based checkpoints and slow-moving gauges (called about once a second)."""
     now = time.monotonic()
     for h in list(registry.models.values()):
+        if h.auc_stale:  # every worker that applies sets the learning gauges
+            h.auc_stale = False
+            auc = h.window.auc()
+            if auc is not None:
+                M.ONLINE_ROC_AUC.labels(h.name).set(auc)
         if not h.adapter.online or not h.owned:  # owners checkpoint; guests only read
             continue
         if h.checkpoint_at is not None:

@@ -79,6 +79,20 @@ ONLINE_NDCG = Gauge(
     ["model"],
     multiprocess_mode="livemax",
 )
+ONLINE_LOG_LOSS = Gauge(
+    "learnserve_online_log_loss",
+    "Progressive log loss of the calibrated probability over the recent window "
+    "(binary classifiers).",
+    ["model"],
+    multiprocess_mode="livemax",
+)
+ONLINE_ROC_AUC = Gauge(
+    "learnserve_online_roc_auc",
+    "Progressive ROC AUC over the recent window (binary classifiers; refreshed about "
+    "once a second while the model learns).",
+    ["model"],
+    multiprocess_mode="livemax",
+)
 MODEL_VERSION = Gauge(
     "learnserve_model_version",
     "Version of each model in this worker (log position or artifact version).",
@@ -372,6 +386,8 @@ PER_MODEL = (
     ONLINE_ACCURACY,
     ONLINE_LOSS,
     ONLINE_NDCG,
+    ONLINE_LOG_LOSS,
+    ONLINE_ROC_AUC,
     MODEL_VERSION,
     CHECKPOINT_AGE,
     CHECKPOINT_DURATION,

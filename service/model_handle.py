@@ -129,6 +129,10 @@ class ModelHandle:
         self._m_acc: Any = None
         self._m_loss: Any = None
         self._m_ndcg: Any = None
+        self._m_logloss: Any = None
+        # The window changed since the AUC gauge was computed (an O(window log window)
+        # sort, so it is refreshed by the once-a-second loop, not on every entry).
+        self.auc_stale = False
         _init_model_series(name, adapter)
         self._m_applied = {r: M.LOG_ENTRIES_APPLIED.labels(name, r) for r in ("owner", "guest")}
 
@@ -166,6 +170,12 @@ class ModelHandle:
                     self._m_loss = M.ONLINE_LOSS.labels(self.name)
                 self._m_acc.set(acc_loss[0])
                 self._m_loss.set(acc_loss[1])
+                log_loss = self.window.log_loss()
+                if log_loss is not None:
+                    if self._m_logloss is None:
+                        self._m_logloss = M.ONLINE_LOG_LOSS.labels(self.name)
+                    self._m_logloss.set(log_loss)
+                    self.auc_stale = True
             ndcg = self.window.ndcg()
             if ndcg is not None:
                 if self._m_ndcg is None:

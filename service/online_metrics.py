@@ -173,6 +173,12 @@ class EvalWindow:
             return None
         return self.win.correct / self.win.n, self.win.loss / (_ONE * self.win.n)
 
+    def log_loss(self) -> float | None:
+        """Mean log loss over the window's binary examples, for the gauge."""
+        if self.win.groups or not self.win.n_proba:
+            return None
+        return self.win.logloss / (_ONE * self.win.n_proba)
+
     def ndcg(self) -> float | None:
         return self.win.metric / (_ONE * self.win.groups) if self.win.groups else None
 

@@ -95,6 +95,8 @@ def all_targets() -> list[tuple[str, str, str]]:
 METRIC_KIND = {
     "learnserve_online_accuracy": "linear",
     "learnserve_online_loss": "linear",
+    "learnserve_online_log_loss": "linear",  # clf-a and clf-b are binary
+    "learnserve_online_roc_auc": "linear",
     "learnserve_online_ndcg_at_10": "ranksvm",
 }
 # Series that exist only where the host sets them: no cgroup memory limit, no series.

@@ -302,6 +302,37 @@ def test_metrics_use_route_templates_and_model_names(client: httpx.Client) -> No
     assert "/models/met" not in text  # raw paths never become labels
 
 
+def test_log_loss_and_auc_gauges_are_the_window_figures(client: httpx.Client) -> None:
+    """The binary figures of ``online_metrics`` reach /metrics: log loss at every entry,
+    the AUC from the once-a-second loop."""
+    import re
+    import time
+
+    make(client, "bin", dense_model(4))
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        X = rng.normal(size=(40, 4))
+        ex = [{"x": x.tolist(), "y": "+1" if x[0] + 0.3 * x[1] > 0 else "-1"} for x in X]
+        assert client.post("/update", json={"model": "bin", "examples": ex}).status_code == 200
+    om = client.get("/models/bin").json()["online_metrics"]
+    assert 0.5 < om["roc_auc"] <= 1.0 and 0 < om["log_loss"] < 0.7, om
+
+    def gauge(name: str) -> float | None:
+        m = re.search(rf'^{name}{{model="bin"}} (\S+)$', client.get("/metrics").text, re.M)
+        return None if m is None else float(m.group(1))
+
+    assert gauge("learnserve_online_log_loss") == pytest.approx(om["log_loss"], rel=1e-12)
+    deadline = time.monotonic() + 10
+    while gauge("learnserve_online_roc_auc") is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert gauge("learnserve_online_roc_auc") == pytest.approx(om["roc_auc"], rel=1e-12)
+    # a ranker and a model that has seen one label have neither
+    make(client, "one", dense_model(4))
+    ex = [{"x": [1.0, 0.0, 0.0, 0.0], "y": "+1"}]
+    assert client.post("/update", json={"model": "one", "examples": ex}).status_code == 200
+    assert 'learnserve_online_roc_auc{model="one"}' not in client.get("/metrics").text
+
+
 def test_dense_fast_path_builds_exactly_the_checked_batch() -> None:
     """The numpy fast path for dense rows gives the same log payload as FeatureSpec.encode."""
     import orjson

@@ -67,6 +67,7 @@ TOUCHED = (
     "learnserve_examples_accepted_total",
     "learnserve_online_accuracy",
     "learnserve_online_loss",  # (a classifier has no NDCG series: rankers only)
+    "learnserve_online_log_loss",
     "learnserve_model_version",
     "learnserve_model_info",
     "learnserve_model_memory_bytes",
