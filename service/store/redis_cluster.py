@@ -50,6 +50,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from service.store.base import StoreUnavailable
+from service.store.cluster_checks import cluster_config_warnings
 from service.store.redis import RedisStore, _append_command, _keys
 from service.store.redis_wakes import WAKE_STREAMS, WakeStreams
 
@@ -199,6 +200,18 @@ class RedisClusterStore(RedisStore):
         except StoreUnavailable as e:
             log.warning("redis cluster %s is unreachable at open (%s); will retry on use",
                         self._where(), e)  # fmt: skip
+            return
+        for warning in await self.config_warnings():
+            log.warning("%s", warning)
+
+    async def config_warnings(self) -> list[str]:
+        """The README's cluster settings that these masters lack (``cluster_checks``)."""
+        masters = [(f"{n.host}:{n.port}", n.execute_command) for n in self.cluster.get_primaries()]
+        try:
+            return await cluster_config_warnings(masters, self.wait_replicas)
+        except (rex.RedisError, OSError) as e:  # a node went away meanwhile: not fatal
+            log.info("redis cluster settings not checked: %s", e)
+            return []
 
     async def _learn_version(self) -> None:
         # The oldest master decides: WAITAOF must work on every one of them.

@@ -203,6 +203,42 @@ def test_wait_replicas_is_asked_of_each_master(redis_cluster_url: str) -> None:
     asyncio.run(t())
 
 
+def test_missing_cluster_settings_are_reported_at_open(
+    redis_cluster: RedisClusterNodes, redis_cluster_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The README's settings, checked on every master: the test cluster has them (and no
+    replicas, which only matters with WAIT); one node put back to Redis's defaults is
+    named, and so is every master that lacks the replicas WAIT 1 needs after a failover."""
+
+    async def warnings(wait_replicas: int) -> list[str]:
+        s = RedisClusterStore(redis_cluster_url, wait_replicas=wait_replicas)
+        await s.open()
+        try:
+            return await s.config_warnings()
+        finally:
+            await s.close()
+
+    assert asyncio.run(warnings(0)) == []
+    node = redis_cluster.nodes[1]
+    with node.client() as c:
+        c.config_set("cluster-require-full-coverage", "yes")
+        c.config_set("repl-diskless-sync-delay", "5")
+    try:
+        with caplog.at_level("WARNING", logger="service.store.redis_cluster"):
+            got = asyncio.run(warnings(0))
+        assert len(got) == 1 and f":{node.port}: cluster-require-full-coverage is yes" in got[0]
+        assert got[0] in caplog.text  # open() logged it
+        got = asyncio.run(warnings(1))
+        where = f":{node.port}: "
+        assert any(where in w and "repl-diskless-sync-delay is 5" in w for w in got), got
+        no_replicas = [w for w in got if "0 replica(s)" in w]
+        assert len(no_replicas) == 3, got  # each master, each named
+    finally:
+        with node.client() as c:
+            c.config_set("cluster-require-full-coverage", "no")
+            c.config_set("repl-diskless-sync-delay", "0")
+
+
 def test_cluster_setting_needs_a_url() -> None:
     from service.settings import Settings
 
