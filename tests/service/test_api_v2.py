@@ -3,10 +3,11 @@ NVIDIA's ``tritonclient.http`` against a ``learnserve serve`` subprocess.
 
 Models trained on real data: AROW on an MNIST slice (784 dense features, integer
 labels), a LambdaMART fitted by the library on LightGBM's lambdarank example (300
-features), an LL-SVM on UCI letter (16 integer features, labels "A".."Z"). Every
-output must equal what ``POST /predict`` answers for the same rows, with the
-tensors sent as JSON and as binary data (the binary tensor data extension), FP32
-and FP64 (and INT32 for letter's integer features).
+features), an LL-SVM on scikit-learn's bundled 8x8 digits (64 integer features,
+string labels "d0".."d9", so labels travel as BYTES). Every output must equal what
+``POST /predict`` answers for the same rows, with the tensors sent as JSON and as
+binary data (the binary tensor data extension), FP32 and FP64 (and INT32 for the
+digits' integer features).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class Served:
     url: str
     digits: np.ndarray  # MNIST test rows (float64 in [0, 1])
     ranks: np.ndarray  # lambdarank test rows, dense
-    letters: np.ndarray  # letter test rows (small integers)
+    small: np.ndarray  # held-out 8x8 digits rows (integers 0..16)
+    small_labels: list[str]  # their true labels
 
 
 def _mnist() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,22 +63,22 @@ def _lambdamart() -> tuple[bytes, np.ndarray]:
     return m.to_bytes(), te.X.to_dense()[:150]
 
 
-def _llsvm() -> tuple[bytes, np.ndarray]:
+def _llsvm() -> tuple[bytes, np.ndarray, list[str]]:
+    from sklearn.datasets import load_digits
+
     from learners.llsvm.model import LLSVM
 
-    path = require_data("letter", "letter-recognition.data")
-    rows = [line.split(",") for line in path.read_text().splitlines()[1:] if line]
-    y = np.array([r[0] for r in rows])
-    X = np.array([[float(v) for v in r[1:]] for r in rows])
-    m = LLSVM(n_anchors=26, n_neighbours=3, passes=2, seed=0).fit(X[:4000], y[:4000])
-    return m.to_bytes(), X[-100:]
+    X, labels = load_digits(return_X_y=True)
+    y = np.array([f"d{v}" for v in labels])
+    m = LLSVM(n_anchors=20, n_neighbours=3, passes=5, seed=0).fit(X[:1500], y[:1500])
+    return m.to_bytes(), X[-100:], y[-100:].tolist()
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     X, y, Xt = _mnist()
     ltr, ranks = _lambdamart()
-    local, letters = _llsvm()
+    local, small, small_labels = _llsvm()
     port = free_port()
     env = {
         "LEARNSERVE_DATA_DIR": str(tmp_path_factory.mktemp("v2")),
@@ -103,10 +105,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             fresh = {"algorithm": "cw", "features": {"kind": "dense", "dim": 2}}
             assert c.put("/models/fresh", json=fresh).is_success  # learns nothing
             octets = {"content-type": "application/octet-stream"}
-            for name, blob in (("ltr", ltr), ("letters", local)):
+            for name, blob in (("ltr", ltr), ("small-digits", local)):
                 r = c.put(f"/models/{name}/artifact", content=blob, headers=octets)
                 assert r.status_code == 201, r.text
-        yield Served(url, Xt, ranks, letters)
+        yield Served(url, Xt, ranks, small, small_labels)
     finally:
         stop_process(proc)
         log = Path(proc.log_path).read_text(errors="replace")
@@ -138,7 +140,7 @@ def test_health_and_server_metadata(served: Served) -> None:
     meta = c.get_server_metadata(headers=AUTH)
     assert meta["name"] == "learnserve" and "binary_tensor_data" in meta["extensions"]
     assert c.is_model_ready("digits", headers=AUTH)
-    assert c.is_model_ready("ltr", headers=AUTH) and c.is_model_ready("letters", headers=AUTH)
+    assert c.is_model_ready("ltr", headers=AUTH) and c.is_model_ready("small-digits", headers=AUTH)
     assert not c.is_model_ready("nope", headers=AUTH)
     assert not c.is_model_ready("sparse", headers=AUTH)  # no tensor input: not served here
     assert not c.is_model_ready("digits")  # no key
@@ -160,9 +162,9 @@ def test_model_metadata(served: Served) -> None:
     assert int(m["versions"][0]) == 3  # three /update batches: the log position
     v = c.get_model_metadata("digits", model_version=m["versions"][0], headers=AUTH)
     assert v == m
-    letters = c.get_model_metadata("letters", headers=AUTH)
-    outs = {o["name"]: (o["datatype"], o["shape"]) for o in letters["outputs"]}
-    assert outs["label"] == ("BYTES", [-1]) and outs["scores"] == ("FP64", [-1, 26])
+    small = c.get_model_metadata("small-digits", headers=AUTH)
+    outs = {o["name"]: (o["datatype"], o["shape"]) for o in small["outputs"]}
+    assert outs["label"] == ("BYTES", [-1]) and outs["scores"] == ("FP64", [-1, 10])
     ltr = c.get_model_metadata("ltr", headers=AUTH)
     assert ltr["inputs"][0]["shape"] == [-1, 300]
     assert [o["name"] for o in ltr["outputs"]] == ["score"]
@@ -222,21 +224,16 @@ def test_lambdamart_equals_predict(served: Served, binary: bool) -> None:
 @pytest.mark.parametrize("binary", [True, False])
 @pytest.mark.parametrize("datatype", ["FP64", "INT32"])
 def test_llsvm_equals_predict(served: Served, datatype: str, binary: bool) -> None:
-    expected = predict(served, "letters", served.letters)
-    X = served.letters.astype(np.int32 if datatype == "INT32" else np.float64)
-    res = infer(served, "letters", X, datatype, binary)
+    expected = predict(served, "small-digits", served.small)
+    X = served.small.astype(np.int32 if datatype == "INT32" else np.float64)
+    res = infer(served, "small-digits", X, datatype, binary)
     labels = [v.decode() for v in res.as_numpy("label").tolist()]
     assert labels == [p["label"] for p in expected]
     assert res.as_numpy("score").tolist() == [p["score"] for p in expected]
     classes = [v.decode() for v in res.as_numpy("classes").tolist()]
     assert res.as_numpy("scores").tolist() == [[p["scores"][c] for c in classes] for p in expected]
     assert res.as_numpy("confidence") is None  # LL-SVM has none
-    assert np.mean(np.array(labels) == np.array(expected_letters(served))) > 0.5
-
-
-def expected_letters(s: Served) -> list[str]:
-    path = require_data("letter", "letter-recognition.data")
-    return [line.split(",")[0] for line in path.read_text().splitlines()[1:] if line][-100:]
+    assert np.mean(np.array(labels) == np.array(served.small_labels)) > 0.8
 
 
 def _post(s: Served, path: str, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
