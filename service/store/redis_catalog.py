@@ -37,18 +37,24 @@ class RedisCatalog(RedisCheckpoints):
         """The answer of CREATE (or CREATE_FROM_CKPT): 1 created, 0 there with this
         config, else the config it has."""
         if res == 1 or res == 0:
-            await self._index(name, created=res == 1)
+            await self._index(name, bump_epoch=res == 1)
             return res == 1
         cur = res.decode() if isinstance(res, bytes) else res
         raise ConfigConflict(f"model {name!r} exists with a different config: {cur}")
 
-    async def _index(self, name: str, created: bool) -> None:
-        # Index after the config: a crash in between leaves a model missing from the
-        # index, which the next create_model (equal config) repairs.
+    async def _index(self, name: str, bump_epoch: bool, *, remove: bool = False) -> None:
+        """Add ``name`` to the index (or ``remove`` it), then bump the epoch if the model
+        was created (or deleted). Indexed after the config: a crash in between leaves
+        a model missing from the index, which the next create_model (equal config)
+        repairs."""
+
         async def index() -> None:
             async with self.r.pipeline(transaction=False) as p:
-                p.sadd(MODELS_KEY, name)
-                if created:
+                if remove:
+                    p.srem(MODELS_KEY, name)
+                else:
+                    p.sadd(MODELS_KEY, name)
+                if bump_epoch:
                     p.incr(EPOCH_KEY)
                 await p.execute()
 
@@ -136,15 +142,7 @@ class RedisCatalog(RedisCheckpoints):
     async def delete_model(self, name: str) -> bool:
         k = _keys(name)
         existed = await self._script(scripts.DELETE, list(k.values()), []) == 1
-
-        async def unindex() -> None:
-            async with self.r.pipeline(transaction=False) as p:
-                p.srem(MODELS_KEY, name)
-                if existed:
-                    p.incr(EPOCH_KEY)
-                await p.execute()
-
-        await self._call(unindex)
+        await self._index(name, bump_epoch=existed, remove=True)
         return existed
 
     async def catalog_epoch(self) -> int:

@@ -42,16 +42,20 @@ class SQLiteArtifacts(SQLiteConnection):
         self._bump_epoch(db)
         return int(row[0])
 
+    @staticmethod
+    def _active_version(db: sqlite3.Connection, name: str) -> int | None:
+        """Inside a transaction: the model's active version (None before its first)."""
+        row = db.execute("SELECT active_version FROM models WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise ModelNotFound(name)
+        return None if row[0] is None else int(row[0])
+
     async def put_artifact(
         self, name: str, blob: bytes, kind: str, checksum: str
     ) -> tuple[int, bool]:
         def q() -> tuple[int, bool]:
             with self._tx() as db:  # the lookup and the insert/switch in one transaction
-                row = db.execute(
-                    "SELECT active_version FROM models WHERE name = ?", (name,)
-                ).fetchone()
-                if row is None:
-                    raise ModelNotFound(name)
+                active = self._active_version(db, name)
                 same = db.execute(
                     "SELECT version FROM artifacts WHERE name = ? AND checksum = ? "
                     "ORDER BY version DESC LIMIT 1",
@@ -59,7 +63,7 @@ class SQLiteArtifacts(SQLiteConnection):
                 ).fetchone()
                 if same is None:
                     return self._insert_artifact(db, name, blob, kind, checksum), True
-                if row[0] != same[0]:
+                if active != same[0]:
                     db.execute(
                         "UPDATE models SET active_version = ? WHERE name = ?", (same[0], name)
                     )
@@ -71,12 +75,8 @@ class SQLiteArtifacts(SQLiteConnection):
     async def delete_artifact(self, name: str, version: int) -> bool:
         def q() -> bool:
             with self._tx() as db:
-                row = db.execute(
-                    "SELECT active_version FROM models WHERE name = ?", (name,)
-                ).fetchone()
-                if row is None:
-                    raise ModelNotFound(name)
-                if row[0] == version:
+                active = self._active_version(db, name)
+                if active == version:
                     raise ArtifactActive(name, version)
                 cur = db.execute(
                     "DELETE FROM artifacts WHERE name = ? AND version = ?", (name, int(version))
@@ -111,13 +111,9 @@ class SQLiteArtifacts(SQLiteConnection):
     ) -> None:
         def q() -> None:
             with self._tx() as db:
-                row = db.execute(
-                    "SELECT active_version FROM models WHERE name = ?", (name,)
-                ).fetchone()
-                if row is None:
-                    raise ModelNotFound(name)
-                if expected is not None and row[0] != expected:  # compare-and-set, in the tx
-                    raise ActiveVersionChanged(name, expected, row[0])
+                active = self._active_version(db, name)
+                if expected is not None and active != expected:  # compare-and-set, in the tx
+                    raise ActiveVersionChanged(name, expected, active)
                 if (
                     self._q1(
                         "SELECT 1 FROM artifacts WHERE name = ? AND version = ?", name, version
