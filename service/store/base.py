@@ -159,6 +159,18 @@ def check_feedback_records(records: list[tuple[str, bytes]]) -> None:
             raise ValueError("a record must be non-empty bytes")
 
 
+def check_payload(payload: object) -> None:
+    """An entry's payload for the log: bytes, bytearray or memoryview."""
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+
+
+def check_ttl(ttl_seconds: float) -> None:
+    """How long a store keeps an idempotency key or a feedback record: > 0 seconds."""
+    if ttl_seconds <= 0:
+        raise ValueError("ttl_seconds must be > 0")
+
+
 def check_feedback_labels(labels: list[tuple[str, str, str]]) -> None:
     """``append_labelled``'s ``labels``: distinct non-empty ids, non-empty marks."""
     if len({i for i, _, _ in labels}) != len(labels):

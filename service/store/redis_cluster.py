@@ -51,7 +51,9 @@ from redis.retry import Retry
 
 from service.store.base import StoreUnavailable
 from service.store.cluster_checks import cluster_config_warnings
-from service.store.redis import RedisStore, _append_command, _keys
+from service.store.redis import RedisStore
+from service.store.redis_keys import _keys
+from service.store.redis_log import _append_command
 from service.store.redis_wakes import WAKE_STREAMS, WakeStreams
 
 log = logging.getLogger(__name__)

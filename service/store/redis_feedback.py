@@ -24,8 +24,11 @@ from service.store.base import (
     ModelNotFound,
     check_feedback_labels,
     check_feedback_records,
+    check_payload,
+    check_ttl,
     payload_digest,
 )
+from service.store.redis_keys import _keys, _text
 from service.store.redis_wakes import wake_key
 
 if TYPE_CHECKING:
@@ -38,17 +41,10 @@ def feedback_keys(k: dict[str, str]) -> list[str]:
     return [k["fb"], k["fbexp"], k["fblab"]]
 
 
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 async def put_feedback(
     store: RedisStore, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
 ) -> int | None:
-    from service.store.redis import _keys
-
-    if ttl_seconds <= 0:
-        raise ValueError("ttl_seconds must be > 0")
+    check_ttl(ttl_seconds)
     check_feedback_records(records)
     if not records:
         return None
@@ -64,8 +60,6 @@ async def put_feedback(
 
 
 async def get_feedback(store: RedisStore, name: str, ids: list[str]) -> list[Feedback | None]:
-    from service.store.redis import _keys
-
     if not ids:
         return []
     k = _keys(name)
@@ -85,14 +79,9 @@ async def append_labelled(
     store: RedisStore, name: str, payload: bytes, labels: list[tuple[str, str, str]]
 ) -> tuple[int, str]:
     """One script on its own round trip (not group-committed), as ``append_once``."""
-    from service.store.redis import _keys
-
-    if not isinstance(payload, bytes | bytearray | memoryview):
-        raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+    check_payload(payload)
     check_feedback_labels(labels)
-    store.r  # noqa: B018 -- raises if the store is not open
-    if store.waitaof_requested and store.server_version is None:
-        await store._learn_version()
+    await store._ready_to_append()
     k = _keys(name)
     keys = [k["config"], k["seq"], k["log"], k["head"], k["gen"], *feedback_keys(k)]
     args: list[Any] = [bytes(payload), payload_digest(payload), len(labels)]

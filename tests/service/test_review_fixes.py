@@ -293,9 +293,9 @@ def test_artifact_too_large_for_the_store_is_413(kind, tmp_path, request, monkey
         await store.open()
         try:
             if kind == "redis":
-                import service.store.redis as redis_mod
+                import service.store.redis_keys as redis_keys
 
-                monkeypatch.setattr(redis_mod, "_MAX_VALUE", len(blob) - 1)
+                monkeypatch.setattr(redis_keys, "_MAX_VALUE", len(blob) - 1)
             else:
                 import sqlite3
 

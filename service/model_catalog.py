@@ -1,0 +1,227 @@
+"""Which models this process holds: restored at start, created, deleted, and kept in
+step with the store's catalog (models other workers created, deleted or re-created).
+
+A model is loaded from its checkpoint and the log after it (an online model) or from
+its active artifact (a batch model, ``service.batch_deploys``); one whose stored state
+cannot be read is listed in ``registry.failed`` and not served, without keeping the
+others offline. The catalog epoch makes a sync cheap when nothing changed.
+
+Functions over the :class:`~service.registry.Registry`, which delegates to them
+under its own names (as it does for ``service.checkpoints``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from typing import TYPE_CHECKING, Any
+
+from service import batch_deploys, log_application
+from service import metrics as M
+from service.api.errors import ApiError, not_found, store_unavailable
+from service.model_handle import ModelHandle, unpack_checkpoint
+from service.models import adapter_class
+from service.models.base import ModelAdapter
+from service.store.base import ConfigConflict, StoreUnavailable, ValueTooLarge
+from service.warmup import warm_all
+
+if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
+    from service.registry import Registry
+
+log = logging.getLogger("learnserve.registry")
+
+
+async def restore_all(registry: Registry) -> None:
+    if not registry._warm:
+        # JIT-compile (or load cached) kernels off the loop before taking traffic.
+        await asyncio.to_thread(warm_all, registry._warming, registry._warmed)
+        registry._warm = True
+    await registry.placement.start()  # join the fleet first: we restore what we own
+    async with registry._catalog_lock:
+        registry.waiting_for = "restoring models: reading the catalog from the store"
+        epoch = await registry.store.catalog_epoch()
+        configs = await registry.store.list_models()
+        for i, (name, config) in enumerate(configs.items(), 1):
+            if not registry.owns(name):  # the others load on demand
+                continue
+            registry.waiting_for = f"restoring models: {name!r} ({i}/{len(configs)})"
+            await load(registry, name, config)
+        registry.epoch = epoch
+    # Start-up leaves ~150k long-lived objects (modules, numba, pydantic, the
+    # models); a full collection walks them all (~40 ms measured, 50-140 ms the
+    # first time: an event-loop stall) though they never die. Frozen, the
+    # collector scans only what came after (a full collection then takes ~0 ms).
+    gc.collect()
+    gc.freeze()
+    registry.ready = True
+    registry.waiting_for = ""
+    registry._update_kind_gauge()
+    registry.placement.update_gauges()
+    log.info("restored %d model(s); ready", len(registry.models))
+
+
+async def load(registry: Registry, name: str, config: dict[str, Any]) -> ModelHandle | None:
+    """Build a model from its checkpoint + log and install it (replacing any old one)."""
+    try:
+        cls = adapter_class(config.get("kind", "linear"))
+    except ValueError:
+        log.error("model %r has unknown kind %r; not loaded", name, config.get("kind"))
+        return None
+    old = registry.models.get(name)
+    if old is not None and old.generation != (await registry.store.get_generation(name) or ""):
+        M.forget_model(name)  # deleted and re-created elsewhere: its series start anew
+    try:
+        h = await restore_handle(registry, name, cls, config)
+    except (StoreUnavailable, asyncio.CancelledError):
+        raise
+    except Exception as e:
+        # A model whose stored state cannot be read (corrupt checkpoint, a kind
+        # this version cannot load...) must not keep every other model offline.
+        log.exception("model %r could not be restored; it is not served", name)
+        registry.failed[name] = f"{type(e).__name__}: {e}"
+        return None
+    registry.failed.pop(name, None)
+    registry.models[name] = h
+    return h
+
+
+async def restore_handle(
+    registry: Registry, name: str, cls: type[ModelAdapter], config: dict[str, Any]
+) -> ModelHandle:
+    # Read before the state: if the model is re-created while we load, the handle
+    # carries the old generation and the next catalog sync reloads it.
+    generation = await registry.store.get_generation(name) or ""
+    if not cls.online:
+        h = await batch_deploys.load_batch(registry, name, cls, config)
+        h.generation = generation
+        return h
+    cp = await registry.store.get_checkpoint(name)
+    if cp is not None:
+        meta, blob = unpack_checkpoint(cp.blob)
+        adapter = await asyncio.to_thread(cls.from_checkpoint, config, blob)
+        h = ModelHandle(name, adapter, registry.settings)
+        h.version = cp.position
+        h.checkpoint_position = cp.position
+        h.checkpoint_at = cp.created_at
+        h.examples_learned = int(meta.get("examples_learned", 0))
+        h.entries_skipped = int(meta.get("entries_skipped", 0))
+        h.window.restore(meta)
+        h.head = meta.get("head")
+        h.load_failed(meta)
+    else:
+        h = ModelHandle(name, cls.create(config), registry.settings)
+    h.generation = generation
+    h.owned = registry.owns(name)  # before the catch-up: its entries count in this role
+    h._m_version.set(h.version)
+    async with h.lock:
+        await log_application.catch_up_locked(registry, h)
+    registry._record_failures_soon(h)
+    return h
+
+
+async def create(
+    registry: Registry,
+    name: str,
+    cls: type[ModelAdapter],
+    config: dict[str, Any],
+    checkpoint: bytes | memoryview | None = None,
+) -> tuple[ModelHandle, bool]:
+    """Create the model (``checkpoint``: its starting state, an import, stored with it
+    atomically) and load it here as every worker does: from the store."""
+    try:
+        if checkpoint is None:
+            created = await registry.store.create_model(name, config)
+        else:
+            created = await registry.store.create_model_from_checkpoint(name, config, checkpoint)
+        generation = await registry.store.get_generation(name) or ""
+    except ConfigConflict:
+        raise ApiError(
+            409,
+            "conflict",
+            f"model {name!r} already exists with a different configuration",
+            "name",
+        ) from None
+    except StoreUnavailable as e:
+        registry.health.failed("create_model", e)
+        raise store_unavailable() from e
+    except ValueTooLarge as e:
+        raise ApiError(413, "too_large", f"artifact: {e}", "artifact") from None
+    h = registry.models.get(name)
+    if h is None or h.config != config or h.generation != generation:
+        async with registry._catalog_lock:
+            h = registry.models.get(name)
+            if h is None or h.config != config or h.generation != generation:
+                if h is not None and h.generation != generation:
+                    M.forget_model(name)  # a new model of that name: new series
+                try:
+                    h = await restore_handle(registry, name, cls, config)
+                except StoreUnavailable as e:
+                    # Created (or found) in the store; any worker loads it later.
+                    registry.health.failed("create_model", e)
+                    raise store_unavailable() from e
+                registry.models[name] = h
+                if not h.owned:
+                    registry.placement._admit(h)
+    registry._update_kind_gauge()
+    return h, created
+
+
+async def delete(registry: Registry, name: str) -> None:
+    try:
+        existed = await registry.store.delete_model(name)
+    except StoreUnavailable as e:
+        registry.health.failed("delete_model", e)
+        raise store_unavailable() from e
+    local = registry._drop(name)
+    local = registry.failed.pop(name, None) is not None or local
+    if not existed and not local:
+        raise not_found(name)
+
+
+async def sync_catalog(registry: Registry) -> None:
+    """Pick up models created or deleted by other workers (cheap when nothing changed)."""
+    epoch = await registry.store.catalog_epoch()
+    if epoch == registry.epoch:
+        return
+    async with registry._catalog_lock:
+        configs = await registry.store.list_models()
+        generations = await registry.store.list_generations()
+        for name in [n for n in registry.failed if n not in configs]:
+            del registry.failed[name]
+        for name in [n for n in registry.models if n not in configs]:
+            log.info("model %r was deleted elsewhere; dropping it", name)
+            registry._drop(name)
+        for name, config in configs.items():
+            h = registry.models.get(name)
+            stale = h is not None and (
+                h.config != config or h.generation != generations.get(name, h.generation)
+            )
+            if h is not None and not stale:
+                if h.adapter.online:
+                    # The same model (same generation) whose log ends before what
+                    # we applied: the store lost the log's tail. Rebuilt in place.
+                    if await registry.store.last_position(name) < h.version:
+                        await registry.recover_lost_tail(h)
+                    continue
+                else:  # another worker deployed or rolled back
+                    stale = await registry.store.get_active_version(name) != h.version
+            if (h is None and registry.owns(name)) or stale:
+                await load(registry, name, config)
+        registry.epoch = epoch
+    registry._update_kind_gauge()
+
+
+async def reload(registry: Registry, name: str) -> ModelHandle:
+    """Load the model afresh from the store (our copy belongs to a deleted one)."""
+    async with registry._catalog_lock:
+        config = await registry.store.get_config(name)
+        if config is None:
+            registry._drop(name)
+            raise not_found(name)
+        log.info("model %r was re-created elsewhere; reloading it", name)
+        h = await load(registry, name, config)
+    if h is None:
+        raise registry._missing(name)
+    registry._update_kind_gauge()
+    return h

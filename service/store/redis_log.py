@@ -1,0 +1,184 @@
+"""The Redis store's update log: appends (group-committed), reads, trims, waits.
+
+Each model's log is a stream (``ls:{NAME}:log``, entry id ``<position>-0``) appended to
+by the APPEND script, which also advances ``seq`` and the chain ``head``. Concurrent
+appends are group-committed: whatever is queued while one pipeline is in flight goes
+out as the next pipeline of scripts (in call order). Other workers learn of appends
+from the wake streams (:mod:`service.store.redis_wakes`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from typing import Any
+
+from service.store import redis_scripts as scripts
+from service.store.base import LogEntry, ModelNotFound, check_payload, payload_digest
+from service.store.redis_connection import _UNAVAILABLE, RedisConnection
+from service.store.redis_keys import _keys, _pos, _text
+from service.store.redis_wakes import WakeStreams, wake_key
+
+_Pending = tuple[str, bytes, "asyncio.Future[tuple[int, str]]"]
+_MAX_GROUP = 500  # appends per pipeline
+_MAX_GROUP_BYTES = 8 << 20  # ... and payload bytes per pipeline
+
+
+def _append_command(name: str, payload: bytes, wake: bool = False) -> tuple[Any, ...]:
+    """The APPEND script call; ``wake``: add the model's wake in the same script (a
+    single Redis; on a cluster the wake stream is in another slot)."""
+    k = _keys(name)
+    keys = [k["config"], k["seq"], k["log"], k["head"]]
+    args: list[Any] = [payload, payload_digest(payload)]
+    if wake:
+        keys.append(wake_key(name))
+        args.append(name)
+    return ("EVAL", scripts.APPEND, len(keys), *keys, *args)
+
+
+class RedisLog(RedisConnection):
+    _pending: list[_Pending]  # appends waiting for the next pipeline
+    _flusher: asyncio.Task[None] | None  # sends the queued appends
+    wakes: WakeStreams
+    wake_in_script: bool  # appends add their wakes themselves (see APPEND)
+
+    async def append_entry(self, name: str, payload: bytes) -> tuple[int, str]:
+        """Queued and sent with whatever other appends are waiting, as one pipeline of
+        scripts (group commit): one round trip and one connection for many appends, in
+        the order they were called. A single append is sent at once."""
+        check_payload(payload)
+        await self._ready_to_append()
+        fut: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
+        self._pending.append((name, bytes(payload), fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_appends())
+        return await fut
+
+    async def _flush_appends(self) -> None:
+        while self._pending:
+            batch: list[_Pending] = []
+            size = 0
+            while self._pending and len(batch) < _MAX_GROUP and size < _MAX_GROUP_BYTES:
+                batch.append(self._pending.pop(0))
+                size += len(batch[-1][1])
+            try:
+                results = await self._call(functools.partial(self._send_appends, batch))
+            except BaseException as e:
+                for _, _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                if isinstance(e, asyncio.CancelledError):  # close() while appends queued
+                    for _, _, fut in self._pending:
+                        fut.cancel()
+                    self._pending.clear()
+                    raise
+                continue
+            stored = {
+                name: int(res[0])
+                for (name, _, _), res in zip(batch, results, strict=False)
+                if isinstance(res, list)
+            }
+            if not self.wake_in_script:
+                self.wakes.publish(self.r, stored)
+            for (name, _, fut), res in zip(batch, results, strict=False):
+                if fut.done():  # the caller was cancelled; the entry is stored anyway
+                    continue
+                if isinstance(res, _UNAVAILABLE):
+                    fut.set_exception(self._unavailable(res))
+                elif isinstance(res, Exception):
+                    fut.set_exception(res)
+                elif res == -1:
+                    fut.set_exception(ModelNotFound(name))
+                else:
+                    fut.set_result((int(res[0]), _text(res[1])))
+
+    async def _send_appends(self, batch: list[_Pending]) -> list[Any]:
+        acks = self._ack_commands()
+        async with self.r.pipeline(transaction=False) as p:
+            for name, payload, _ in batch:
+                p.execute_command(*_append_command(name, payload, wake=True))
+            # WAIT/WAITAOF cover the earlier writes of *this connection*, i.e. the
+            # whole pipeline: one wait for the group.
+            for cmd in acks:
+                p.execute_command(*cmd)
+            results = await p.execute(raise_on_error=False)
+        if acks:
+            self._check_acks(results[-len(acks) :])
+            del results[-len(acks) :]
+        return list(results)
+
+    async def close(self) -> None:
+        await self.wakes.stop()
+        if self._flusher is not None and not self._flusher.done():
+            # Let queued appends finish (they were accepted before close()).
+            with contextlib.suppress(Exception):
+                await self._flusher
+        self._flusher = None
+        await super().close()
+
+    async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
+        if limit <= 0:
+            return []
+        rows: Any = await self._call(
+            lambda: self.r.xrange(_keys(name)["log"], min=f"{after + 1}-0", max="+", count=limit)
+        )
+        return [
+            LogEntry(_pos(eid), bytes(fields[b"p"]), _text(fields.get(b"h", b"")))
+            for eid, fields in rows
+        ]
+
+    async def last_position(self, name: str) -> int:
+        return int(await self._call(lambda: self.r.get(_keys(name)["seq"])) or 0)
+
+    async def trim_log(self, name: str, upto: int) -> None:
+        if upto < 1:
+            return
+        # MINID keeps ids >= the bound; exact (not ~) so the contract holds precisely.
+        await self._call(
+            lambda: self.r.xtrim(_keys(name)["log"], minid=f"{upto + 1}-0", approximate=False)
+        )
+
+    async def wait_for_changes(
+        self, after: dict[str, int], timeout: float
+    ) -> dict[str, int] | None:
+        """The models other workers (and this one) appended to, from the wake streams
+        (``service.store.redis_wakes``); None when some wakes may have been missed."""
+        if self._blocking is None:
+            raise RuntimeError("RedisStore is not open (call await store.open())")
+        q = self.wakes.start(lambda: self._blocking)
+        return await self.wakes.next_changes(q, timeout)
+
+    async def last_positions(self, names: list[str]) -> dict[str, int]:
+        """One pipeline of GETs per 1,000 models."""
+        out: dict[str, int] = {}
+        for i in range(0, len(names), 1000):
+            chunk = names[i : i + 1000]
+
+            async def q(chunk: list[str] = chunk) -> list[Any]:
+                async with self.r.pipeline(transaction=False) as p:
+                    for n in chunk:
+                        p.get(_keys(n)["seq"])
+                    return await p.execute()
+
+            out.update((n, int(v or 0)) for n, v in zip(chunk, await self._call(q), strict=True))
+        return out
+
+    async def wait_for_entries(self, after: dict[str, int], timeout: float) -> None:
+        """XREAD BLOCK on every model's stream at once, on its own connection pool."""
+        if not after:
+            await asyncio.sleep(max(timeout, 0.0))
+            return
+        if self._blocking is None:
+            raise RuntimeError("RedisStore is not open (call await store.open())")
+        blocking = self._blocking
+        streams: Any = {_keys(n)["log"]: f"{int(p)}-0" for n, p in after.items()}
+        block_ms = max(1, int(timeout * 1000))  # 0 would mean "forever"
+
+        async def xread() -> Any:
+            return await asyncio.wait_for(
+                blocking.xread(streams, count=1, block=block_ms),
+                timeout + self.socket_timeout + self.connect_timeout,
+            )
+
+        await self._call(xread)

@@ -1,0 +1,209 @@
+"""An update from the API to the log and back: append it (plain, with an idempotency
+key, or learning delayed labels), apply the log here in order up to it, answer how
+it went.
+
+The store's errors become the API's: 503 when it is unreachable (the update was not
+accepted, or is stored but not applied here yet), 404 when the model was deleted by
+another worker meanwhile, 409 for an idempotency key reused with another body, and
+the error an entry failed with when it could not be applied (recorded in the store
+first, so a retry with its key answers alike on any worker).
+
+Functions over the :class:`~service.registry.Registry`, which delegates to them
+under its own names (as it does for ``service.checkpoints``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from service import log_application, log_integrity, model_catalog, update_outcomes
+from service.api.errors import ApiError, invalid, not_found, store_unavailable
+from service.model_handle import ModelHandle
+from service.store.base import IdempotencyKeyReused, ModelNotFound, StoreUnavailable
+
+if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
+    from service.registry import Registry
+
+
+def stored_not_applied(registry: Registry, e: StoreUnavailable) -> ApiError:
+    """The 503 for an update that is in the log but could not be applied here yet."""
+    registry.health.failed("read_log", e)
+    return store_unavailable(
+        "the update is stored but could not be applied yet; "
+        "it will be applied when the store is back"
+    )
+
+
+@contextlib.contextmanager
+def _appending(registry: Registry, h: ModelHandle) -> Iterator[None]:
+    """The API's answers to an append the store refused: a 503 when it is unreachable
+    (nothing was accepted), a 404 when the model was deleted by another worker."""
+    try:
+        yield
+    except StoreUnavailable as e:
+        registry.health.failed("append", e)
+        raise store_unavailable("the store is unreachable; the update was not accepted") from e
+    except ModelNotFound:
+        registry._drop(h.name)  # deleted by another worker meanwhile
+        raise not_found(h.name) from None
+
+
+async def submit_update(registry: Registry, h: ModelHandle, payload: bytes) -> int:
+    """Append durably, apply in log order up to our entry, return its position."""
+    with _appending(registry, h):
+        position, head = await registry.store.append_entry(h.name, payload)
+    registry.health.ok()
+    await apply_own(registry, h, position, payload, head)
+    return position
+
+
+async def submit_labelled(
+    registry: Registry, h: ModelHandle, payload: bytes, labels: list[tuple[str, str, str]]
+) -> int:
+    """``submit_update`` of an entry that learns delayed labels: the ids are marked
+    labelled in the same atomic step as the append (``Store.append_labelled``, which
+    raises ``FeedbackConflict`` and appends nothing when one cannot be)."""
+    with _appending(registry, h):
+        position, head = await registry.store.append_labelled(h.name, payload, labels)
+    registry.health.ok()
+    await apply_own(registry, h, position, payload, head)
+    return position
+
+
+async def key_recorded(registry: Registry, h: ModelHandle, key: str) -> bool:
+    try:
+        return await registry.store.key_recorded(h.name, key)
+    except StoreUnavailable as e:
+        registry.health.failed("append", e)
+        raise store_unavailable("the store is unreachable; the update was not accepted") from e
+
+
+async def submit_update_once(
+    registry: Registry, h: ModelHandle, payload: bytes, key: str, payload_hash: str, n: int
+) -> tuple[int, int, bool]:
+    """``submit_update`` at most once per (model, idempotency ``key``).
+
+    Returns ``(position, n, replayed)``: a key seen before (within
+    ``idempotency_ttl_seconds``) appends nothing and gives the first request's
+    position and ``n``, once this worker has applied that position, exactly as a
+    new entry is waited for. A key seen with another ``payload_hash`` is a 409."""
+    try:
+        with _appending(registry, h):
+            position, n, replayed = await registry.store.append_once(
+                h.name, payload, key, payload_hash, n, registry.settings.idempotency_ttl_seconds
+            )
+    except IdempotencyKeyReused:
+        raise ApiError(
+            409,
+            "idempotency_key_reused",
+            f"this Idempotency-Key was already used for model {h.name!r} with a "
+            "different body; send a new key for a new batch",
+            "Idempotency-Key",
+        ) from None
+    registry.health.ok()
+    # A replayed entry is applied from the log (it may be applied already).
+    try:
+        await apply_own(registry, h, position, None if replayed else payload)
+    except ApiError as e:
+        if replayed and e.status == 422:  # the entry failed here, as the first time
+            e.headers = dict(update_outcomes.REPLAYED)
+        raise
+    if replayed:
+        # Applied fine as far as this worker knows; but it may have forgotten the
+        # failure (restarted, restored from a later checkpoint, thousands of later
+        # failures): the store keeps the first answer with the key.
+        try:
+            failure = await update_outcomes.recorded_failure(registry, h, key)
+        except StoreUnavailable as e:
+            raise stored_not_applied(registry, e) from e
+        if failure is not None:
+            raise failure
+    return position, n, replayed
+
+
+async def apply_own(
+    registry: Registry,
+    h: ModelHandle,
+    position: int,
+    payload: bytes | None,
+    head: str | None = None,
+) -> None:
+    """Apply the log up to ``position`` (our entry, ``payload`` if we hold it, with
+    the chain ``head`` the store gave it); raise the error the entry failed with, if
+    it could not be applied."""
+    if position <= h.version:
+        # Already applied by the apply-loop, or our copy is of a model deleted and
+        # created again elsewhere (its log restarted at 1): then load the new one.
+        try:
+            if await registry.store.get_generation(h.name) != h.generation:
+                h = await model_catalog.reload(registry, h.name)
+        except StoreUnavailable as e:
+            raise stored_not_applied(registry, e) from e
+    if head and position <= h.version and dict(h.recent_heads).get(position) != head:
+        # Applied here already (by the apply-loop), unless the store handed out a
+        # position we had applied for another entry: it lost the log's tail. Then
+        # rebuild from the store and apply as usual.
+        async with h.lock:
+            try:
+                lost = position <= h.version and (
+                    dict(h.recent_heads).get(position, head) != head
+                    or await log_integrity.store_lost_tail(registry, h)
+                )
+                if lost:
+                    await log_integrity.lost_tail(registry, h, position)
+            except StoreUnavailable as e:
+                raise stored_not_applied(registry, e) from e
+    if payload is not None and position > h.version:
+        h.local[position] = (payload, head)
+    async with h.lock:
+        if h.version < position:
+            try:
+                await log_application.catch_up_locked(registry, h, position)
+            except StoreUnavailable as e:
+                raise stored_not_applied(registry, e) from e
+        h.local.pop(position, None)
+        error = h.failed.get(position)
+    if error is not None:
+        # Recorded before answering: a retry of it (if it had a key) answers alike.
+        await update_outcomes.record_failures(registry, h)
+        raise update_outcomes.failure_error(error)
+    registry._record_failures_soon(h)
+    registry._maybe_checkpoint(h)
+
+
+async def wait_for_version(
+    registry: Registry, h: ModelHandle, version: int, timeout: float
+) -> bool:
+    """Until this process has applied ``version`` of the model (or ``timeout``)."""
+    if h.version >= version:
+        return True
+    deadline = time.monotonic() + timeout
+    try:
+        # One cheap read: a version the log has not reached yet is refused at
+        # once, so it can never hold the model's lock or poll the store.
+        if h.adapter.online:
+            last = await registry.store.last_position(h.name)
+            what = f"log (last position {last})"
+        else:
+            last = await registry.store.get_active_version(h.name) or 0
+            what = f"active artifact version ({last})"
+        if version > last:
+            raise invalid(f"min_version: {version} is ahead of the model's {what}", "min_version")
+        if h.adapter.online and not h.lock.locked():
+            # The entries exist: apply them now (one read) unless someone holding
+            # the lock is at it already; then we wait for them below.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(registry.catch_up(h, version), timeout)
+    except StoreUnavailable as e:
+        registry.health.failed("read_log", e)
+        return h.version >= version
+    if h.version >= version or not h.adapter.online:
+        # A batch model's new version comes as a new handle (catalog sync): the
+        # client retries on the 503 instead of waiting on this one.
+        return h.version >= version
+    # Someone else holds the work (e.g. a reload): wait until the version moves.
+    return await h.wait_applied(version, max(0.0, deadline - time.monotonic()))
