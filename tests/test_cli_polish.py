@@ -60,6 +60,19 @@ def test_every_option_of_every_command_has_help_that_survives_rendering() -> Non
             assert len(line) <= 80, (path, line)
 
 
+def test_every_command_that_talks_to_a_service_has_the_same_url_and_key_options() -> None:
+    # export and deploy had their own --url without LEARNSERVE_URL: with only the env
+    # var set, `learnserve export` went to 127.0.0.1:8000 while `update` did not.
+    talking = {p: c for p, c in _commands().items() if any("--url" in o.opts for o in c.params)}
+    assert {"deploy", "export", "update", "predict", "models create"} <= set(talking)
+    for path, cmd in talking.items():
+        opts = {o.opts[0]: o for o in cmd.params if o.param_type_name == "option"}
+        assert opts["--url"].envvar == "LEARNSERVE_URL", path
+        token = opts["--token"]
+        assert "--api-key" in token.opts, path
+        assert list(token.envvar) == ["LEARNSERVE_TOKEN", "LEARNSERVE_API_KEY"], path
+
+
 def test_serve_help_names_every_env_var_and_default() -> None:
     out = _flat(CliRunner().invoke(app, ["serve", "--help"], env=NARROW).output)
     for env, default in [

@@ -25,6 +25,7 @@ import typer
 from learners.artifact import ArtifactError, ArtifactTooLarge, loads
 from learners.registry import BATCH_KINDS, class_for
 from service.cli import app
+from service.cli.service_options import DEFAULT, Token, Url
 
 
 def _server_message(resp: httpx.Response) -> str:
@@ -51,10 +52,8 @@ def _check_locally(kind: str, blob: bytes) -> None:
 def deploy(
     model: Annotated[Path, typer.Argument(help="Artifact written by `learnserve train ...`.")],
     name: Annotated[str, typer.Option(help="Model name on the server.")],
-    url: Annotated[str, typer.Option(help="Service base URL.")] = "http://127.0.0.1:8000",
-    api_key: Annotated[
-        str | None, typer.Option(envvar="LEARNSERVE_API_KEY", help="API key with admin scope.")
-    ] = None,
+    url: Url = DEFAULT,
+    api_key: Token = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the server.")] = 60.0,
 ) -> None:
     """Upload a batch-model artifact as the next version of NAME; prints the server's answer."""

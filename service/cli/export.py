@@ -25,16 +25,15 @@ from learners.artifact import ArtifactError, save
 from learners.registry import load_model
 from service.cli import app
 from service.cli.deploy import _server_message
+from service.cli.service_options import DEFAULT, Token, Url
 
 
 @app.command()
 def export(
     model: Annotated[str, typer.Argument(help="Name of an online model on the server.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
-    url: Annotated[str, typer.Option(help="Service base URL.")] = "http://127.0.0.1:8000",
-    api_key: Annotated[
-        str | None, typer.Option(envvar="LEARNSERVE_API_KEY", help="API key with admin scope.")
-    ] = None,
+    url: Url = DEFAULT,
+    api_key: Token = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the server.")] = 60.0,
 ) -> None:
     """Save MODEL's state (an artifact) to a file; prints its version and state digest."""

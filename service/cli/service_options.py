@@ -1,5 +1,6 @@
 """Options and error reporting shared by the commands that talk to a running service
-(``learnserve models ...``, ``update``, ``predict``)."""
+(``learnserve models ...``, ``update``, ``predict``, ``deploy``, ``export``): one
+``--url`` (``LEARNSERVE_URL``) and one ``--token`` / ``--api-key`` for all of them."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ Token = Annotated[
     str | None,
     typer.Option(
         "--token",
+        "--api-key",
         envvar=["LEARNSERVE_TOKEN", "LEARNSERVE_API_KEY"],
         help="API key, when the service has LEARNSERVE_API_KEYS (sent as a Bearer token).",
         show_default=False,
