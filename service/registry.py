@@ -47,7 +47,7 @@ from service.model_handle import ModelHandle, StoreHealth
 from service.models.base import ModelAdapter
 from service.placement import Placement
 from service.settings import Settings
-from service.store.base import Store, StoreUnavailable
+from service.store.base import KeyGuard, Store, StoreUnavailable
 from service.warmup import Family
 
 log = logging.getLogger("learnserve.registry")
@@ -187,14 +187,27 @@ class Registry:
         return await update_submission.submit_update(self, h, payload)
 
     async def submit_labelled(
-        self, h: ModelHandle, payload: bytes, labels: list[tuple[str, str, str]]
-    ) -> int:
+        self,
+        h: ModelHandle,
+        payload: bytes,
+        labels: list[tuple[str, str, str]],
+        once: KeyGuard | None = None,
+    ) -> tuple[int, bool]:
         """``submit_update`` of an entry that learns delayed labels (marked labelled in
-        the same atomic step as the append)."""
-        return await update_submission.submit_labelled(self, h, payload, labels)
+        the same atomic step as the append), at most once per ``once``'s key:
+        ``(position, replayed)``."""
+        return await update_submission.submit_labelled(self, h, payload, labels, once)
 
     async def key_recorded(self, h: ModelHandle, key: str) -> bool:
         return await update_submission.key_recorded(self, h, key)
+
+    async def key_entry(self, h: ModelHandle, key: str) -> tuple[int, int, str] | None:
+        """The live idempotency key's ``(position, n, payload_hash)``, or None."""
+        return await update_submission.key_entry(self, h, key)
+
+    async def replay(self, h: ModelHandle, key: str, position: int) -> None:
+        """Answer a keyed request sent again as the first was (its entry applied here)."""
+        await update_submission.replay(self, h, key, position)
 
     async def submit_update_once(
         self, h: ModelHandle, payload: bytes, key: str, payload_hash: str, n: int

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING
 from service import log_application, log_integrity, model_catalog, update_outcomes
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.model_handle import ModelHandle
-from service.store.base import IdempotencyKeyReused, ModelNotFound, StoreUnavailable
+from service.store.base import (
+    IdempotencyKeyReused,
+    KeyGuard,
+    KeyReplayed,
+    ModelNotFound,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
     from service.registry import Registry
@@ -62,24 +68,55 @@ async def submit_update(registry: Registry, h: ModelHandle, payload: bytes) -> i
 
 
 async def submit_labelled(
-    registry: Registry, h: ModelHandle, payload: bytes, labels: list[tuple[str, str, str]]
-) -> int:
+    registry: Registry,
+    h: ModelHandle,
+    payload: bytes,
+    labels: list[tuple[str, str, str]],
+    once: KeyGuard | None = None,
+) -> tuple[int, bool]:
     """``submit_update`` of an entry that learns delayed labels: the ids are marked
     labelled in the same atomic step as the append (``Store.append_labelled``, which
-    raises ``FeedbackConflict`` and appends nothing when one cannot be)."""
-    with _appending(registry, h):
-        position, head = await registry.store.append_labelled(h.name, payload, labels)
+    raises ``FeedbackConflict`` and appends nothing when one cannot be). With ``once``
+    (an idempotency key) at most once per key, as ``submit_update_once``. Returns
+    ``(position, replayed)``."""
+    try:
+        with _appending(registry, h), _key_reused(h):
+            position, head = await registry.store.append_labelled(h.name, payload, labels, once)
+    except KeyReplayed as r:
+        registry.health.ok()
+        assert once is not None
+        await replay(registry, h, once.key, r.position)
+        return r.position, True
     registry.health.ok()
     await apply_own(registry, h, position, payload, head)
-    return position
+    return position, False
 
 
 async def key_recorded(registry: Registry, h: ModelHandle, key: str) -> bool:
+    return await key_entry(registry, h, key) is not None
+
+
+async def key_entry(registry: Registry, h: ModelHandle, key: str) -> tuple[int, int, str] | None:
+    """The live idempotency key's ``(position, n, payload_hash)``, or None."""
     try:
-        return await registry.store.key_recorded(h.name, key)
+        return await registry.store.key_entry(h.name, key)
     except StoreUnavailable as e:
         registry.health.failed("append", e)
         raise store_unavailable("the store is unreachable; the update was not accepted") from e
+
+
+@contextlib.contextmanager
+def _key_reused(h: ModelHandle) -> Iterator[None]:
+    try:
+        yield
+    except IdempotencyKeyReused:
+        raise ApiError(
+            409,
+            "idempotency_key_reused",
+            f"this Idempotency-Key was already used for model {h.name!r} with a "
+            "different body; send a new key for a new batch",
+            "Idempotency-Key",
+        ) from None
 
 
 async def submit_update_once(
@@ -91,38 +128,37 @@ async def submit_update_once(
     ``idempotency_ttl_seconds``) appends nothing and gives the first request's
     position and ``n``, once this worker has applied that position, exactly as a
     new entry is waited for. A key seen with another ``payload_hash`` is a 409."""
-    try:
-        with _appending(registry, h):
-            position, n, replayed = await registry.store.append_once(
-                h.name, payload, key, payload_hash, n, registry.settings.idempotency_ttl_seconds
-            )
-    except IdempotencyKeyReused:
-        raise ApiError(
-            409,
-            "idempotency_key_reused",
-            f"this Idempotency-Key was already used for model {h.name!r} with a "
-            "different body; send a new key for a new batch",
-            "Idempotency-Key",
-        ) from None
+    with _appending(registry, h), _key_reused(h):
+        position, n, replayed = await registry.store.append_once(
+            h.name, payload, key, payload_hash, n, registry.settings.idempotency_ttl_seconds
+        )
     registry.health.ok()
-    # A replayed entry is applied from the log (it may be applied already).
+    if replayed:
+        await replay(registry, h, key, position)
+    else:
+        await apply_own(registry, h, position, payload)
+    return position, n, replayed
+
+
+async def replay(registry: Registry, h: ModelHandle, key: str, position: int) -> None:
+    """A keyed request sent again: its entry (at ``position``) applied here from the log
+    (it may be applied already), and the error it failed with, if it failed, raised
+    again as the first answer was (``Idempotent-Replayed`` on it)."""
     try:
-        await apply_own(registry, h, position, None if replayed else payload)
+        await apply_own(registry, h, position, None)
     except ApiError as e:
-        if replayed and e.status == 422:  # the entry failed here, as the first time
+        if e.status == 422:  # the entry failed here, as the first time
             e.headers = dict(update_outcomes.REPLAYED)
         raise
-    if replayed:
-        # Applied fine as far as this worker knows; but it may have forgotten the
-        # failure (restarted, restored from a later checkpoint, thousands of later
-        # failures): the store keeps the first answer with the key.
-        try:
-            failure = await update_outcomes.recorded_failure(registry, h, key)
-        except StoreUnavailable as e:
-            raise stored_not_applied(registry, e) from e
-        if failure is not None:
-            raise failure
-    return position, n, replayed
+    # Applied fine as far as this worker knows; but it may have forgotten the failure
+    # (restarted, restored from a later checkpoint, thousands of later failures): the
+    # store keeps the first answer with the key.
+    try:
+        failure = await update_outcomes.recorded_failure(registry, h, key)
+    except StoreUnavailable as e:
+        raise stored_not_applied(registry, e) from e
+    if failure is not None:
+        raise failure
 
 
 async def apply_own(

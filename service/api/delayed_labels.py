@@ -21,6 +21,7 @@ An ``/update`` example ``{"id", "y"}`` (no ``x``) learns those features with ``y
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from typing import Any
 
@@ -40,6 +41,7 @@ from service.settings import Settings
 from service.store.base import (
     Feedback,
     FeedbackConflict,
+    KeyGuard,
     ModelNotFound,
     StoreUnavailable,
     record_digest,
@@ -123,17 +125,25 @@ async def update_with_ids(
     body: dict[str, Any],
     raw: bytes,
     key: str | None,
+    state: dict[str, Any],
 ) -> dict[str, Any]:
-    """Learn a batch some of whose examples are ``{"id", "y"}``; the /update answer."""
+    """Learn a batch some of whose examples are ``{"id", "y"}``; the /update answer.
+
+    An id is learned at most once by itself (a label sent again is answered as the first
+    time); an ``Idempotency-Key`` makes the whole batch, its examples with ``x`` too,
+    learned at most once (recorded in the same atomic step as the append and the ids'
+    marks: a retry finds the key although its ids are labelled by then)."""
     examples = require_list(body, "examples", settings.max_batch_examples)
     ids = _ids(examples, "examples")
     adapter = _adapter(h, "examples", ids)
+    once: KeyGuard | None = None
     if key is not None:
-        raise invalid(
-            "Idempotency-Key: not taken with examples that have an id (an id is learned "
-            "at most once: a retry of its label is answered as the first time)",
-            "Idempotency-Key",
-        )
+        # The request's own bytes, as a keyed /update of x and y is hashed.
+        digest = await asyncio.to_thread(_sha256, raw) if len(raw) > 1 << 20 else _sha256(raw)
+        once = KeyGuard(key, digest, len(examples), settings.idempotency_ttl_seconds)
+        first = await _replay(registry, h, once, state)
+        if first is not None:
+            return first
     for i, (ex, fid) in enumerate(zip(examples, ids, strict=True)):
         if fid is not None and "x" in ex:
             loc = f"examples[{i}].x"
@@ -186,6 +196,9 @@ async def update_with_ids(
             mark = orjson.dumps({"y": labels[k], "c": correct}).decode()
             marks.append((fid, record_digest(fb.record), mark))
         if not rows:  # nothing new to learn: answered as the first time
+            first = None if once is None else await _replay(registry, h, once, state)
+            if first is not None:
+                return first  # this key's own first attempt, appended meanwhile
             version = max(repeated)
             if not await registry.wait_for_version(h, version, settings.min_version_wait_seconds):
                 raise store_unavailable(f"version {version} is not applied on this worker yet")
@@ -197,9 +210,11 @@ async def update_with_ids(
         )  # fmt: skip
         _check(adapter, entry, src, ids)
         try:
-            position = await registry.submit_labelled(h, entry, marks)
+            position, replayed = await registry.submit_labelled(h, entry, marks, once)
         except FeedbackConflict:
             continue  # read again: the id is now labelled (or gone, or predicted again)
+        if replayed:  # this key's own first attempt, appended meanwhile
+            return _replayed(h, n, position, state)
         M.EXAMPLES_ACCEPTED.labels(h.name).inc(len(rows))
         learned = h.correct_at.get(position)
         return {
@@ -211,6 +226,38 @@ async def update_with_ids(
     raise ApiError(
         409, "conflict", "the ids of this batch kept changing meanwhile; send it again", "examples"
     )
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+async def _replay(
+    registry: Registry, h: ModelHandle, once: KeyGuard, state: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The first answer again when ``once``'s key is recorded with this body (its entry
+    applied here, or its failure raised again, as ``submit_update_once`` replays); a key
+    recorded with another body is a 409; None when the key is not recorded."""
+    found = await registry.key_entry(h, once.key)
+    if found is None:
+        return None
+    position, n, payload_hash = found
+    if payload_hash != once.payload_hash:
+        raise ApiError(
+            409,
+            "idempotency_key_reused",
+            f"this Idempotency-Key was already used for model {h.name!r} with a "
+            "different body; send a new key for a new batch",
+            "Idempotency-Key",
+        )
+    await registry.replay(h, once.key, position)
+    return _replayed(h, n, position, state)
+
+
+def _replayed(h: ModelHandle, n: int, position: int, state: dict[str, Any]) -> dict[str, Any]:
+    state["reply_headers"] = {"Idempotent-Replayed": "true"}
+    correct = h.correct_at.get(position)
+    return {"model": h.name, "applied": n, "version": position, "correct": correct}
 
 
 async def _read(registry: Registry, h: ModelHandle, ids: list[str]) -> list[Feedback | None]:

@@ -82,7 +82,9 @@ async def update_body(
             )
         if delayed_labels.sent_ids(body, "examples"):  # labels of earlier predictions
             state["model"] = h.name
-            return await delayed_labels.update_with_ids(registry, settings, h, body, raw, key)
+            return await delayed_labels.update_with_ids(
+                registry, settings, h, body, raw, key, state
+            )
         payload, n = await _off_loop_if_big(
             settings, raw, h.adapter.parse_update, body, settings, raw
         )

@@ -307,8 +307,9 @@ with `y`, and its progressive metrics score the prediction that was served. An i
 is learned once: the same label again changes nothing and is answered as before,
 another label is 409 `id_labelled`; an unknown id, or one older than
 `feedback_ttl_seconds` (default 7 days), is 422; both name `examples[i].id`, and a
-refused batch changes nothing. Examples with and without `x` mix in one batch; such
-a batch takes no `Idempotency-Key` (422).
+refused batch changes nothing. Examples with and without `x` mix in one batch; an
+`Idempotency-Key` makes such a batch learned at most once as a whole (its `x`
+examples too), as for any batch.
 
 `correct` in the answer: examples predicted right (progressive for `{x, y}`, the
 served prediction for `{id, y}`).

@@ -193,31 +193,16 @@ def example_dict(item: Any) -> Any:
 
 
 def update_call(model: str, field: str, items: list[Any], key: str) -> Call:
-    """``POST /models/{model}/update``; the body names the model too, which keeps it on
-    the service's fast parsers (and lets a proxy route by path). A batch of labels by
-    id goes without the Idempotency-Key (the service refuses one there): an id is
-    learned at most once, and a retry of its label is answered as the first time."""
-    by_id = field == "examples" and bool(items) and "id" in items[0]
+    """``POST /models/{model}/update`` with the batch's Idempotency-Key; the body names
+    the model too, which keeps it on the service's fast parsers (and lets a proxy route
+    by path). The key covers labels by id too: a retried batch that mixes ids and
+    ``x`` is learned once, although its ids are labelled by the first attempt."""
     return json_call(
         "POST",
         model_path(model, "/update"),
         {"model": model, field: items},
-        headers=None if by_id else {"Idempotency-Key": key},
+        headers={"Idempotency-Key": key},
     )
-
-
-def runs_by_kind(batch: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """``batch`` cut into consecutive runs of examples with ``x`` and of labels by
-    ``id``, in order: each run is one request, the first kind with its own
-    Idempotency-Key, the second retried safely without one."""
-    runs: list[list[dict[str, Any]]] = []
-    for ex in batch:
-        by_id = "id" in ex
-        if runs and ("id" in runs[-1][0]) == by_id:
-            runs[-1].append(ex)
-        else:
-            runs.append([ex])
-    return runs
 
 
 def create_body(

@@ -38,7 +38,6 @@ from service.client._core import (
     may_retry_status,
     may_retry_transport,
     model_path,
-    runs_by_kind,
     transport_failure,
     update_call,
 )
@@ -162,11 +161,10 @@ class Client:
         a retried batch is learned once. ``on_batch(result, batch)`` after each."""
         summary = UpdateSummary(model)
         for batch in batched(map(example_dict, examples), batch_size):
-            for run in runs_by_kind(batch):  # labels by id go on their own
-                result, retries = self._update(model, "examples", run, None)
-                summary.add(result, retries)
-                if on_batch is not None:
-                    on_batch(result, run)
+            result, retries = self._update(model, "examples", batch, None)
+            summary.add(result, retries)
+            if on_batch is not None:
+                on_batch(result, batch)
         return summary
 
     def update_queries(

@@ -35,6 +35,26 @@ class IdempotencyKeyReused(ValueError):
     hash: the client reused an idempotency key for another body (the API answers 409)."""
 
 
+@dataclass(frozen=True)
+class KeyGuard:
+    """An idempotency key guarding ``append_labelled`` as ``append_once``'s key guards
+    an append: recorded in the same atomic step, ``(position, payload_hash, n)``."""
+
+    key: str
+    payload_hash: str
+    n: int
+    ttl_seconds: float
+
+
+class KeyReplayed(Exception):
+    """``append_labelled`` found its ``KeyGuard``'s key recorded with the same payload
+    hash: nothing was appended or marked; ``position`` and ``n`` are the first append's."""
+
+    def __init__(self, position: int, n: int) -> None:
+        super().__init__(f"idempotency key recorded at position {position}")
+        self.position, self.n = position, n
+
+
 class FeedbackConflict(RuntimeError):
     """``append_labelled`` refused the append: the ``index``-th id of its ``labels`` is
     ``"missing"`` (unknown, or expired), already ``"labelled"``, or its record
@@ -310,6 +330,11 @@ class Store(ABC):
         with it is a retry, to be answered as the first one was (never refused anew)."""
 
     @abstractmethod
+    async def key_entry(self, name: str, key: str) -> tuple[int, int, str] | None:
+        """The live idempotency ``key``'s record for the model: ``(position, n,
+        payload_hash)`` of the append it guarded, or None."""
+
+    @abstractmethod
     async def get_outcome(self, name: str, key: str) -> str | None:
         """The outcome recorded for the live idempotency ``key`` (``record_outcome``),
         or None: no such key, or its entry has no recorded outcome (yet)."""
@@ -334,7 +359,11 @@ class Store(ABC):
 
     @abstractmethod
     async def append_labelled(
-        self, name: str, payload: bytes, labels: list[tuple[str, str, str]]
+        self,
+        name: str,
+        payload: bytes,
+        labels: list[tuple[str, str, str]],
+        once: KeyGuard | None = None,
     ) -> tuple[int, str]:
         """``append_entry`` that also marks ids labelled, in the same atomic step.
 
@@ -344,7 +373,13 @@ class Store(ABC):
         marked. Otherwise the entry is appended, and each id gets ``mark`` and the
         entry's position; its record is dropped (the mark stays until the id expires).
         So an id is learned at most once, whichever worker labels it, and an append
-        that fails leaves no id marked. Raises ModelNotFound like ``append``."""
+        that fails leaves no id marked. Raises ModelNotFound like ``append``.
+
+        With ``once``, its key is looked up first, in the same step: recorded with the
+        same payload hash, ``KeyReplayed`` is raised and nothing is appended or marked
+        (the ids are labelled by the first append then); with another hash,
+        ``IdempotencyKeyReused``; else the key is recorded with the append, as
+        ``append_once`` records it (and its outcome recorded alike)."""
 
     async def sweep_feedback(self) -> int:
         """Drop expired feedback records now (stores that keep them past expiry until

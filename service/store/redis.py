@@ -75,7 +75,7 @@ import asyncio
 import redis.asyncio as aioredis
 
 from service.store import redis_feedback
-from service.store.base import Feedback
+from service.store.base import Feedback, KeyGuard
 from service.store.redis_artifacts import RedisArtifacts
 from service.store.redis_catalog import RedisCatalog
 from service.store.redis_idempotency import RedisIdempotency
@@ -133,6 +133,10 @@ class RedisStore(RedisCatalog, RedisIdempotency, RedisArtifacts):
         return await redis_feedback.get_feedback(self, name, ids)
 
     async def append_labelled(
-        self, name: str, payload: bytes, labels: list[tuple[str, str, str]]
+        self,
+        name: str,
+        payload: bytes,
+        labels: list[tuple[str, str, str]],
+        once: KeyGuard | None = None,
     ) -> tuple[int, str]:
-        return await redis_feedback.append_labelled(self, name, payload, labels)
+        return await redis_feedback.append_labelled(self, name, payload, labels, once)

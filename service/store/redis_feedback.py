@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from service.store import redis_scripts as scripts
+from service.store import redis_feedback_scripts as scripts
 from service.store.base import (
     Feedback,
     FeedbackConflict,
+    KeyGuard,
+    KeyReplayed,
     ModelNotFound,
     check_feedback_labels,
     check_feedback_records,
@@ -28,6 +30,7 @@ from service.store.base import (
     check_ttl,
     payload_digest,
 )
+from service.store.redis_idempotency import replayed_key
 from service.store.redis_keys import _keys, _text
 from service.store.redis_wakes import wake_key
 
@@ -76,17 +79,30 @@ async def get_feedback(store: RedisStore, name: str, ids: list[str]) -> list[Fee
 
 
 async def append_labelled(
-    store: RedisStore, name: str, payload: bytes, labels: list[tuple[str, str, str]]
+    store: RedisStore,
+    name: str,
+    payload: bytes,
+    labels: list[tuple[str, str, str]],
+    once: KeyGuard | None = None,
 ) -> tuple[int, str]:
     """One script on its own round trip (not group-committed), as ``append_once``."""
     check_payload(payload)
     check_feedback_labels(labels)
+    if once is not None:
+        check_ttl(once.ttl_seconds)
+        if " " in once.payload_hash or not once.payload_hash or not once.key:
+            raise ValueError("the key and payload_hash must be non-empty, the hash without spaces")
     await store._ready_to_append()
     k = _keys(name)
     keys = [k["config"], k["seq"], k["log"], k["head"], k["gen"], *feedback_keys(k)]
+    keys += [k["idem"], k["idemexp"], k["idempos"], k["idemout"]]
     args: list[Any] = [bytes(payload), payload_digest(payload), len(labels)]
     for i, digest, mark in labels:
         args += [i, digest, mark]
+    if once is None:
+        args += ["", "", 0, 0]
+    else:
+        args += [once.key, once.payload_hash, int(once.n), max(1, int(once.ttl_seconds * 1000))]
     if store.wake_in_script:
         keys.append(wake_key(name))
         args.append(name)
@@ -94,6 +110,8 @@ async def append_labelled(
     code = int(res[0])
     if code == -1:
         raise ModelNotFound(name)
+    if code == 0 and once is not None:
+        raise KeyReplayed(*replayed_key(res[1], name, once.key, once.payload_hash))
     if code in _REASONS:
         raise FeedbackConflict(int(res[1]) - 1, _REASONS[code])
     position = int(res[1])

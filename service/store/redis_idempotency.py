@@ -16,9 +16,25 @@ from service.store.base import (
     check_ttl,
     payload_digest,
 )
-from service.store.redis_keys import _keys
+from service.store.redis_keys import _keys, _text
 from service.store.redis_log import RedisLog
 from service.store.redis_wakes import wake_key
+
+
+def parse_key_record(rec: Any) -> tuple[int, int, str]:
+    """``(position, n, payload_hash)`` of an idem record "<pos> <n> <hash> <gen>"."""
+    pos, n, payload_hash = _text(rec).split(" ", 3)[:3]
+    return int(pos), int(n), payload_hash
+
+
+def replayed_key(rec: Any, name: str, key: str, payload_hash: str) -> tuple[int, int]:
+    """The recorded ``(position, n)`` of a key sent again, if with the same payload."""
+    pos, n, recorded_hash = parse_key_record(rec)
+    if recorded_hash != payload_hash:
+        raise IdempotencyKeyReused(
+            f"idempotency key {key!r} was used for model {name!r} with another payload"
+        )
+    return pos, n
 
 
 class RedisIdempotency(RedisLog):
@@ -54,13 +70,8 @@ class RedisIdempotency(RedisLog):
             if not self.wake_in_script:
                 self.wakes.publish(self.r, {name: int(res[1])})
             return int(res[1]), int(n), False
-        rec = res[1].decode() if isinstance(res[1], bytes) else str(res[1])
-        pos, rn, rhash = rec.split(" ", 3)[:3]
-        if rhash != payload_hash:
-            raise IdempotencyKeyReused(
-                f"idempotency key {key!r} was used for model {name!r} with another payload"
-            )
-        return int(pos), int(rn), True
+        pos, rn = replayed_key(res[1], name, key, payload_hash)
+        return pos, rn, True
 
     async def record_outcome(
         self, name: str, position: int, outcome: str, generation: str | None = None
@@ -73,9 +84,13 @@ class RedisIdempotency(RedisLog):
         return bool(await self._script(scripts.RECORD_OUTCOME, keys, args) == 1)
 
     async def key_recorded(self, name: str, key: str) -> bool:
+        return await self.key_entry(name, key) is not None
+
+    async def key_entry(self, name: str, key: str) -> tuple[int, int, str] | None:
         k = _keys(name)
         keys = [k["idem"], k["idemexp"], k["gen"]]
-        return await self._script(scripts.KEY_RECORDED, keys, [key]) == 1
+        rec = await self._script(scripts.KEY_RECORD, keys, [key])
+        return None if not rec else parse_key_record(rec)
 
     async def get_outcome(self, name: str, key: str) -> str | None:
         k = _keys(name)

@@ -21,58 +21,74 @@ if KEYS[5] then
 end
 return {pos, head}
 """
+# An idempotency key's record in idem is "<position> <n> <hash> <gen>", its expiry (ms,
+# Redis TIME) the key's score in idemexp; idempos maps a keyed entry's position to its
+# key, so whoever applies the entry can record its outcome (RECORD_OUTCOME) in idemout.
+# idem_live drops expired records first (at most 100 per call; any left over are ignored
+# by their score), with their position index entries and outcomes, and answers the key's
+# live record (nil when there is none; a record of another generation, a model deleted
+# by an older learnserve that did not know these keys, counts as absent). idem_record
+# records a key; the idem keys expire with the last record to expire, so a model that
+# stops sending keys leaves nothing behind.
+IDEM_FUNCS = """
+local function idem_forget(k_idem, k_pos, k_out, keys)
+  local recs = redis.call('HMGET', k_idem, unpack(keys))
+  for i, r in ipairs(recs) do
+    local p = r and string.match(r, '^(%S+)')
+    if p and redis.call('HGET', k_pos, p) == keys[i] then redis.call('HDEL', k_pos, p) end
+  end
+  redis.call('HDEL', k_idem, unpack(keys))
+  redis.call('HDEL', k_out, unpack(keys))
+end
+local function idem_live(k_idem, k_exp, k_pos, k_out, key, gen, now)
+  local old = redis.call('ZRANGEBYSCORE', k_exp, '-inf', now, 'LIMIT', 0, 100)
+  if #old > 0 then
+    idem_forget(k_idem, k_pos, k_out, old)
+    redis.call('ZREM', k_exp, unpack(old))
+  end
+  local rec = redis.call('HGET', k_idem, key)
+  if rec then
+    local exp = tonumber(redis.call('ZSCORE', k_exp, key) or '0')
+    local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
+    if exp > now and rgen == gen then return rec end
+    idem_forget(k_idem, k_pos, k_out, {key})
+  end
+  return nil
+end
+local function idem_record(k_idem, k_exp, k_pos, k_out, key, pos, n, hash, gen, now, ttl)
+  redis.call('HSET', k_idem, key, string.format('%d %s %s %s', pos, n, hash, gen))
+  redis.call('HSET', k_pos, pos, key)
+  redis.call('ZADD', k_exp, now + ttl, key)
+  local last = redis.call('ZREVRANGE', k_exp, 0, 0, 'WITHSCORES')
+  for _, k in ipairs({k_idem, k_exp, k_pos, k_out}) do
+    redis.call('PEXPIREAT', k, last[2])
+  end
+end
+"""
 # KEYS: config, seq, log, idem, idemexp, gen, idempos, idemout, head[, wake]
 # ARGV: payload, key, hash, n, ttl ms, sha1hex(payload)[, name]  (the wake as in APPEND)
 #   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
-# Expired records are dropped first (at most 100 per call; any left over are ignored
-# by their score), with their position index entries and outcomes. The idem keys expire
-# with the last record to expire, so a model that stops sending keys leaves nothing
-# behind. A record of another generation (a model deleted by an older learnserve that
-# did not know these keys) counts as absent. idempos maps a keyed entry's position to
-# its key, so whoever applies the entry can record its outcome (RECORD_OUTCOME).
-APPEND_ONCE = """
+APPEND_ONCE = (
+    IDEM_FUNCS
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[5])
-local function forget(keys)
-  local recs = redis.call('HMGET', KEYS[4], unpack(keys))
-  for i, r in ipairs(recs) do
-    local p = r and string.match(r, '^(%S+)')
-    if p and redis.call('HGET', KEYS[7], p) == keys[i] then redis.call('HDEL', KEYS[7], p) end
-  end
-  redis.call('HDEL', KEYS[4], unpack(keys))
-  redis.call('HDEL', KEYS[8], unpack(keys))
-end
-local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 100)
-if #old > 0 then
-  forget(old)
-  redis.call('ZREM', KEYS[5], unpack(old))
-end
 local gen = redis.call('GET', KEYS[6]) or ''
-local rec = redis.call('HGET', KEYS[4], ARGV[2])
-if rec then
-  local exp = tonumber(redis.call('ZSCORE', KEYS[5], ARGV[2]) or '0')
-  local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
-  if exp > now and rgen == gen then return {0, rec} end
-  forget({ARGV[2]})
-end
+local rec = idem_live(KEYS[4], KEYS[5], KEYS[7], KEYS[8], ARGV[2], gen, now)
+if rec then return {0, rec} end
 local pos = redis.call('INCR', KEYS[2])
 local head = redis.sha1hex((redis.call('GET', KEYS[9]) or '') .. ARGV[6])
 redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
 redis.call('SET', KEYS[9], head)
-redis.call('HSET', KEYS[4], ARGV[2], string.format('%d %s %s %s', pos, ARGV[4], ARGV[3], gen))
-redis.call('HSET', KEYS[7], pos, ARGV[2])
-redis.call('ZADD', KEYS[5], now + ttl, ARGV[2])
-local last = redis.call('ZREVRANGE', KEYS[5], 0, 0, 'WITHSCORES')
-for _, k in ipairs({KEYS[4], KEYS[5], KEYS[7], KEYS[8]}) do
-  redis.call('PEXPIREAT', k, last[2])
-end
+idem_record(KEYS[4], KEYS[5], KEYS[7], KEYS[8], ARGV[2], pos, ARGV[4], ARGV[3], gen, now,
+            tonumber(ARGV[5]))
 if KEYS[10] then
   redis.call('XADD', KEYS[10], 'MAXLEN', '~', 10000, '*', 'm', ARGV[7], 'p', pos)
 end
 return {1, pos}
 """
+)
 # KEYS: config, gen, idem, idemexp, idempos, idemout   ARGV: position, outcome[, generation]
 #   ->  1 recorded, 0 not (no live key at that position, already recorded, no model,
 #   another generation)
@@ -91,16 +107,17 @@ local last = redis.call('ZREVRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 if last[2] then redis.call('PEXPIREAT', KEYS[6], last[2]) end
 return 1
 """
-# KEYS: idem, idemexp, gen   ARGV: key  ->  1 if the key is recorded (live), else 0
-KEY_RECORDED = """
+# KEYS: idem, idemexp, gen   ARGV: key  ->  the key's live record "<pos> <n> <hash> <gen>",
+# or false
+KEY_RECORD = """
 local rec = redis.call('HGET', KEYS[1], ARGV[1])
-if not rec then return 0 end
+if not rec then return false end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0')
 local _, _, rgen = string.find(rec, '^%S+ %S+ %S+ (.*)$')
-if exp <= now or rgen ~= (redis.call('GET', KEYS[3]) or '') then return 0 end
-return 1
+if exp <= now or rgen ~= (redis.call('GET', KEYS[3]) or '') then return false end
+return rec
 """
 # KEYS: idem, idemexp, gen, idemout   ARGV: key  ->  the key's outcome, or false
 GET_OUTCOME = """
@@ -254,119 +271,3 @@ end
 redis.call('HSET', KEYS[2], 'active', ARGV[1])
 return 1
 """
-
-# ------------------------------------------------------------------ delayed labels
-# The records of predictions served with an id (service.store.redis_feedback): fb holds
-# "<gen>\n<record>" by id until the id is labelled, fblab "<gen> <position> <mark>" once
-# it is, fbexp every id scored by its expiry (ms, Redis TIME). A value of another
-# generation (a model deleted by an older learnserve that did not know these keys)
-# counts as absent. The three keys expire with the last id to expire.
-_FB_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-"""
-# -> the id's record ("" when none of this generation), its mark's "<position> <mark>"
-# ("" when not labelled); both "" when the id is unknown or expired
-_FB_READ = """
-local function fb_read(id, gen, now, fb, fbexp, fblab)
-  if tonumber(redis.call('ZSCORE', fbexp, id) or '0') <= now then return '', '' end
-  local mark = ''
-  local lab = redis.call('HGET', fblab, id)
-  if lab then
-    local _, _, lgen, rest = string.find(lab, '^(%S*) (.*)$')
-    if lgen == gen then mark = rest end
-  end
-  local rec = redis.call('HGET', fb, id)
-  if rec then
-    local i = string.find(rec, '\\n', 1, true)
-    if i and string.sub(rec, 1, i - 1) == gen then return string.sub(rec, i + 1), mark end
-  end
-  return '', mark
-end
-local function fb_expire(keys, fbexp)
-  local last = redis.call('ZREVRANGE', fbexp, 0, 0, 'WITHSCORES')
-  if last[2] then
-    for _, k in ipairs(keys) do redis.call('PEXPIREAT', k, last[2]) end
-  end
-end
-"""
-# KEYS: config, gen, fb, fbexp, fblab   ARGV: ttl ms, then id, record for each
-#   ->  0 stored, -1 no model, j (1-based) the j-th id is labelled already (none stored)
-# Expired ids are dropped first (at most 100 + 2 per id stored: faster than they come).
-PUT_FEEDBACK = (
-    _FB_NOW
-    + _FB_READ
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local gen = redis.call('GET', KEYS[2]) or ''
-local n = (#ARGV - 1) / 2
-local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 100 + 2 * n)
-for _, id in ipairs(old) do
-  redis.call('HDEL', KEYS[3], id)
-  redis.call('HDEL', KEYS[5], id)
-  redis.call('ZREM', KEYS[4], id)
-end
-for j = 1, n do
-  local _, mark = fb_read(ARGV[2 * j], gen, now, KEYS[3], KEYS[4], KEYS[5])
-  if mark ~= '' then return j end
-end
-local exp = now + tonumber(ARGV[1])
-for j = 1, n do
-  local id = ARGV[2 * j]
-  redis.call('HSET', KEYS[3], id, gen .. '\\n' .. ARGV[2 * j + 1])
-  redis.call('HDEL', KEYS[5], id)
-  redis.call('ZADD', KEYS[4], exp, id)
-end
-fb_expire({KEYS[3], KEYS[4], KEYS[5]}, KEYS[4])
-return 0
-"""
-)
-# KEYS: gen, fb, fbexp, fblab   ARGV: ids  ->  per id: record, "<position> <mark>"
-GET_FEEDBACK = (
-    _FB_NOW
-    + _FB_READ
-    + """
-local gen = redis.call('GET', KEYS[1]) or ''
-local out = {}
-for j = 1, #ARGV do
-  local rec, mark = fb_read(ARGV[j], gen, now, KEYS[2], KEYS[3], KEYS[4])
-  out[2 * j - 1] = rec
-  out[2 * j] = mark
-end
-return out
-"""
-)
-# KEYS: config, seq, log, head, gen, fb, fbexp, fblab[, wake]
-# ARGV: payload, sha1hex(payload), m, then id, sha1hex(record), mark for each[, name]
-#   ->  {-1} no model; {-2, j} the j-th id is unknown or expired, {-3, j} labelled,
-#       {-4, j} holds another record than the one read; {1, position, head} appended
-# (the append as in APPEND), every id marked with the position and its record dropped.
-APPEND_LABELLED = (
-    _FB_NOW
-    + _FB_READ
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local gen = redis.call('GET', KEYS[5]) or ''
-local m = tonumber(ARGV[3])
-for j = 1, m do
-  local rec, mark = fb_read(ARGV[1 + 3 * j], gen, now, KEYS[6], KEYS[7], KEYS[8])
-  if mark ~= '' then return {-3, j} end
-  if rec == '' then return {-2, j} end
-  if redis.sha1hex(rec) ~= ARGV[2 + 3 * j] then return {-4, j} end
-end
-local pos = redis.call('INCR', KEYS[2])
-local head = redis.sha1hex((redis.call('GET', KEYS[4]) or '') .. ARGV[2])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
-redis.call('SET', KEYS[4], head)
-for j = 1, m do
-  local id = ARGV[1 + 3 * j]
-  redis.call('HSET', KEYS[8], id, gen .. ' ' .. pos .. ' ' .. ARGV[3 + 3 * j])
-  redis.call('HDEL', KEYS[6], id)
-end
-fb_expire({KEYS[8]}, KEYS[7])
-if KEYS[9] then
-  redis.call('XADD', KEYS[9], 'MAXLEN', '~', 10000, '*', 'm', ARGV[4 + 3 * m], 'p', pos)
-end
-return {1, pos, head}
-"""
-)

@@ -53,6 +53,7 @@ from pathlib import Path
 from service.store import sqlite_feedback
 from service.store.base import (
     Feedback,
+    KeyGuard,
     check_feedback_labels,
     check_feedback_records,
     check_payload,
@@ -109,13 +110,19 @@ class SQLiteStore(SQLiteCatalog, SQLiteIdempotency, SQLiteArtifacts):
         return await self._run(sqlite_feedback.get, self._db, name, list(ids))
 
     async def append_labelled(
-        self, name: str, payload: bytes, labels: list[tuple[str, str, str]]
+        self,
+        name: str,
+        payload: bytes,
+        labels: list[tuple[str, str, str]],
+        once: KeyGuard | None = None,
     ) -> tuple[int, str]:
         """One transaction of its own (not group-committed), as ``append_once``."""
         check_payload(payload)
         check_feedback_labels(labels)
+        if once is not None:
+            check_ttl(once.ttl_seconds)
         done = await self._run(
-            sqlite_feedback.append, self._tx, self._append_row, name, bytes(payload), labels
+            sqlite_feedback.append, self._tx, self._append_row, name, bytes(payload), labels, once
         )
         self._wake_waiters()
         return done

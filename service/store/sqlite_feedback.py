@@ -19,7 +19,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from service.store.base import Feedback, FeedbackConflict, ModelNotFound, record_digest
+from service.store.base import (
+    Feedback,
+    FeedbackConflict,
+    KeyGuard,
+    KeyReplayed,
+    ModelNotFound,
+    record_digest,
+)
+from service.store.sqlite_idempotency import record_key, replayed_key
 
 Tx = Callable[[], AbstractContextManager[sqlite3.Connection]]
 _CHUNK = 500  # ids per IN (...): far below SQLite's bound-variable limit
@@ -98,10 +106,15 @@ def append(
     name: str,
     payload: bytes,
     labels: list[tuple[str, str, str]],
+    once: KeyGuard | None = None,
 ) -> tuple[int, str]:
     now = time.time()
     with tx() as db:
         gen = _generation(db, name)
+        if once is not None:
+            found = replayed_key(db, name, once.key, once.payload_hash, gen, now)
+            if found is not None:
+                raise KeyReplayed(*found)
         live = _rows(db, name, gen, [i for i, _, _ in labels], now)
         for j, (fid, digest, _) in enumerate(labels):
             rec, mark, _pos = live.get(fid, (None, None, 0))
@@ -119,4 +132,7 @@ def append(
             "UPDATE feedback SET mark = ?, position = ?, record = NULL WHERE name = ? AND id = ?",
             [(mark, pos, name, fid) for fid, _, mark in labels],
         )
+        if once is not None:
+            record_key(db, name, once.key, pos, int(once.n), once.payload_hash, gen, now,
+                       once.ttl_seconds)  # fmt: skip
         return pos, head

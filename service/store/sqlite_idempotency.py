@@ -8,10 +8,41 @@ model's (a model deleted and created again starts with no keys).
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 from service.store.base import IdempotencyKeyReused, ModelNotFound, check_payload, check_ttl
 from service.store.sqlite_log import SQLiteLog
+
+
+def replayed_key(
+    db: sqlite3.Connection, name: str, key: str, payload_hash: str, gen: str, now: float
+) -> tuple[int, int] | None:
+    """Expired keys purged; the live key's ``(position, n)`` if it was recorded with
+    this ``payload_hash`` (``IdempotencyKeyReused`` if with another), else None."""
+    db.execute("DELETE FROM idempotency WHERE expires_at <= ?", (now,))
+    row = db.execute(
+        "SELECT position, n, payload_hash, generation FROM idempotency WHERE name = ? AND key = ?",
+        (name, key),
+    ).fetchone()
+    if row is None or row[3] != gen:
+        return None
+    if row[2] != payload_hash:
+        raise IdempotencyKeyReused(
+            f"idempotency key {key!r} was used for model {name!r} with another payload"
+        )
+    return int(row[0]), int(row[1])
+
+
+def record_key(
+    db: sqlite3.Connection, name: str, key: str, pos: int, n: int, payload_hash: str, gen: str,
+    now: float, ttl: float,
+) -> None:  # fmt: skip
+    db.execute(
+        "INSERT OR REPLACE INTO idempotency (name, key, position, n, payload_hash, "
+        "generation, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (name, key, pos, n, payload_hash, gen, now, now + ttl),
+    )
 
 
 class SQLiteIdempotency(SQLiteLog):
@@ -34,31 +65,18 @@ class SQLiteIdempotency(SQLiteLog):
     ) -> tuple[int, int, bool]:
         now = time.time()
         with self._tx() as db:
-            db.execute("DELETE FROM idempotency WHERE expires_at <= ?", (now,))
             gen = self._q1("SELECT generation FROM models WHERE name = ?", name)
             if gen is None:
                 raise ModelNotFound(name)
-            row = db.execute(
-                "SELECT position, n, payload_hash, generation FROM idempotency "
-                "WHERE name = ? AND key = ?",
-                (name, key),
-            ).fetchone()
-            if row is not None and row[3] == gen:
-                if row[2] != payload_hash:
-                    raise IdempotencyKeyReused(
-                        f"idempotency key {key!r} was used for model {name!r} with another payload"
-                    )
-                return int(row[0]), int(row[1]), True
+            found = replayed_key(db, name, key, payload_hash, gen, now)
+            if found is not None:
+                return found[0], found[1], True
             done = self._append_row(db, name, payload)
             if done is None:
                 raise ModelNotFound(name)
-            pos = done[0]
-            db.execute(
-                "INSERT OR REPLACE INTO idempotency (name, key, position, n, payload_hash, "
-                "generation, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, key, pos, n, payload_hash, gen, now, now + ttl),
-            )
-            return int(pos), n, False
+            pos = int(done[0])
+            record_key(db, name, key, pos, n, payload_hash, gen, now, ttl)
+            return pos, n, False
 
     async def record_outcome(
         self, name: str, position: int, outcome: str, generation: str | None = None
@@ -79,16 +97,20 @@ class SQLiteIdempotency(SQLiteLog):
         return await self._run(q)
 
     async def key_recorded(self, name: str, key: str) -> bool:
-        found = await self._run(
-            self._q1,
-            "SELECT 1 FROM idempotency i JOIN models m "
-            "ON m.name = i.name AND m.generation = i.generation "
-            "WHERE i.name = ? AND i.key = ? AND i.expires_at > ?",
-            name,
-            key,
-            time.time(),
-        )
-        return found is not None
+        return await self.key_entry(name, key) is not None
+
+    async def key_entry(self, name: str, key: str) -> tuple[int, int, str] | None:
+        def q() -> tuple[int, int, str] | None:
+            assert self._db is not None
+            row = self._db.execute(
+                "SELECT i.position, i.n, i.payload_hash FROM idempotency i JOIN models m "
+                "ON m.name = i.name AND m.generation = i.generation "
+                "WHERE i.name = ? AND i.key = ? AND i.expires_at > ?",
+                (name, key, time.time()),
+            ).fetchone()
+            return None if row is None else (int(row[0]), int(row[1]), str(row[2]))
+
+        return await self._run(q)
 
     async def get_outcome(self, name: str, key: str) -> str | None:
         out = await self._run(

@@ -236,13 +236,13 @@ def test_feedback_by_id(server) -> None:
         summary = c.label("fb", [(i, e["y"]) for i, e in zip(ids, probe, strict=True)])
         assert summary.examples == 4
         assert c.describe("fb").examples_learned == 54
-        # A stream mixing examples with x and labels by id: cut into runs, in order (the
-        # x runs with an Idempotency-Key each, the id run without one).
+        # A stream mixing examples with x and labels by id: one batch, in order, with its
+        # Idempotency-Key (which covers the x examples the ids do not protect).
         more = stream(3, seed=12)
         c.predict("fb", [more[1]["x"]], ids=["late"])
         mixed = [more[0], {"id": "late", "y": more[1]["y"]}, more[2]]
         summary = c.update("fb", mixed, batch_size=10)
-        assert (summary.examples, summary.batches) == (3, 3)
+        assert (summary.examples, summary.batches, summary.replayed_batches) == (3, 1, 0)
         assert c.describe("fb").examples_learned == 57
 
 

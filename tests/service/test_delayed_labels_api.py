@@ -127,11 +127,62 @@ def test_bad_ids_are_refused_naming_the_field(client: httpx.Client) -> None:
     keyed = c.post(
         "/update",
         json={"model": "m", "examples": [{"id": "p", "y": "a"}]},
-        headers={"Idempotency-Key": "k1"},
+        headers={"Idempotency-Key": "x" * 201},  # malformed: over 200 characters
     )
     refused(keyed, 422, "Idempotency-Key")
     assert state(c, "m")[0] == before[0]  # nothing appended (p is still unlabelled)
     assert ok(label(c, [("p", "a")]))["version"] == before[0] + 1
+
+
+def keyed_mixed_batch_is_learned_once(c: httpx.Client, name: str) -> None:
+    """A batch of a label by id and an example with x, sent with a key four times (the
+    answer lost each time): learned once, as the first request answered; the same key
+    with another body is a 409 and changes nothing."""
+    predict(c, ["mix"], name)
+    body = {"model": name, "examples": [{"id": "mix", "y": "b"}, {"x": [0, 0, 1], "y": "a"}]}
+    key = {"Idempotency-Key": "batch-7"}
+    before = state(c, name)
+    first = c.post("/update", json=body, headers=key)
+    assert first.status_code == 200 and "idempotent-replayed" not in first.headers, first.text
+    after = state(c, name)
+    assert after[0] == before[0] + 1
+    for _ in range(3):
+        again = c.post("/update", json=body, headers=key)
+        assert again.status_code == 200, again.text
+        assert again.headers["idempotent-replayed"] == "true"
+        assert again.json() == first.json()
+    assert state(c, name) == after  # the x example was not learned again
+    assert info(c, name)["examples_learned"] == 4  # two to start, then this batch once
+    other = {"model": name, "examples": [{"x": [0, 0, 1], "y": "b"}]}
+    d = refused(c.post("/update", json=other, headers=key), 409, "Idempotency-Key")
+    assert d["error"] == "idempotency_key_reused"
+    assert state(c, name) == after
+    # Without the key, the same batch again is new to the service: its id is answered as
+    # labelled before, and its x example is learned a second time. The key prevents that.
+    assert ok(c.post("/update", json=body))["version"] == after[0] + 1
+    assert info(c, name)["examples_learned"] == 5
+
+
+def test_a_keyed_mixed_batch_is_learned_once(client: httpx.Client) -> None:
+    keyed_mixed_batch_is_learned_once(client, "m")
+
+
+def test_a_keyed_mixed_batch_is_learned_once_on_redis(
+    tmp_path: Path, redis_server: Any, redis_url: str
+) -> None:
+    settings = Settings(data_dir=str(tmp_path), redis_url=redis_url)
+    with ServerThread(settings) as srv, srv.client() as c:
+        start(c, "rk")
+        keyed_mixed_batch_is_learned_once(c, "rk")
+
+
+def test_a_keyed_mixed_batch_is_learned_once_on_a_cluster(
+    tmp_path: Path, redis_cluster_url: str
+) -> None:
+    settings = Settings(data_dir=str(tmp_path), redis_url=redis_cluster_url, redis_cluster=True)
+    with ServerThread(settings) as srv, srv.client() as c:
+        start(c, "ck")
+        keyed_mixed_batch_is_learned_once(c, "ck")
 
 
 def test_refused_batch_changes_nothing_and_marks_nothing(client: httpx.Client) -> None:

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from service.store import Feedback, FeedbackConflict, ModelNotFound, Store
-from service.store.base import record_digest
+from service.store.base import IdempotencyKeyReused, KeyGuard, KeyReplayed, record_digest
 from tests.service import test_store_contract as contract
 from tests.service.test_store_contract import CFG, Backend
 
@@ -41,6 +41,45 @@ def test_put_get_append_labelled(backend: Backend) -> None:
         pos2, _ = await s.append_labelled("m", b"entry2", [label("b\n \u2603", b"\x00rec b", "z")])
         assert pos2 == 3
         assert (await s.get_feedback("m", ["b\n \u2603"]))[0] == Feedback(None, "z", 3)
+
+    backend.run(t)
+
+
+def test_a_key_guards_a_labelled_append_as_append_once(backend: Backend) -> None:
+    """With a KeyGuard the key is looked up before the ids (they are labelled by the
+    first append) and recorded with the append: position, n and outcome as
+    append_once records them; another payload hash under the key is refused."""
+
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        await s.put_feedback("m", [("a", b"A"), ("b", b"B")], DAY)
+        once = KeyGuard("k-1", "hash-1", 2, DAY)
+        pos, head = await s.append_labelled("m", b"e1", [label("a", b"A", "ya")], once)
+        assert pos == 1 and head
+        assert await s.key_entry("m", "k-1") == (1, 2, "hash-1")
+        assert await s.key_recorded("m", "k-1")
+        for _ in range(2):  # the retry: nothing appended, nothing marked again
+            with pytest.raises(KeyReplayed) as r:
+                await s.append_labelled("m", b"e1", [label("a", b"A", "ya")], once)
+            assert (r.value.position, r.value.n) == (1, 2)
+        with pytest.raises(IdempotencyKeyReused):
+            await s.append_labelled(
+                "m", b"e2", [label("b", b"B", "yb")], KeyGuard("k-1", "h2", 1, DAY)
+            )
+        # the key is one namespace with append_once's keys
+        with pytest.raises(IdempotencyKeyReused):
+            await s.append_once("m", b"e3", "k-1", "h3", 1, DAY)
+        assert await s.append_once("m", b"e3", "k-1", "hash-1", 9, DAY) == (1, 2, True)
+        assert [e.payload for e in await s.read_log("m", 0)] == [b"e1"]
+        assert (await s.get_feedback("m", ["b"]))[0] == Feedback(b"B")  # b not marked
+        assert await s.record_outcome("m", 1, "failed: x")  # the key's entry, by position
+        assert await s.get_outcome("m", "k-1") == "failed: x"
+        # Without a key nothing changes; a fresh key labels b.
+        pos, _ = await s.append_labelled(
+            "m", b"e4", [label("b", b"B", "yb")], KeyGuard("k-2", "h", 1, DAY)
+        )
+        assert pos == 2 and await s.key_entry("m", "k-2") == (2, 1, "h")
+        assert await s.key_entry("m", "nope") is None
 
     backend.run(t)
 
