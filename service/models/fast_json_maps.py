@@ -42,35 +42,34 @@ import numpy as np
 from learners.features import Batch, _canonical_rows
 
 # NOTE numba's on-disk cache: the kernel below inlines (or links) helpers of
-# service/models/fast_json.py (_at, _ws, _string_end, _key, _number and through it
-# _digits/_eisel_lemire, _int_label). numba keys this module's cache on this file
-# only: after a change to one of those helpers, touch this file (or clear
-# service/models/__pycache__/fast_json_maps*.nbi/.nbc) so the kernel is recompiled.
-from service.models.fast_json import (
+# json_scan_bytes.py, json_scan_numbers.py and json_scan_envelope.py. numba keys this
+# module's cache on this file only: after a change to one of those helpers, touch this
+# file (or clear service/models/__pycache__/fast_json_maps*.nbi/.nbc) so the kernel is
+# recompiled.
+from service.models.json_scan_bytes import (
     _K_EXAMPLES,
     _K_MODEL,
     _K_WEIGHT,
     _K_X,
     _K_Y,
-    _U1,
-    _U32,
-    _UM32,
     _after_element,
     _after_member,
     _at,
     _inline,
     _kernel,
-    _label,
     _member,
-    _number,
     _same_bytes,
     _string_end,
-    _weight,
     _ws,
+)
+from service.models.json_scan_envelope import (
+    _label,
+    _weight,
     label_scratch,
     model_and_labels,
     weight_scratch,
 )
+from service.models.json_scan_numbers import _U1, _U32, _UM32, _number
 
 __all__ = ["murmurhash3_32_nb", "scan_hashed_examples", "scan_map_examples", "warmup"]
 
