@@ -11,7 +11,7 @@ with MurmurHash3 x86 32 of the UTF-8 bytes, masked to ``dim``) or
 ``{"x": {"12": 1.0, "40": -2}}`` (``kind="sparse"``: keys are decimal indices in
 ``[0, dim)``), and returns the model name, the batch (the arrays of
 ``FeatureSpec.encode(xs, max_features=...)`` bit for bit: the scanner lays out the
-rows in body order and canonicalises them with the very ``_canonical_rows`` the
+rows in body order and canonicalises them with the very ``canonical_rows`` the
 encoder uses) and the labels as orjson reads them.
 
 Anything else gives ``None`` and the caller takes the orjson path, which also words
@@ -39,7 +39,7 @@ import threading
 
 import numpy as np
 
-from learners.features import Batch, _canonical_rows
+from learners.csr_batch import Batch, canonical_rows
 
 # NOTE numba's on-disk cache: the kernel below inlines (or links) helpers of
 # json_scan_bytes.py, json_scan_numbers.py, json_scan_envelope.py and json_scan_keys.py.
@@ -365,7 +365,7 @@ def _scan_maps(
         return None
     model, labels = named
     weights = W[:rows].tolist() if nw else None
-    ip, ix, vs = _canonical_rows(indptr[: rows + 1].copy(), indices[:nnz], values[:nnz])
+    ip, ix, vs = canonical_rows(indptr[: rows + 1].copy(), indices[:nnz], values[:nnz])
     hashes = fullh[:nnz] if full else _NO_HASHES
     return model, Batch(ip, ix, vs, dim), labels, hashes, weights
 
