@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from learners import _names_kernels as K
-from learners.features import FeatureSpec, _hashed_indices
+from learners.feature_keys import hashed_indices
+from learners.features import FeatureSpec
 
 __all__ = ["MAX_FEATURE_NAMES", "FeatureNames", "names_of_rows"]
 
@@ -88,7 +89,7 @@ class FeatureNames:
             return 0
         room = self.limit - len(self._hash)
         new = new[: max(room, 0)]
-        hashes = _hashed_indices(new, _FULL)
+        hashes = hashed_indices(new, _FULL)
         for name, h in zip(new, hashes.tolist(), strict=True):
             self._hash[name] = h
         if 2 * len(self._hash) > self._table.shape[0]:
@@ -118,7 +119,7 @@ class FeatureNames:
     # ------------------------------------------------------------------ queries
 
     def index_of(self, name: str, bits: int) -> int:
-        return int(_hashed_indices([name], (1 << bits) - 1)[0])
+        return int(hashed_indices([name], (1 << bits) - 1)[0])
 
     def by_index(self, bits: int) -> dict[int, list[str]]:
         """Every recorded name under its index for ``2**bits`` dimensions."""

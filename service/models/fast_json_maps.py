@@ -11,7 +11,7 @@ with MurmurHash3 x86 32 of the UTF-8 bytes, masked to ``dim``) or
 ``{"x": {"12": 1.0, "40": -2}}`` (``kind="sparse"``: keys are decimal indices in
 ``[0, dim)``), and returns the model name, the batch (the arrays of
 ``FeatureSpec.encode(xs, max_features=...)`` bit for bit: the scanner lays out the
-rows in body order and canonicalises them with the very ``_canonical_rows`` the
+rows in body order and canonicalises them with the very ``canonical_rows`` the
 encoder uses) and the labels as orjson reads them.
 
 Anything else gives ``None`` and the caller takes the orjson path, which also words
@@ -39,217 +39,43 @@ import threading
 
 import numpy as np
 
-from learners.features import Batch, _canonical_rows
+from learners.csr_batch import Batch, canonical_rows
 
 # NOTE numba's on-disk cache: the kernel below inlines (or links) helpers of
-# service/models/fast_json.py (_at, _ws, _string_end, _key, _number and through it
-# _digits/_eisel_lemire, _int_label). numba keys this module's cache on this file
-# only: after a change to one of those helpers, touch this file (or clear
-# service/models/__pycache__/fast_json_maps*.nbi/.nbc) so the kernel is recompiled.
-from service.models.fast_json import (
+# json_scan_bytes.py, json_scan_numbers.py, json_scan_envelope.py and json_scan_keys.py.
+# numba keys this module's cache on this file only: after a change to one of those
+# helpers, touch this file (or clear service/models/__pycache__/fast_json_maps*.nbi/.nbc)
+# so the kernel is recompiled.
+from service.models.json_scan_bytes import (
     _K_EXAMPLES,
     _K_MODEL,
     _K_WEIGHT,
     _K_X,
     _K_Y,
-    _U1,
-    _U32,
-    _UM32,
     _after_element,
     _after_member,
     _at,
-    _inline,
+    _Buf,
     _kernel,
-    _label,
     _member,
-    _number,
-    _same_bytes,
     _string_end,
-    _weight,
     _ws,
+)
+from service.models.json_scan_envelope import (
+    _body_complete,
+    _body_start,
+    _example_label,
+    _examples_start,
+    _model_value,
+    _weight,
     label_scratch,
     model_and_labels,
     weight_scratch,
 )
+from service.models.json_scan_keys import _murmur, _new_in_row, _sparse_index, _text_ok
+from service.models.json_scan_numbers import _number
 
-__all__ = ["murmurhash3_32_nb", "scan_hashed_examples", "scan_map_examples", "warmup"]
-
-_Buf = np.ndarray | bytes
-
-# ---------------------------------------------------------------- MurmurHash3
-# x86 32-bit, seed 0, all arithmetic in uint64 masked to 32 bits (a mix of signed
-# and unsigned integers would make numba compute in float64).
-_C1 = np.uint64(0xCC9E2D51)
-_C2 = np.uint64(0x1B873593)
-_C3 = np.uint64(0xE6546B64)
-_F1 = np.uint64(0x85EBCA6B)
-_F2 = np.uint64(0xC2B2AE35)
-_U5 = np.uint64(5)
-_U8 = np.uint64(8)
-_U13 = np.uint64(13)
-_U15 = np.uint64(15)
-_U16 = np.uint64(16)
-_U17 = np.uint64(17)
-_U19 = np.uint64(19)
-_U24 = np.uint64(24)
-_U61 = np.uint64(61)  # "="
-_GOLD = np.uint64(0x9E3779B97F4A7C15)
-# probes of the per-row duplicate-key table before giving up (crafted colliding
-# names would otherwise make one row quadratic; the orjson path has no such limit)
-_MAX_PROBES = 64
-
-
-@_inline
-def _cat(buf: _Buf, a: int, la: int, sep: bool, c: int, j: int) -> np.uint64:
-    """Byte ``j`` of ``buf[a:a+la] + (b"=" if sep else b"") + buf[c:...]``."""
-    if j < la:
-        return np.uint64(_at(buf, a + j))
-    if sep:
-        if j == la:
-            return _U61
-        return np.uint64(_at(buf, c + j - la - 1))
-    return np.uint64(_at(buf, c + j - la))
-
-
-@_inline
-def _murmur(buf: _Buf, a: int, b: int, sep: bool, c: int, d: int) -> np.uint64:
-    """MurmurHash3 x86 32 (seed 0) of ``buf[a:b]``, then ``b"="`` if ``sep``, then
-    ``buf[c:d]`` (``c == d`` for none): as learners.features.murmurhash3_32."""
-    la = b - a
-    length = la + (1 if sep else 0) + (d - c)
-    h = np.uint64(0)
-    nb = length // 4
-    for blk in range(nb):
-        j = 4 * blk
-        if j + 4 <= la:  # within the first part: a plain little-endian load
-            k = (
-                np.uint64(_at(buf, a + j))
-                | (np.uint64(_at(buf, a + j + 1)) << _U8)
-                | (np.uint64(_at(buf, a + j + 2)) << _U16)
-                | (np.uint64(_at(buf, a + j + 3)) << _U24)
-            )
-        else:
-            k = (
-                _cat(buf, a, la, sep, c, j)
-                | (_cat(buf, a, la, sep, c, j + 1) << _U8)
-                | (_cat(buf, a, la, sep, c, j + 2) << _U16)
-                | (_cat(buf, a, la, sep, c, j + 3) << _U24)
-            )
-        k = (k * _C1) & _UM32
-        k = ((k << _U15) | (k >> _U17)) & _UM32
-        k = (k * _C2) & _UM32
-        h ^= k
-        h = ((h << _U13) | (h >> _U19)) & _UM32
-        h = (h * _U5 + _C3) & _UM32
-    t = length - 4 * nb
-    if t > 0:
-        j = 4 * nb
-        k = np.uint64(0)
-        if t >= 3:
-            k ^= _cat(buf, a, la, sep, c, j + 2) << _U16
-        if t >= 2:
-            k ^= _cat(buf, a, la, sep, c, j + 1) << _U8
-        k ^= _cat(buf, a, la, sep, c, j)
-        k = (k * _C1) & _UM32
-        k = ((k << _U15) | (k >> _U17)) & _UM32
-        k = (k * _C2) & _UM32
-        h ^= k
-    h ^= np.uint64(length) & _UM32
-    h ^= h >> _U16
-    h = (h * _F1) & _UM32
-    h ^= h >> _U13
-    h = (h * _F2) & _UM32
-    h ^= h >> _U16
-    return h
-
-
-@_kernel
-def _murmur_of(buf: _Buf, a: int, b: int, sep: bool, c: int, d: int) -> np.uint64:
-    """A callable (not inlined) :func:`_murmur`, for tests."""
-    return _murmur(buf, a, b, sep, c, d)
-
-
-def murmurhash3_32_nb(data: bytes) -> int:
-    """``learners.features.murmurhash3_32(data)`` through the numba kernel (tests)."""
-    if not data:
-        return int(_murmur_of(b"=", 0, 0, False, 0, 0))
-    return int(_murmur_of(data, 0, len(data), False, 0, 0))
-
-
-# ---------------------------------------------------------------- UTF-8
-
-
-@_inline
-def _cont(buf: _Buf, i: int, e: int, lo: int, hi: int) -> bool:
-    if i >= e:
-        return False
-    c = _at(buf, i)
-    return lo <= c <= hi
-
-
-@_kernel
-def _utf8_ok(buf: _Buf, s: int, e: int) -> bool:
-    """``buf[s:e]`` is valid UTF-8 as Python and orjson read it (no overlong forms,
-    no surrogates, nothing past U+10FFFF)."""
-    i = s
-    while i < e:
-        c = _at(buf, i)
-        if c < 0x80:
-            i += 1
-        elif c < 0xC2:
-            return False
-        elif c < 0xE0:
-            if not _cont(buf, i + 1, e, 0x80, 0xBF):
-                return False
-            i += 2
-        elif c < 0xF0:
-            lo = 0xA0 if c == 0xE0 else 0x80
-            hi = 0x9F if c == 0xED else 0xBF
-            if not (_cont(buf, i + 1, e, lo, hi) and _cont(buf, i + 2, e, 0x80, 0xBF)):
-                return False
-            i += 3
-        elif c < 0xF5:
-            lo = 0x90 if c == 0xF0 else 0x80
-            hi = 0x8F if c == 0xF4 else 0xBF
-            if not (
-                _cont(buf, i + 1, e, lo, hi)
-                and _cont(buf, i + 2, e, 0x80, 0xBF)
-                and _cont(buf, i + 3, e, 0x80, 0xBF)
-            ):
-                return False
-            i += 4
-        else:
-            return False
-    return True
-
-
-@_inline
-def _ascii(buf: _Buf, s: int, e: int) -> bool:
-    for i in range(s, e):  # noqa: SIM110 - a loop numba compiles well
-        if _at(buf, i) >= 0x80:
-            return False
-    return True
-
-
-# ---------------------------------------------------------------- the kernel
-
-
-@_inline
-def _sparse_index(buf: _Buf, s: int, e: int, dim: int) -> int:
-    """The index a sparse key ``buf[s:e]`` names: plain decimal digits, no leading
-    zero but "0", below ``dim``; else -1."""
-    ln = e - s
-    if ln < 1 or ln > 10:  # dim <= 2**31: at most 10 digits
-        return -1
-    if ln > 1 and _at(buf, s) == 48:
-        return -1
-    v = 0
-    for t in range(s, e):
-        c = _at(buf, t)
-        if c < 48 or c > 57:
-            return -1
-        v = v * 10 + (c - 48)
-    return v if v < dim else -1
+__all__ = ["scan_hashed_examples", "scan_map_examples", "warmup"]
 
 
 @_kernel
@@ -271,10 +97,10 @@ def _scan(
     W: np.ndarray,
 ) -> tuple[int, int, int, int, int, int]:
     """Fill ``indptr`` (``rows + 1``), ``indices``/``values`` (``nnz``, each row in
-    body order) and ``meta`` (the labels, as in fast_json._scan); return (rows, nnz,
-    start and end of the model name, number of distinct labels), rows 0 for "not the
-    supported shape"; the number of examples with a ``weight`` (in ``W``, 1.0 when
-    absent) comes last.
+    body order) and ``meta`` (the labels, as ``json_scan_envelope.model_and_labels``
+    reads them); return (rows, nnz, start and end of the model name, number of distinct
+    labels), rows 0 for "not the supported shape"; the number of examples with a
+    ``weight`` (in ``W``, 1.0 when absent) comes last.
 
     ``rowkeys`` (3 per feature of the current row: key hash, key start, key end) and
     the open-addressing table ``tstamp``/``tpos`` (a power of two in size, entries of
@@ -297,10 +123,9 @@ def _scan(
     last = -1
     nnz = 0
     indptr[0] = 0
-    i = _ws(buf, 0, n)
-    if i >= n or _at(buf, i) != 123:
+    i = _body_start(buf, n)
+    if i < 0:
         return fail
-    i += 1
     have_model = False
     have_examples = False
     rows = 0
@@ -309,22 +134,15 @@ def _scan(
         if i < 0:
             return fail
         if key == _K_MODEL:
-            if have_model or _at(buf, i) != 34:
+            i, ms, me = _model_value(buf, i, n, have_model)
+            if i < 0:
                 return fail
             have_model = True
-            se = _string_end(buf, i + 1, n)
-            if se < 0:
-                return fail
-            ms = i + 1
-            me = se
-            i = se + 1
         elif key == _K_EXAMPLES:
-            if have_examples or _at(buf, i) != 91:
+            i = _examples_start(buf, i, n, have_examples)
+            if i < 0:
                 return fail
             have_examples = True
-            i = _ws(buf, i + 1, n)
-            if i >= n or _at(buf, i) == 93:
-                return fail
             while True:  # one example per iteration
                 if rows >= max_examples or rows >= rcap:
                     return fail
@@ -359,7 +177,7 @@ def _scan(
                             if ke < 0:
                                 return fail
                             if hashed:
-                                if not _ascii(buf, ks, ke) and not _utf8_ok(buf, ks, ke):
+                                if not _text_ok(buf, ks, ke):
                                     return fail
                                 h = _murmur(buf, ks, ke, False, ke, ke)
                             else:
@@ -368,26 +186,10 @@ def _scan(
                                     return fail
                                 h = np.uint64(j)
                             # a repeated key: orjson keeps the last value, refused here
-                            slot = ((h * _GOLD) >> _U32) & tmask
-                            probes = 0
-                            while tstamp[slot] == stamp:
-                                p = 3 * tpos[slot]
-                                if np.uint64(rowkeys[p]) == h:
-                                    if not hashed:
-                                        return fail
-                                    kl = ke - ks
-                                    a = rowkeys[p + 1]
-                                    if rowkeys[p + 2] - a == kl and _same_bytes(buf, a, ks, kl):
-                                        return fail
-                                probes += 1
-                                if probes > _MAX_PROBES:
-                                    return fail
-                                slot = (slot + _U1) & tmask
-                            tstamp[slot] = stamp
-                            tpos[slot] = k
-                            rowkeys[3 * k] = np.int64(h)
-                            rowkeys[3 * k + 1] = ks
-                            rowkeys[3 * k + 2] = ke
+                            if not _new_in_row(
+                                buf, hashed, h, ks, ke, k, stamp, rowkeys, tstamp, tpos, tmask
+                            ):
+                                return fail
                             i = _ws(buf, ke + 1, n)
                             if i >= n or _at(buf, i) != 58:
                                 return fail
@@ -402,7 +204,7 @@ def _scan(
                                 ve = _string_end(buf, vs, n)
                                 if ve < 0:
                                     return fail
-                                if not _ascii(buf, vs, ve) and not _utf8_ok(buf, vs, ve):
+                                if not _text_ok(buf, vs, ve):
                                     return fail
                                 hv = _murmur(buf, ks, ke, True, vs, ve)
                                 indices[nnz] = np.int64(hv & mask)
@@ -434,14 +236,10 @@ def _scan(
                             i = _ws(buf, i, n)
                         indptr[rows + 1] = nnz
                     elif key == _K_Y:
-                        if have_y:
-                            return fail
-                        have_y = True
-                        i, code, nu = _label(buf, i, n, meta, uniq0, nu, last)
+                        i, last, nu = _example_label(buf, i, n, have_y, meta, rows, uniq0, nu, last)
                         if i < 0:
                             return fail
-                        meta[rows] = code
-                        last = code
+                        have_y = True
                     elif key == _K_WEIGHT:
                         i, have_w, nw = _weight(buf, i, n, have_w, W, rows, nw)
                         if i < 0:
@@ -468,9 +266,7 @@ def _scan(
             return fail
         if closed:
             break
-    if not (have_model and have_examples):
-        return fail
-    if _ws(buf, i, n) != n:
+    if not _body_complete(buf, i, n, have_model, have_examples):
         return fail
     return rows, nnz, ms, me, nu, nw
 
@@ -569,7 +365,7 @@ def _scan_maps(
         return None
     model, labels = named
     weights = W[:rows].tolist() if nw else None
-    ip, ix, vs = _canonical_rows(indptr[: rows + 1].copy(), indices[:nnz], values[:nnz])
+    ip, ix, vs = canonical_rows(indptr[: rows + 1].copy(), indices[:nnz], values[:nnz])
     hashes = fullh[:nnz] if full else _NO_HASHES
     return model, Batch(ip, ix, vs, dim), labels, hashes, weights
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
+from learners.feature_keys import hashed_indices
 from learners.feature_names import MAX_FEATURE_NAMES, FeatureNames, names_of_rows
-from learners.features import _hashed_indices
 
 if TYPE_CHECKING:
     from service.settings import Settings
@@ -76,7 +76,7 @@ def new_names_raw(
     if not candidates:
         return []
     keep = set(unknown.tolist())
-    full = _hashed_indices(candidates, _FULL).tolist()
+    full = hashed_indices(candidates, _FULL).tolist()
     room = settings.max_feature_names - len(names)
     return [n for n, h in zip(candidates, full, strict=True) if h in keep][: max(room, 0)]
 

@@ -218,3 +218,14 @@ def test_one_based_sparse_keys() -> None:
 def test_bad_index_base(cfg: dict) -> None:
     with pytest.raises(ValueError, match="index_base"):
         FeatureSpec.from_config(cfg)
+
+
+@pytest.mark.parametrize(
+    "module", ["learners.features", "learners.csr_batch", "learners.feature_keys"]
+)
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), verbose=False)
+    assert result.attempted > 0 and result.failed == 0

@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
-from service.models import fast_json
+from service.models import json_scan_numbers
 from service.models.fast_json import DenseExamples, scan_dense_examples, warmup
 
 INT64_MAX = 2**63 - 1
@@ -286,7 +286,7 @@ def test_many_distinct_labels() -> None:
 def test_pow5_table_against_python_integers() -> None:
     """The 128-bit powers of five, normalized to 2**127 <= t < 2**128: 5**q (q >= 0)
     truncated, exactly; for q < 0 the reciprocal within one unit of the last place."""
-    hi, lo = fast_json._POW5_HI, fast_json._POW5_LO
+    hi, lo = json_scan_numbers._POW5_HI, json_scan_numbers._POW5_LO
     assert hi.dtype == lo.dtype == np.uint64 and len(hi) == 308 + 342 + 1
     for k, q in enumerate(range(-342, 309)):
         t = (int(hi[k]) << 64) | int(lo[k])
@@ -312,21 +312,23 @@ def test_mul64_against_python_integers() -> None:
     cases += [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(2000)]
     cases += [(rng.getrandbits(rng.randint(1, 64)), rng.getrandbits(64)) for _ in range(500)]
     for a, b in cases:
-        hi, lo = fast_json._mul64(np.uint64(a), np.uint64(b))
+        hi, lo = json_scan_numbers._mul64(np.uint64(a), np.uint64(b))
         assert (int(hi) << 64) | int(lo) == a * b, (a, b)
     # all integer arithmetic stays uint64 (a float64 promotion would show here)
-    sig = fast_json._mul64.nopython_signatures[0]
+    sig = json_scan_numbers._mul64.nopython_signatures[0]
     assert [str(t) for t in sig.args] == ["uint64", "uint64"]
     assert str(sig.return_type) == "UniTuple(uint64 x 2)"
-    assert fast_json._eisel_lemire(np.uint64(1), 23) == 1e23
-    assert fast_json._eisel_lemire(np.uint64(2**64 - 1), -20) == float("18446744073709551615e-20")
-    sig = fast_json._eisel_lemire.nopython_signatures[0]
+    assert json_scan_numbers._eisel_lemire(np.uint64(1), 23) == 1e23
+    assert json_scan_numbers._eisel_lemire(np.uint64(2**64 - 1), -20) == float(
+        "18446744073709551615e-20"
+    )
+    sig = json_scan_numbers._eisel_lemire.nopython_signatures[0]
     assert [str(t) for t in sig.args] == ["uint64", "int64"] and str(sig.return_type) == "float64"
 
 
 def _num(s: str) -> float | None:
     b = np.frombuffer(s.encode(), np.uint8)
-    i, v = fast_json._number(b, 0, len(b))
+    i, v = json_scan_numbers._number(b, 0, len(b))
     return v if i == len(b) else None
 
 

@@ -15,8 +15,9 @@ import orjson
 import pytest
 
 from learners.features import Batch, FeatureSpec, murmurhash3_32
-from service.models import fast_json_maps
-from service.models.fast_json_maps import murmurhash3_32_nb, scan_map_examples, warmup
+from service.models import fast_json_maps, json_scan_keys
+from service.models.fast_json_maps import scan_map_examples, warmup
+from service.models.json_scan_keys import murmurhash3_32_nb
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -266,7 +267,7 @@ def test_key_value_hash_over_the_concatenation() -> None:
         k, v = rand_name(rng).encode(), rand_name(rng).encode()
         buf = b'"' + k + b'":"' + v + b'"'
         a, c = 1, len(k) + 4
-        h = fast_json_maps._murmur_of(buf, a, a + len(k), True, c, c + len(v))
+        h = json_scan_keys._murmur_of(buf, a, a + len(k), True, c, c + len(v))
         assert int(h) == murmurhash3_32(k + b"=" + v), (k, v)
 
 
@@ -283,7 +284,7 @@ def test_utf8_validation_matches_python() -> None:
             ok = True
         except UnicodeDecodeError:
             ok = False
-        assert bool(fast_json_maps._utf8_ok(b, 0, len(b))) == ok, b
+        assert bool(json_scan_keys._utf8_ok(b, 0, len(b))) == ok, b
 
 
 # ------------------------------------------------------------------ refused shapes
