@@ -57,8 +57,8 @@ def families() -> list[Family]:
 
     # The costliest first, so a parallel warm-up starts them first.
     return [
-        Family("json", "JSON request scanner (dense and sparse examples)", _json),
-        Family("json-maps", "JSON request scanner (named and hashed features)", _json_maps),
+        Family("json", "JSON request scanner (dense examples)", _json),
+        Family("json-maps", "JSON request scanner (sparse, named and hashed features)", _json_maps),
         Family("linear", "linear learners: " + ", ".join(ALGORITHMS), _kind("linear")),
         Family("ranksvm", "RankSVM (all pairs and sampled pairs)", _kind("ranksvm")),
         Family("payload", "log-entry decoding (dense->CSR)", _payload),
