@@ -38,6 +38,7 @@ from service.store.base import (
     Store,
     StoreUnavailable,
     ValueTooLarge,
+    payload_digest,
 )
 from service.warmup import Family, warm_all
 
@@ -319,8 +320,10 @@ class Registry:
 
     async def submit_update(self, h: ModelHandle, payload: bytes) -> int:
         """Append durably, apply in log order up to our entry, return its position."""
+        # Hashed once: the store's chain head and our own check of it take the digest.
+        digest = payload_digest(payload)
         try:
-            position, head = await self.store.append_entry(h.name, payload)
+            position, head = await self.store.append_entry(h.name, payload, digest)
         except StoreUnavailable as e:
             self.health.failed("append", e)
             raise store_unavailable("the store is unreachable; the update was not accepted") from e
@@ -328,7 +331,7 @@ class Registry:
             self._drop(h.name)  # deleted by another worker meanwhile
             raise not_found(h.name) from None
         self.health.ok()
-        await self._apply_own(h, position, payload, head)
+        await self._apply_own(h, position, payload, head, digest)
         return position
 
     async def submit_labelled(
@@ -404,7 +407,12 @@ class Registry:
         return position, n, replayed
 
     async def _apply_own(
-        self, h: ModelHandle, position: int, payload: bytes | None, head: str | None = None
+        self,
+        h: ModelHandle,
+        position: int,
+        payload: bytes | None,
+        head: str | None = None,
+        digest: str | None = None,
     ) -> None:
         """Apply the log up to ``position`` (our entry, ``payload`` if we hold it, with
         the chain ``head`` the store gave it); raise the error the entry failed with, if
@@ -432,7 +440,7 @@ class Registry:
                 except StoreUnavailable as e:
                     raise self._stored_not_applied(e) from e
         if payload is not None and position > h.version:
-            h.local[position] = (payload, head)
+            h.local[position] = (payload, head, digest)
         async with h.lock:
             if h.version < position:
                 try:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics"})
 EXAMPLE_FIELDS = ("x", "y", WEIGHT_FIELD)
 INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
+_CHECKED_KEEP = 64  # decoded entries kept between check_update and apply
 
 
 def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
@@ -156,6 +157,8 @@ class LinearAdapter(ModelAdapter):
         super().__init__(config, model)
         self.spec = FeatureSpec.from_config(config["features"])
         names.attach(model, self.spec)
+        # check_update's decoded entries, by id() of their bytes, until apply takes them
+        self._checked: dict[int, tuple[bytes, Batch, dict[str, Any]]] = {}
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -313,11 +316,25 @@ class LinearAdapter(ModelAdapter):
         if row is not None:
             loc = f"examples[{row}].x"
             raise invalid(f"{loc}: {overflow_problem(batch, [row])}", loc)
+        # This worker appends and applies this very bytes object next (several are in
+        # flight at once, waiting for one group commit): ``apply`` takes the decoded
+        # form instead of decoding it again. Keyed by id() and held with the object,
+        # so an id cannot be reused while its entry is here; nothing mutates either.
+        checked = self._checked
+        checked[id(payload)] = (payload, batch, meta)
+        if len(checked) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
+            del checked[next(iter(checked))]
+
+    def _decode(self, payload: bytes) -> tuple[Batch, dict[str, Any]]:
+        hit = self._checked.pop(id(payload), None)
+        if hit is not None and hit[0] is payload:
+            return hit[1], hit[2]
+        return decode_payload(payload, self.spec.dim)
 
     def apply(self, payload: bytes) -> UpdateResult:
         from learners.linear import NonFiniteWeightsError
 
-        batch, meta = decode_payload(payload, self.spec.dim)
+        batch, meta = self._decode(payload)
         refuse_label_clash(meta["y"], self.model.labels_)
         try:
             result: UpdateResult
