@@ -42,7 +42,10 @@ if TYPE_CHECKING:
 CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics"})
 EXAMPLE_FIELDS = ("x", "y", WEIGHT_FIELD)
 INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
-_CHECKED_KEEP = 64  # decoded entries kept between check_update and apply
+# Decoded entries kept between check_update and apply (at most 64 of at most 256 KiB:
+# a few requests in flight per worker; a failed append's entry is dropped in turn).
+_CHECKED_KEEP = 64
+_CHECKED_MAX_BYTES = 256 * 1024
 
 
 def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
@@ -320,10 +323,11 @@ class LinearAdapter(ModelAdapter):
         # flight at once, waiting for one group commit): ``apply`` takes the decoded
         # form instead of decoding it again. Keyed by id() and held with the object,
         # so an id cannot be reused while its entry is here; nothing mutates either.
-        checked = self._checked
-        checked[id(payload)] = (payload, batch, meta)
-        if len(checked) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
-            del checked[next(iter(checked))]
+        if len(payload) <= _CHECKED_MAX_BYTES:  # a big entry's decode is a small part of it
+            checked = self._checked
+            checked[id(payload)] = (payload, batch, meta)
+            if len(checked) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
+                del checked[next(iter(checked))]
 
     def _decode(self, payload: bytes) -> tuple[Batch, dict[str, Any]]:
         hit = self._checked.pop(id(payload), None)
