@@ -192,16 +192,19 @@ class LinearAdapter(ModelAdapter):
 
     @classmethod
     def warmup(cls) -> None:
-        from learners.linear import ALGORITHMS, make_classifier
+        from learners.linear import ALGORITHMS, first_nonfinite_row, make_classifier
+        from service.online_metrics import EvalWindow
 
         spec = FeatureSpec.sparse(4)
         batch = spec.encode([{"0": 1.0}, {"1": 1.0, "3": -1.0}, {"2": 0.5}])
-        from service.online_metrics import EvalWindow
 
         window = EvalWindow(4)  # compiles the log-loss and AUC kernels
+        dense = FeatureSpec.dense(4).encode([[1.0, 0.0, 2.0, 0.0]] * 4)  # the whole-state copy
         for algorithm in ALGORITHMS:
             clf = make_classifier(algorithm, dim=4, params={})
             window.add_result(clf.update(batch, ["a", "b", "a"], [1.0, 2.0, 0.5]))
+            first_nonfinite_row(clf, batch, ["a", "b", "a"])  # the dry run's kernel
+            first_nonfinite_row(clf, dense, ["a", "b", "a", "b"], [1.0, 2.0, 0.5, 1.0])
             clf.update(batch, ["a", "b", 1])
             clf.predict_details(batch)
         window.summary()
