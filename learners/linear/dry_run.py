@@ -27,10 +27,13 @@ import numpy as np
 
 from learners.base import Label
 from learners.features import Batch
-from learners.linear._base import LinearClassifier, LinearState, NonFiniteWeightsError
+from learners.linear._base import (
+    CheckedBatch,
+    LinearClassifier,
+    LinearState,
+    NonFiniteWeightsError,
+)
 from learners.linear._dry_run_kernels import dry_run_diag
-from learners.linear._labels import label_codes
-from learners.weights import check_sample_weight
 
 __all__ = ["first_nonfinite_row"]
 
@@ -40,27 +43,25 @@ def first_nonfinite_row(
     batch: Batch,
     labels: Sequence[Label] | np.ndarray,
     sample_weight: Sequence[float] | np.ndarray | None = None,
+    checked: CheckedBatch | None = None,
 ) -> int | None:
     """The first row of ``batch`` whose update would make ``clf``'s weights non-finite
     (``clf`` is not changed), or None when ``clf.update(batch, labels, sample_weight)``
     would succeed on the current state (the weights are part of the run: a huge one
-    that overflows the step is found here). Malformed input raises as ``update`` does."""
-    ip, ix, vs = clf._check_batch(batch)
-    if clf.covariance != "full":
-        # The usual case, in one kernel call (learners.linear._dry_run_kernels): the
-        # same checks ``update`` makes, in its order, then its kernel on a copy of the
-        # batch's support. A batch that brings new labels grows the state between
-        # kernel runs: the general path below.
-        n = ip.shape[0] - 1
-        y, new = label_codes(labels, n, clf._index, clf._int_table)
-        sw = check_sample_weight(sample_weight, n)
-        if n == 0:
-            return None
-        if not new:
-            row = dry_run_diag(
-                ip, ix, vs, y, len(clf.labels_), clf._w, clf._code, clf._c, clf._phi, sw
-            )
-            return None if row < 0 else int(row)
+    that overflows the step is found here). Malformed input raises as ``update`` does.
+    ``checked``: ``clf.check(batch, labels, sample_weight)``, if the caller made it (to
+    hand it to the ``update`` that follows)."""
+    if checked is None or checked.label_index is not clf._index:
+        checked = clf.check(batch, labels, sample_weight)  # update's checks, in its order
+    ip, ix, vs, y, new, sw = checked[1:]
+    if clf.covariance != "full" and not new:
+        # The usual case, in one kernel call (learners.linear._dry_run_kernels): update's
+        # kernel on a copy of the batch's support. A batch that brings new labels grows
+        # the state between kernel runs: the general path below.
+        if ip.shape[0] == 1:
+            return None  # no rows
+        row = dry_run_diag(ip, ix, vs, y, len(clf.labels_), clf._w, clf._code, clf._c, clf._phi, sw)
+        return None if row < 0 else int(row)
     return _first_nonfinite_row_twin(clf, batch, ix, vs, labels, sample_weight)
 
 

@@ -37,6 +37,7 @@ from service.models.payload import (
 )
 
 if TYPE_CHECKING:
+    from learners.linear._base import CheckedBatch
     from service.settings import Settings
 
 CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics"})
@@ -161,7 +162,7 @@ class LinearAdapter(ModelAdapter):
         self.spec = FeatureSpec.from_config(config["features"])
         names.attach(model, self.spec)
         # check_update's decoded entries, by id() of their bytes, until apply takes them
-        self._checked: dict[int, tuple[bytes, Batch, dict[str, Any]]] = {}
+        self._checked: dict[int, tuple[bytes, Batch, dict[str, Any], CheckedBatch]] = {}
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -318,30 +319,33 @@ class LinearAdapter(ModelAdapter):
         from learners.linear import first_nonfinite_row
 
         batch, meta = decode_payload(payload, self.spec.dim)
-        row = first_nonfinite_row(self.model, batch, meta["y"], entry_weights(meta))
+        weights = entry_weights(meta)
+        checked = self.model.check(batch, meta["y"], weights)
+        row = first_nonfinite_row(self.model, batch, meta["y"], weights, checked)
         if row is not None:
             loc = f"examples[{row}].x"
             raise invalid(f"{loc}: {overflow_problem(batch, [row])}", loc)
         # This worker appends and applies this very bytes object next (several are in
-        # flight at once, waiting for one group commit): ``apply`` takes the decoded
-        # form instead of decoding it again. Keyed by id() and held with the object,
-        # so an id cannot be reused while its entry is here; nothing mutates either.
+        # flight at once, waiting for one group commit): ``apply`` takes the decoded,
+        # checked and label-coded form instead of making it again (``update`` checks
+        # that its codes still hold). Keyed by id() and held with the object, so an id
+        # cannot be reused while its entry is here; nothing mutates them either.
         if len(payload) <= _CHECKED_MAX_BYTES:  # a big entry's decode is a small part of it
-            checked = self._checked
-            checked[id(payload)] = (payload, batch, meta)
-            if len(checked) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
-                del checked[next(iter(checked))]
+            kept = self._checked
+            kept[id(payload)] = (payload, batch, meta, checked)
+            if len(kept) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
+                del kept[next(iter(kept))]
 
-    def _decode(self, payload: bytes) -> tuple[Batch, dict[str, Any]]:
+    def _decode(self, payload: bytes) -> tuple[Batch, dict[str, Any], CheckedBatch | None]:
         hit = self._checked.pop(id(payload), None)
         if hit is not None and hit[0] is payload:
-            return hit[1], hit[2]
-        return decode_payload(payload, self.spec.dim)
+            return hit[1], hit[2], hit[3]
+        return (*decode_payload(payload, self.spec.dim), None)
 
     def apply(self, payload: bytes) -> UpdateResult:
         from learners.linear import NonFiniteWeightsError
 
-        batch, meta = self._decode(payload)
+        batch, meta, checked = self._decode(payload)
         refuse_label_clash(meta["y"], self.model.labels_)
         try:
             result: UpdateResult
@@ -349,7 +353,7 @@ class LinearAdapter(ModelAdapter):
             if meta.get("fb"):  # rows of delayed labels (service.models.feedback_rows)
                 result = update_with_served(self.model, batch, meta["y"], meta["fb"], weights)
             else:
-                result = self.model.update(batch, meta["y"], weights)
+                result = self.model.update(batch, meta["y"], weights, checked)
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
             raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
         names.record(self.model, meta)

@@ -18,6 +18,7 @@ from learners.features import Batch
 from learners.linear import (
     ALGORITHMS,
     LinearClassifier,
+    LinearState,
     NonFiniteWeightsError,
     first_nonfinite_row,
     make_classifier,
@@ -129,3 +130,40 @@ def test_support_renumbers_one_to_one(shift: int) -> None:
         assert k == np.unique(indices).size
         assert support[:k].tolist() == list(dict.fromkeys(indices.tolist()))  # first-seen order
         assert support[local].tolist() == indices.tolist()
+
+
+def _result(r: object) -> tuple:
+    z = getattr(r, "z", None)
+    pos = getattr(r, "positive", None)
+    return (r.applied, r.correct, r.loss_sum, r.updates,  # type: ignore[attr-defined]
+            None if z is None else z.tobytes(), None if pos is None else pos.tobytes())  # fmt: skip
+
+
+@pytest.mark.parametrize("algorithm", ["pa1", "arow", "scw2"])
+def test_update_with_a_checked_batch_is_update(algorithm: str) -> None:
+    """``update(..., checked)`` gives the state and figures of a plain ``update``, also
+    when labels were added since the check (known codes stay) or the model was
+    restored (a new label index: checked anew), and with a batch of new labels."""
+    rng = np.random.default_rng(zlib.crc32(algorithm.encode()))
+    a = make_classifier(algorithm, DIM, {})
+    a.update(Batch(np.arange(3), np.array([5, 9]), np.ones(2), DIM), ["x", "y"])
+    b = LinearClassifier.from_bytes(a.to_bytes())
+    for step in range(12):
+        batch = _sparse_batch(rng, 6, "random")
+        batch = Batch(batch.indptr, batch.indices, np.clip(batch.values, -3, 3), DIM)
+        labels = rng.choice(["x", "y"] + (["z"] if step >= 6 else []), size=6).tolist()
+        w = rng.uniform(0.5, 2.0, 6) if step % 2 else None
+        checked = b.check(batch, labels, w)
+        if step == 3:  # a label added in place after the check: the codes still hold
+            extra = Batch(np.arange(2), np.array([1]), np.ones(1), DIM)
+            a.update(extra, ["q"])
+            b.update(extra, ["q"])
+        if step == 4:  # a restore builds a new label index: the check is made again
+            b._restore(b.state())
+        if step == 5:  # ... in which the labels may have other codes (here: reversed)
+            st = a.state()
+            for m in (a, b):  # each its own arrays (_restore may keep them as they are)
+                sigma = None if st.sigma is None else st.sigma[::-1].copy()
+                m._restore(LinearState(st.labels[::-1], st.mu[::-1].copy(), sigma))
+        assert _result(b.update(batch, labels, w, checked)) == _result(a.update(batch, labels, w))
+        assert a.state_digest() == b.state_digest()
