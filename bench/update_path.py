@@ -20,7 +20,7 @@ the dry run costs next to the apply.
    time per request (``/proc/<pid>/stat``), which other load on a shared machine
    disturbs far less.
 
-    .venv/bin/python bench/update_path.py --baseline 8ff78fe --baseline 65016d5
+    .venv/bin/python bench/update_path.py --baseline 8ff78fe --baseline 65016d5 --duration 4
     .venv/bin/python bench/update_path.py --no-http     # the in-process part only
 
 JSON: ``bench/results/update_path.json``.

@@ -19,7 +19,7 @@ model's dimension; a batch with as many non-zeros as the model has coordinates
 (a dense model's) copies the whole state instead, which is then no bigger.
 
 Until this kernel the dry run did the same in numpy (``np.unique``, ``searchsorted``,
-fancy indexing, a twin classifier and its ``update``): ~1.3-2.3x the apply's own
+fancy indexing, a twin classifier and its ``update``): ~1.1-3x the apply's own
 cost on a 100-row batch, almost all of it Python and numpy call overhead
 (``bench/update_path.py``).
 """
