@@ -92,9 +92,10 @@ class ModelHandle:
         # the /update answer's "correct"; classifiers only).
         self.correct_at: collections.OrderedDict[int, int] = collections.OrderedDict()
         # This worker's own appended entries not applied yet, by position, with the
-        # chain head the store gave them (None: not told): catching up through them
-        # needs no read from the store.
-        self.local: dict[int, tuple[bytes, str | None]] = {}
+        # chain head the store gave them (None: not told) and the payload's digest
+        # (hashed once, for the append): catching up through them needs no read from
+        # the store and no second hash.
+        self.local: dict[int, tuple[bytes, str | None, str | None]] = {}
         # The log's chain head at ``version`` (service.store.base.chain_head); None when
         # not known (state from an older learnserve's checkpoint or log entries): the
         # next head the store gives is then taken as it is.
@@ -136,10 +137,13 @@ class ModelHandle:
         _init_model_series(name, adapter)
         self._m_applied = {r: M.LOG_ENTRIES_APPLIED.labels(name, r) for r in ("owner", "guest")}
 
-    def apply_entry(self, position: int, payload: bytes, head: str | None = None) -> None:
+    def apply_entry(
+        self, position: int, payload: bytes, head: str | None = None, digest: str | None = None
+    ) -> None:
         """Apply one log entry (caller holds the lock and checked the order and the
         chain: ``head`` is the store's chain head after it, "" for an entry written
-        before chains existed, None when not known)."""
+        before chains existed, None when not known; ``digest``: the payload's
+        ``payload_digest`` if known)."""
         try:
             r = self.adapter.apply(payload)
         except Exception as e:
@@ -182,7 +186,7 @@ class ModelHandle:
                     self._m_ndcg = M.ONLINE_NDCG.labels(self.name)
                 self._m_ndcg.set(ndcg)
         if head is None and self.head is not None:
-            head = chain_head(self.head, payload)
+            head = chain_head(self.head, payload, digest)
         self.head = head or None
         if head:
             self.recent_heads.append((position, head))
@@ -193,10 +197,13 @@ class ModelHandle:
         self._m_applied[role].inc()
         self.notify_advanced()
 
-    def chain_breaks(self, payload: bytes, head: str | None) -> bool:
+    def chain_breaks(self, payload: bytes, head: str | None, digest: str | None = None) -> bool:
         """True when the store's ``head`` for the entry after ``version`` does not follow
-        from ours: the log holds other entries than those we applied."""
-        return bool(head) and self.head is not None and chain_head(self.head, payload) != head
+        from ours: the log holds other entries than those we applied. (``digest``:
+        ``payload_digest(payload)`` if known.)"""
+        if not head or self.head is None:
+            return False
+        return chain_head(self.head, payload, digest) != head
 
     def notify_advanced(self) -> None:
         """Wake ``wait_applied`` callers (cheap when nobody waits)."""

@@ -29,6 +29,7 @@ from service.store.base import (
     KeyReplayed,
     ModelNotFound,
     StoreUnavailable,
+    payload_digest,
 )
 
 if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
@@ -60,10 +61,12 @@ def _appending(registry: Registry, h: ModelHandle) -> Iterator[None]:
 
 async def submit_update(registry: Registry, h: ModelHandle, payload: bytes) -> int:
     """Append durably, apply in log order up to our entry, return its position."""
+    # Hashed once: the store's chain head and our own check of it take the digest.
+    digest = payload_digest(payload)
     with _appending(registry, h):
-        position, head = await registry.store.append_entry(h.name, payload)
+        position, head = await registry.store.append_entry(h.name, payload, digest)
     registry.health.ok()
-    await apply_own(registry, h, position, payload, head)
+    await apply_own(registry, h, position, payload, head, digest)
     return position
 
 
@@ -167,10 +170,11 @@ async def apply_own(
     position: int,
     payload: bytes | None,
     head: str | None = None,
+    digest: str | None = None,
 ) -> None:
     """Apply the log up to ``position`` (our entry, ``payload`` if we hold it, with
-    the chain ``head`` the store gave it); raise the error the entry failed with, if
-    it could not be applied."""
+    the chain ``head`` the store gave it and its ``payload_digest`` if known); raise
+    the error the entry failed with, if it could not be applied."""
     if position <= h.version:
         # Already applied by the apply-loop, or our copy is of a model deleted and
         # created again elsewhere (its log restarted at 1): then load the new one.
@@ -194,7 +198,7 @@ async def apply_own(
             except StoreUnavailable as e:
                 raise stored_not_applied(registry, e) from e
     if payload is not None and position > h.version:
-        h.local[position] = (payload, head)
+        h.local[position] = (payload, head, digest)
     async with h.lock:
         if h.version < position:
             try:

@@ -25,7 +25,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from learners.linear import _kernels_full as KF
 from learners.linear._labels import IntTable, int_table, label_codes
 from learners.linear._normal import normal_cdf, normal_ppf
 from learners.linear._params import _check_dim, _covariance
-from learners.linear.calibration import link_is_probit, margin_z
+from learners.linear.calibration import calibrated_z, link_is_probit
 from learners.weights import check_sample_weight
 
 ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
@@ -93,6 +93,23 @@ class NonFiniteWeightsError(FloatingPointError, ValueError):
         super().__init__(
             f"{self.location}: weights became non-finite at {self.location}; state left unchanged"
         )
+
+
+class CheckedBatch(NamedTuple):
+    """A batch with its labels and importance weights checked and coded for one model
+    (:meth:`LinearClassifier.check`), so that a dry run and the update that follows it
+    validate and code the batch once. The codes hold while ``label_index`` is still the
+    model's label index and the batch brought no new label: labels are only ever
+    appended to an index in place (a rollback or a restore builds a new one), so the
+    code of a known label never changes; ``update`` checks anew otherwise."""
+
+    label_index: dict[Label, int]
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    y: np.ndarray
+    new: list[tuple[int, Label]]
+    sw: np.ndarray
 
 
 @dataclass
@@ -293,11 +310,25 @@ class LinearClassifier:
 
     # ------------------------------------------------------------------ learning
 
+    def check(
+        self,
+        batch: Batch,
+        labels: Sequence[Label] | np.ndarray,
+        sample_weight: Sequence[float] | np.ndarray | None = None,
+    ) -> CheckedBatch:
+        """``update``'s checks of its arguments (raising as it does), and the label codes."""
+        ip, ix, vs = self._check_batch(batch)
+        n = ip.shape[0] - 1
+        y, new = label_codes(labels, n, self._index, self._int_table)
+        sw = check_sample_weight(sample_weight, n)
+        return CheckedBatch(self._index, ip, ix, vs, y, new, sw)
+
     def update(
         self,
         batch: Batch,
         labels: Sequence[Label] | np.ndarray,
         sample_weight: Sequence[float] | np.ndarray | None = None,
+        checked: CheckedBatch | None = None,
     ) -> UpdateResult:
         """Predict-then-learn each example in order; all-or-nothing on error.
 
@@ -311,12 +342,13 @@ class LinearClassifier:
         Raises ``ValueError``/``FeatureError`` naming the culprit (``labels[i]``,
         ``batch[i]``, ``batch.dim``) before anything changes, and
         :class:`NonFiniteWeightsError` (state restored) if an example would make the
-        weights non-finite.
+        weights non-finite. ``checked``: ``check(batch, labels, sample_weight)`` of these
+        very arguments, made earlier (for a dry run); used while its codes hold.
         """
-        ip, ix, vs = self._check_batch(batch)
+        if checked is None or checked.label_index is not self._index or checked.new:
+            checked = self.check(batch, labels, sample_weight)
+        _, ip, ix, vs, y, new, sw = checked
         n = ip.shape[0] - 1
-        y, new = label_codes(labels, n, self._index, self._int_table)
-        sw = check_sample_weight(sample_weight, n)
         if n == 0:
             return UpdateResult(applied=0)
         # pre-update (margin, variance) of each row learned while the model is binary
@@ -342,10 +374,10 @@ class LinearClassifier:
         """(z of ``labels_[0]``, label is ``labels_[0]``) for the rows learned while binary."""
         if mv.shape[0] == 0:
             return None, None
-        rows = ~np.isnan(mv[:, 0])
-        pos = y[rows] == 0
-        z_true = margin_z(self.algorithm, self.params, mv[rows, 0], mv[rows, 1])
-        return np.where(pos, z_true, -z_true), pos
+        # calibration.margin_z's z, in one kernel call (bit for bit the same values)
+        probit = link_is_probit(self.algorithm)
+        r = float(self.params["r"]) if self.algorithm == "arow" else 0.0
+        return calibrated_z(mv, y, probit, r)
 
     def update_parts(
         self,

@@ -38,7 +38,15 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-__all__ = ["LINK", "PROBABILITY", "link_is_probit", "log_loss_sum", "margin_z", "roc_auc"]
+__all__ = [
+    "LINK",
+    "PROBABILITY",
+    "calibrated_z",
+    "link_is_probit",
+    "log_loss_sum",
+    "margin_z",
+    "roc_auc",
+]
 
 EPS = 1e-15
 LINK = {"pa": "logistic", "pa1": "logistic", "pa2": "logistic",
@@ -71,6 +79,41 @@ def margin_z(algorithm: str, params: dict[str, Any], m: np.ndarray, v: np.ndarra
     with np.errstate(divide="ignore", invalid="ignore"):
         z = m / np.sqrt(var)
     return np.where(var > 0.0, z, 0.0)
+
+
+@njit(cache=True)
+def calibrated_z(mv: np.ndarray, y: np.ndarray, probit: bool, r: float):  # pragma: no cover
+    """``margin_z`` of the rows an update recorded, signed for ``labels_[0]``, in one pass.
+
+    ``mv`` (n x 2): each row's pre-update (m, v), NaN where not recorded (rows learned
+    while the model was multiclass); ``y``: the rows' label codes (0 is ``labels_[0]``);
+    ``r``: AROW's r (added to v), else 0.0 with ``probit`` (CW, SCW) or ignored (PA).
+    Returns (z of ``labels_[0]``, label is ``labels_[0]``) of the recorded rows. The
+    same IEEE operations as ``margin_z`` and ``np.where(pos, z, -z)`` (a division and
+    a square root, each correctly rounded), so the values are the same bit for bit;
+    one compiled loop instead of seven numpy calls (~30 us of a 100-row update)."""
+    n = mv.shape[0]
+    count = 0
+    for i in range(n):
+        if not np.isnan(mv[i, 0]):
+            count += 1
+    z = np.empty(count)
+    pos = np.empty(count, dtype=np.bool_)
+    t = 0
+    for i in range(n):
+        m = mv[i, 0]
+        if np.isnan(m):
+            continue
+        if probit:
+            var = mv[i, 1] + r
+            zt = m / math.sqrt(var) if var > 0.0 else 0.0
+        else:
+            zt = m
+        p = y[i] == 0
+        z[t] = zt if p else -zt
+        pos[t] = p
+        t += 1
+    return z, pos
 
 
 @njit(cache=True)

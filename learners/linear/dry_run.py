@@ -27,7 +27,13 @@ import numpy as np
 
 from learners.base import Label
 from learners.features import Batch
-from learners.linear._base import LinearClassifier, LinearState, NonFiniteWeightsError
+from learners.linear._base import (
+    CheckedBatch,
+    LinearClassifier,
+    LinearState,
+    NonFiniteWeightsError,
+)
+from learners.linear._dry_run_kernels import dry_run_diag
 
 __all__ = ["first_nonfinite_row"]
 
@@ -37,12 +43,38 @@ def first_nonfinite_row(
     batch: Batch,
     labels: Sequence[Label] | np.ndarray,
     sample_weight: Sequence[float] | np.ndarray | None = None,
+    checked: CheckedBatch | None = None,
 ) -> int | None:
     """The first row of ``batch`` whose update would make ``clf``'s weights non-finite
     (``clf`` is not changed), or None when ``clf.update(batch, labels, sample_weight)``
     would succeed on the current state (the weights are part of the run: a huge one
-    that overflows the step is found here). Malformed input raises as ``update`` does."""
-    _, ix, vs = clf._check_batch(batch)
+    that overflows the step is found here). Malformed input raises as ``update`` does.
+    ``checked``: ``clf.check(batch, labels, sample_weight)``, if the caller made it (to
+    hand it to the ``update`` that follows)."""
+    if checked is None or checked.label_index is not clf._index:
+        checked = clf.check(batch, labels, sample_weight)  # update's checks, in its order
+    ip, ix, vs, y, new, sw = checked[1:]
+    if clf.covariance != "full" and not new:
+        # The usual case, in one kernel call (learners.linear._dry_run_kernels): update's
+        # kernel on a copy of the batch's support. A batch that brings new labels grows
+        # the state between kernel runs: the general path below.
+        if ip.shape[0] == 1:
+            return None  # no rows
+        row = dry_run_diag(ip, ix, vs, y, len(clf.labels_), clf._w, clf._code, clf._c, clf._phi, sw)
+        return None if row < 0 else int(row)
+    return _first_nonfinite_row_twin(clf, batch, ix, vs, labels, sample_weight)
+
+
+def _first_nonfinite_row_twin(
+    clf: LinearClassifier,
+    batch: Batch,
+    ix: np.ndarray,
+    vs: np.ndarray,
+    labels: Sequence[Label] | np.ndarray,
+    sample_weight: Sequence[float] | np.ndarray | None,
+) -> int | None:
+    """The general dry run (full covariance, or labels new to the model): a twin
+    classifier holding the model restricted to the batch's support learns the batch."""
     cov = clf._cov
     if ix.size >= clf.dim and (cov is None or cov.ndim == 2):
         # A batch that touches as many coordinates as the model has (a dense model's,

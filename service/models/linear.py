@@ -37,11 +37,16 @@ from service.models.payload import (
 )
 
 if TYPE_CHECKING:
+    from learners.linear._base import CheckedBatch
     from service.settings import Settings
 
 CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics"})
 EXAMPLE_FIELDS = ("x", "y", WEIGHT_FIELD)
 INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
+# Decoded entries kept between check_update and apply (at most 64 of at most 256 KiB:
+# a few requests in flight per worker; a failed append's entry is dropped in turn).
+_CHECKED_KEEP = 64
+_CHECKED_MAX_BYTES = 256 * 1024
 
 
 def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
@@ -156,6 +161,8 @@ class LinearAdapter(ModelAdapter):
         super().__init__(config, model)
         self.spec = FeatureSpec.from_config(config["features"])
         names.attach(model, self.spec)
+        # check_update's decoded entries, by id() of their bytes, until apply takes them
+        self._checked: dict[int, tuple[bytes, Batch, dict[str, Any], CheckedBatch]] = {}
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -186,16 +193,19 @@ class LinearAdapter(ModelAdapter):
 
     @classmethod
     def warmup(cls) -> None:
-        from learners.linear import ALGORITHMS, make_classifier
+        from learners.linear import ALGORITHMS, first_nonfinite_row, make_classifier
+        from service.online_metrics import EvalWindow
 
         spec = FeatureSpec.sparse(4)
         batch = spec.encode([{"0": 1.0}, {"1": 1.0, "3": -1.0}, {"2": 0.5}])
-        from service.online_metrics import EvalWindow
 
         window = EvalWindow(4)  # compiles the log-loss and AUC kernels
+        dense = FeatureSpec.dense(4).encode([[1.0, 0.0, 2.0, 0.0]] * 4)  # the whole-state copy
         for algorithm in ALGORITHMS:
             clf = make_classifier(algorithm, dim=4, params={})
             window.add_result(clf.update(batch, ["a", "b", "a"], [1.0, 2.0, 0.5]))
+            first_nonfinite_row(clf, batch, ["a", "b", "a"])  # the dry run's kernel
+            first_nonfinite_row(clf, dense, ["a", "b", "a", "b"], [1.0, 2.0, 0.5, 1.0])
             clf.update(batch, ["a", "b", 1])
             clf.predict_details(batch)
         window.summary()
@@ -309,15 +319,33 @@ class LinearAdapter(ModelAdapter):
         from learners.linear import first_nonfinite_row
 
         batch, meta = decode_payload(payload, self.spec.dim)
-        row = first_nonfinite_row(self.model, batch, meta["y"], entry_weights(meta))
+        weights = entry_weights(meta)
+        checked = self.model.check(batch, meta["y"], weights)
+        row = first_nonfinite_row(self.model, batch, meta["y"], weights, checked)
         if row is not None:
             loc = f"examples[{row}].x"
             raise invalid(f"{loc}: {overflow_problem(batch, [row])}", loc)
+        # This worker appends and applies this very bytes object next (several are in
+        # flight at once, waiting for one group commit): ``apply`` takes the decoded,
+        # checked and label-coded form instead of making it again (``update`` checks
+        # that its codes still hold). Keyed by id() and held with the object, so an id
+        # cannot be reused while its entry is here; nothing mutates them either.
+        if len(payload) <= _CHECKED_MAX_BYTES:  # a big entry's decode is a small part of it
+            kept = self._checked
+            kept[id(payload)] = (payload, batch, meta, checked)
+            if len(kept) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
+                del kept[next(iter(kept))]
+
+    def _decode(self, payload: bytes) -> tuple[Batch, dict[str, Any], CheckedBatch | None]:
+        hit = self._checked.pop(id(payload), None)
+        if hit is not None and hit[0] is payload:
+            return hit[1], hit[2], hit[3]
+        return (*decode_payload(payload, self.spec.dim), None)
 
     def apply(self, payload: bytes) -> UpdateResult:
         from learners.linear import NonFiniteWeightsError
 
-        batch, meta = decode_payload(payload, self.spec.dim)
+        batch, meta, checked = self._decode(payload)
         refuse_label_clash(meta["y"], self.model.labels_)
         try:
             result: UpdateResult
@@ -325,7 +353,7 @@ class LinearAdapter(ModelAdapter):
             if meta.get("fb"):  # rows of delayed labels (service.models.feedback_rows)
                 result = update_with_served(self.model, batch, meta["y"], meta["fb"], weights)
             else:
-                result = self.model.update(batch, meta["y"], weights)
+                result = self.model.update(batch, meta["y"], weights, checked)
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
             raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
         names.record(self.model, meta)

@@ -127,7 +127,7 @@ def payload_digest(payload: bytes | memoryview) -> str:
     return hashlib.sha1(payload).hexdigest()
 
 
-def chain_head(prev_head: str, payload: bytes | memoryview) -> str:
+def chain_head(prev_head: str, payload: bytes | memoryview, digest: str | None = None) -> str:
     """The log's head after appending ``payload`` to a log whose head was ``prev_head``:
     ``sha1hex(prev_head ‖ sha1hex(payload))`` ("" before the first entry).
 
@@ -137,8 +137,13 @@ def chain_head(prev_head: str, payload: bytes | memoryview) -> str:
     applies: a position that comes back holding another entry (the log lost its tail
     in a failover and was appended to again) gives another head, so the worker
     reloads instead of answering a version it did not apply. Integrity against
-    accidents, not an adversary: SHA-1 is what Redis's Lua offers."""
-    return hashlib.sha1((prev_head + payload_digest(payload)).encode()).hexdigest()
+    accidents, not an adversary: SHA-1 is what Redis's Lua offers.
+
+    ``digest``: ``payload_digest(payload)`` when the caller has it already (the
+    appending worker hashes its entry once, for the store and for its own check)."""
+    if digest is None:
+        digest = payload_digest(payload)
+    return hashlib.sha1((prev_head + digest).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -285,10 +290,12 @@ class Store(ABC):
         return (await self.append_entry(name, payload))[0]
 
     @abstractmethod
-    async def append_entry(self, name: str, payload: bytes) -> tuple[int, str]:
+    async def append_entry(
+        self, name: str, payload: bytes, digest: str | None = None
+    ) -> tuple[int, str]:
         """``append``, also returning the log's chain head after the entry
         (``chain_head`` of the previous head and ``payload``, computed in the same
-        atomic step)."""
+        atomic step). ``digest``: ``payload_digest(payload)``, if the caller has it."""
 
     @abstractmethod
     async def append_once(

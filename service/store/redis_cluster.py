@@ -239,14 +239,14 @@ class RedisClusterStore(RedisStore):
         await client.aclose()
 
     # ------------------------------------------------------------------ writes
-    async def _send_appends(self, batch: list[tuple[str, bytes, Any]]) -> list[Any]:
-        names = [name for name, _, _ in batch]
+    async def _send_appends(self, batch: list[tuple[str, bytes, str, Any]]) -> list[Any]:
+        names = [name for name, _, _, _ in batch]
         groups = await self.by_master(names)
         acks = self._ack_commands()
         results: list[Any] = [None] * len(batch)
 
         async def on_master(node: ClusterNode, idx: list[int]) -> None:
-            cmds = [_append_command(batch[i][0], batch[i][1]) for i in idx]
+            cmds = [_append_command(*batch[i][:3]) for i in idx]
             try:
                 replies = await self.node_pipeline(node, cmds + acks)
                 for j, reply in enumerate(replies):

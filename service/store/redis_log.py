@@ -20,17 +20,18 @@ from service.store.redis_connection import _UNAVAILABLE, RedisConnection
 from service.store.redis_keys import _keys, _pos, _text
 from service.store.redis_wakes import WakeStreams, wake_key
 
-_Pending = tuple[str, bytes, "asyncio.Future[tuple[int, str]]"]
+# (name, payload, payload_digest(payload), the caller's future)
+_Pending = tuple[str, bytes, str, "asyncio.Future[tuple[int, str]]"]
 _MAX_GROUP = 500  # appends per pipeline
 _MAX_GROUP_BYTES = 8 << 20  # ... and payload bytes per pipeline
 
 
-def _append_command(name: str, payload: bytes, wake: bool = False) -> tuple[Any, ...]:
+def _append_command(name: str, payload: bytes, digest: str, wake: bool = False) -> tuple[Any, ...]:
     """The APPEND script call; ``wake``: add the model's wake in the same script (a
     single Redis; on a cluster the wake stream is in another slot)."""
     k = _keys(name)
     keys = [k["config"], k["seq"], k["log"], k["head"]]
-    args: list[Any] = [payload, payload_digest(payload)]
+    args: list[Any] = [payload, digest]
     if wake:
         keys.append(wake_key(name))
         args.append(name)
@@ -43,14 +44,17 @@ class RedisLog(RedisConnection):
     wakes: WakeStreams
     wake_in_script: bool  # appends add their wakes themselves (see APPEND)
 
-    async def append_entry(self, name: str, payload: bytes) -> tuple[int, str]:
+    async def append_entry(
+        self, name: str, payload: bytes, digest: str | None = None
+    ) -> tuple[int, str]:
         """Queued and sent with whatever other appends are waiting, as one pipeline of
         scripts (group commit): one round trip and one connection for many appends, in
         the order they were called. A single append is sent at once."""
         check_payload(payload)
         await self._ready_to_append()
         fut: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
-        self._pending.append((name, bytes(payload), fut))
+        payload = bytes(payload)
+        self._pending.append((name, payload, digest or payload_digest(payload), fut))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_appends())
         return await fut
@@ -65,23 +69,23 @@ class RedisLog(RedisConnection):
             try:
                 results = await self._call(functools.partial(self._send_appends, batch))
             except BaseException as e:
-                for _, _, fut in batch:
+                for _, _, _, fut in batch:
                     if not fut.done():
                         fut.set_exception(e)
                 if isinstance(e, asyncio.CancelledError):  # close() while appends queued
-                    for _, _, fut in self._pending:
+                    for _, _, _, fut in self._pending:
                         fut.cancel()
                     self._pending.clear()
                     raise
                 continue
             stored = {
                 name: int(res[0])
-                for (name, _, _), res in zip(batch, results, strict=False)
+                for (name, _, _, _), res in zip(batch, results, strict=False)
                 if isinstance(res, list)
             }
             if not self.wake_in_script:
                 self.wakes.publish(self.r, stored)
-            for (name, _, fut), res in zip(batch, results, strict=False):
+            for (name, _, _, fut), res in zip(batch, results, strict=False):
                 if fut.done():  # the caller was cancelled; the entry is stored anyway
                     continue
                 if isinstance(res, _UNAVAILABLE):
@@ -96,8 +100,8 @@ class RedisLog(RedisConnection):
     async def _send_appends(self, batch: list[_Pending]) -> list[Any]:
         acks = self._ack_commands()
         async with self.r.pipeline(transaction=False) as p:
-            for name, payload, _ in batch:
-                p.execute_command(*_append_command(name, payload, wake=True))
+            for name, payload, digest, _ in batch:
+                p.execute_command(*_append_command(name, payload, digest, wake=True))
             # WAIT/WAITAOF cover the earlier writes of *this connection*, i.e. the
             # whole pipeline: one wait for the group.
             for cmd in acks:

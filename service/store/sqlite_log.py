@@ -20,7 +20,8 @@ from service.store.sqlite_connection import SQLiteConnection
 
 _MAX_GROUP = 1000  # appends per group commit
 
-_Pending = tuple[str, bytes, asyncio.Future[tuple[int, str]], asyncio.AbstractEventLoop]
+# (name, payload, payload_digest(payload) if the caller gave it, future, the caller's loop)
+_Pending = tuple[str, bytes, str | None, asyncio.Future[tuple[int, str]], asyncio.AbstractEventLoop]
 
 
 def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
@@ -39,14 +40,16 @@ class SQLiteLog(SQLiteConnection):
     _flush_scheduled: bool
     _waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]
 
-    async def append_entry(self, name: str, payload: bytes) -> tuple[int, str]:
+    async def append_entry(
+        self, name: str, payload: bytes, digest: str | None = None
+    ) -> tuple[int, str]:
         check_payload(payload)
         if self._ex is None:
             raise RuntimeError("SQLiteStore is not open (call await store.open())")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[tuple[int, str]] = loop.create_future()
         with self._lock:
-            self._pending.append((name, bytes(payload), fut, loop))
+            self._pending.append((name, bytes(payload), digest, fut, loop))
             schedule = not self._flush_scheduled
             self._flush_scheduled = True
         if schedule:
@@ -65,8 +68,8 @@ class SQLiteLog(SQLiteConnection):
             results: list[tuple[tuple[int, str] | None, BaseException | None]] = []
             try:
                 with self._tx() as db:
-                    for name, payload, _, _ in batch:
-                        done = self._append_row(db, name, payload)
+                    for name, payload, digest, _, _ in batch:
+                        done = self._append_row(db, name, payload, digest)
                         if done is None:
                             results.append((None, ModelNotFound(name)))
                             continue
@@ -76,20 +79,22 @@ class SQLiteLog(SQLiteConnection):
                 if isinstance(e, sqlite3.OperationalError):
                     err = StoreUnavailable(f"sqlite {self.path}: {e}")
                 results = [(None, err)] * len(batch)
-            for (_, _, fut, loop), (pos, exc) in zip(batch, results, strict=True):
+            for (_, _, _, fut, loop), (pos, exc) in zip(batch, results, strict=True):
                 with contextlib.suppress(RuntimeError):  # that loop has closed
                     loop.call_soon_threadsafe(_settle, fut, pos, exc)
             if any(exc is None for _, exc in results):
                 self._wake_waiters()
 
     @staticmethod
-    def _append_row(db: sqlite3.Connection, name: str, payload: bytes) -> tuple[int, str] | None:
+    def _append_row(
+        db: sqlite3.Connection, name: str, payload: bytes, digest: str | None = None
+    ) -> tuple[int, str] | None:
         """Inside a write transaction: the next position and chain head, the entry
         inserted; None if the model does not exist."""
         row = db.execute("SELECT last_pos, head FROM models WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
-        pos, head = int(row[0]) + 1, chain_head(row[1], payload)
+        pos, head = int(row[0]) + 1, chain_head(row[1], payload, digest)
         db.execute("UPDATE models SET last_pos = ?, head = ? WHERE name = ?", (pos, head, name))
         db.execute(
             "INSERT INTO log (name, position, head, payload) VALUES (?, ?, ?, ?)",

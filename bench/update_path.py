@@ -1,0 +1,291 @@
+"""``/update`` throughput, this code next to earlier commits in the same run, and what
+the dry run costs next to the apply.
+
+1. **In process** (no HTTP, no store): per batch, the parse of the body
+   (``parse_update_raw``), the dry run (``check_update``: decode + the one-call kernel
+   of ``learners.linear._dry_run_kernels``), the dry run as it was before that kernel
+   (the twin classifier, still the path for full covariance and for batches that bring
+   new labels: ``dry_run._first_nonfinite_row_twin``), and the apply (``apply``:
+   decode + ``update`` + feature names). The dry run's cost is given as a fraction of
+   the apply's. Best of ``--repeats`` timings of ``--calls`` calls each.
+2. **Over HTTP**: one uvicorn worker per code (this tree, and each ``--baseline REF``,
+   exported with ``git archive`` into a temp dir; its numba kernels compile cold
+   once), each on its own private redis-server (``appendonly yes``, ``everysec``), an
+   AROW model over 28 dense features (``bench/http.py``'s update scenarios) and a
+   2**20-dim hashed one with named features. ``/update`` with 1, 100 and 1000 dense
+   examples per request and 100 hashed ones; ``--connections`` keep-alive connections
+   (``bench/_loadgen.py``), ``--duration`` s per scenario after a 1 s warm-up, the
+   codes and scenarios interleaved over ``--rounds`` rounds, the best round kept
+   (every round in the JSON). Besides wall-clock examples/s: the server process's CPU
+   time per request (``/proc/<pid>/stat``), which other load on a shared machine
+   disturbs far less.
+
+    .venv/bin/python bench/update_path.py --baseline 8ff78fe --baseline 65016d5 --duration 4
+    .venv/bin/python bench/update_path.py --no-http     # the in-process part only
+
+JSON: ``bench/results/update_path.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, bench/ comes first on sys.path and bench/http.py would shadow the
+# standard library's ``http``: put the repository root there instead.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import timeit  # noqa: E402
+from typing import Any  # noqa: E402
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench._common import fmt_rate, print_table, write_results  # noqa: E402
+from bench._loadgen import build_request  # noqa: E402
+from bench.http import load, named_rows, rows, summarise  # noqa: E402
+from tests.service.procs import (  # noqa: E402
+    RedisServer,
+    find_redis_server,
+    free_port,
+    start_service,
+    stop_process,
+)
+
+REPO = _HERE.parent
+HOST = "127.0.0.1"
+DENSE = {"algorithm": "arow", "features": {"kind": "dense", "dim": 28}}
+HASHED = {"algorithm": "arow", "features": {"kind": "hashed", "bits": 20}}
+# (name, model, examples per request, distinct bodies cycled)
+SCENARIOS = [("dense x1", "dense", 1, 256), ("dense x100", "dense", 100, 64),
+             ("dense x1000", "dense", 1000, 8), ("hashed x100", "hashed", 100, 64)]  # fmt: skip
+
+
+def bodies(model: str, n: int, count: int, seed: int = 0) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    make = rows if model == "dense" else named_rows
+    return [json.dumps({"model": model, "examples": make(rng, n)}).encode() for _ in range(count)]
+
+
+# ----------------------------------------------------------------------- in process
+
+
+def in_process(calls: int, repeats: int) -> list[dict[str, Any]]:
+    from service.models.linear import LinearAdapter
+    from service.settings import Settings
+
+    settings = Settings()
+    out = []
+    for name, model, n, count in SCENARIOS:
+        config = LinearAdapter.normalize_config(DENSE if model == "dense" else HASHED, settings)
+        ad = LinearAdapter.create(config)
+        raw = bodies(model, n, min(count, 16))
+        for b in raw:  # learn every label and feature name first: the steady state
+            ad.apply(_parsed(ad, b, settings))
+        k = max(1, calls // n)
+        us = {
+            part: min(timeit.repeat(fn, number=k, repeat=repeats)) / k * 1e6
+            for part, fn in _parts(ad, raw[0], _parsed(ad, raw[0], settings), settings).items()
+        }
+        res = {"scenario": name, "examples": n, "calls": k, "us": us}
+        res["dry_run_over_apply"] = us["dry_run"] / us["apply"]
+        res["dry_run_twin_over_apply"] = us["dry_run_twin"] / us["apply"]
+        # what the dry run adds to /update's work: apply reuses the check's decode
+        res["dry_run_added_over_apply"] = (us["check_then_apply"] - us["apply"]) / us["apply"]
+        out.append(res)
+    return out
+
+
+def _parsed(ad: Any, body: bytes, settings: Any) -> bytes:
+    fast = ad.parse_update_raw(body, settings)
+    assert fast is not None, "the fast parser refused the body"
+    return bytes(fast.payload)
+
+
+def _parts(ad: Any, body: bytes, payload: bytes, settings: Any) -> dict[str, Any]:
+    """The timed calls on one adapter, one body and its log entry."""
+    from learners.linear.dry_run import _first_nonfinite_row_twin
+    from service.models.example_weights import entry_weights
+    from service.models.payload import decode_payload
+
+    def twin() -> None:  # the dry run before the kernel, from the same entry
+        batch, meta = decode_payload(payload, ad.spec.dim)
+        _, ix, vs = ad.model._check_batch(batch)
+        _first_nonfinite_row_twin(ad.model, batch, ix, vs, meta["y"], entry_weights(meta))
+
+    def check_then_apply() -> None:  # as /update runs them (apply reuses the decode)
+        ad.check_update(payload)
+        ad.apply(payload)
+
+    return {
+        "parse": lambda: ad.parse_update_raw(body, settings),
+        "dry_run": lambda: ad.check_update(payload),
+        "dry_run_twin": twin,
+        "apply": lambda: ad.apply(payload),  # decodes: no check cached it
+        "check_then_apply": check_then_apply,
+    }
+
+
+# ----------------------------------------------------------------------- over HTTP
+
+
+def export(ref: str) -> Path:
+    """The tree of ``ref`` in a temp dir (``git archive``: no worktree to clean up)."""
+    dest = Path(tempfile.mkdtemp(prefix="bench-update-")) / "src"
+    dest.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc (0.0 where there is no /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_server(code: Path) -> tuple[Any, RedisServer, int]:
+    server = find_redis_server()
+    if server is None:
+        sys.exit("redis-server not found: install it or set LEARNSERVE_REDIS_SERVER")
+    redis = RedisServer(server, Path(tempfile.mkdtemp(prefix="bench-update-redis-")))
+    redis.start()
+    port = free_port()
+    env = {
+        "PYTHONPATH": str(code),
+        "LEARNSERVE_REDIS_URL": redis.url,
+        "LEARNSERVE_LOG_LEVEL": "warning",
+        "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "1000",  # the default: the log is trimmed
+        "LEARNSERVE_CHECKPOINT_EVERY_SECONDS": "3600",
+    }
+    # Which code runs: -P keeps the current directory off sys.path, and --app-dir
+    # replaces uvicorn's default, which puts the current directory first (a baseline
+    # started from a checkout would otherwise run the checkout's code).
+    args = [sys.executable, "-P", "-m", "uvicorn", "service.app:factory", "--factory",
+            "--app-dir", str(code), "--host", HOST, "--port", str(port),
+            "--log-level", "warning", "--no-access-log"]  # fmt: skip
+    proc = start_service(args, env, port, timeout=900, health_path="/readyz")
+    with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
+        for model, config in (("dense", DENSE), ("hashed", HASHED)):
+            r = c.put(f"/models/{model}", json=config)
+            assert r.status_code in (200, 201), r.text
+            for b in bodies(model, 100, 10, seed=1):  # compiles the update path
+                r = c.post("/update", content=b, headers={"content-type": "application/json"})
+                assert r.status_code == 200, r.text
+    return proc, redis, port
+
+
+def over_http(
+    codes: dict[str, Path], rounds: int, duration: float, connections: int
+) -> list[dict[str, Any]]:
+    servers: dict[str, tuple[Any, RedisServer, int]] = {}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    try:
+        for label, code in codes.items():
+            print(f"starting {label} ...", flush=True)
+            servers[label] = start_server(code)
+        reqs = {
+            name: [build_request("POST", "/update", b) for b in bodies(model, n, count)]
+            for name, model, n, count in SCENARIOS
+        }
+        for rnd in range(rounds):
+            for name, _, n, _ in SCENARIOS:
+                for label, (proc, _, port) in servers.items():
+                    c0 = cpu_seconds(proc.pid)
+                    res = load(port, reqs[name], connections, duration)
+                    cpu = cpu_seconds(proc.pid) - c0  # the warm-up's second included
+                    s = summarise(name, res, n)
+                    s.update(code=label, round=rnd)
+                    # the warm-up ran min(1, duration) s at about the same rate
+                    total = res.requests * (1.0 + min(1.0, duration) / res.seconds)
+                    s["server_cpu_us_per_request"] = cpu / total * 1e6 if total else None
+                    runs.setdefault((label, name), []).append(s)
+                    print(f"{label:>24} {name:<12} {s['examples_per_s']:>10,.0f} ex/s", flush=True)
+    finally:
+        for proc, redis, _ in servers.values():
+            stop_process(proc)
+            redis.stop()
+    results = []
+    for rs in runs.values():
+        best = dict(max(rs, key=lambda r: r["req_per_s"]))
+        best["examples_per_s_rounds"] = [r["examples_per_s"] for r in rs]
+        best["server_cpu_us_per_request_rounds"] = [r["server_cpu_us_per_request"] for r in rs]
+        cpus = [c for c in best["server_cpu_us_per_request_rounds"] if c]
+        best["server_cpu_us_per_request_min"] = min(cpus) if cpus else None
+        results.append(best)
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--baseline", action="append", default=[], help="a git ref to measure too")
+    ap.add_argument("--no-http", action="store_true", help="the in-process part only")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=3.0, help="seconds per scenario per round")
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--calls", type=int, default=20000, help="examples per in-process timing")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--scenarios", help="comma-separated names (default: all), e.g. 'dense x100'")
+    args = ap.parse_args()
+    if args.scenarios:
+        wanted = {s.strip() for s in args.scenarios.split(",")}
+        SCENARIOS[:] = [s for s in SCENARIOS if s[0] in wanted]
+
+    parts = in_process(args.calls, args.repeats)
+    print_table(
+        "In process: microseconds per /update batch (best of repeats); dry run / apply",
+        ["scenario", "parse", "dry run", "dry run (twin, before)", "apply",
+         "check+apply", "dry/apply", "added/apply", "twin/apply"],
+        [[p["scenario"], *(f"{p['us'][k]:.1f}" for k in
+          ("parse", "dry_run", "dry_run_twin", "apply", "check_then_apply")),
+          f"{p['dry_run_over_apply']:.2f}", f"{p['dry_run_added_over_apply']:.2f}",
+          f"{p['dry_run_twin_over_apply']:.2f}"]
+         for p in parts],
+    )  # fmt: skip
+    http: list[dict[str, Any]] = []
+    exported: list[Path] = []
+    if not args.no_http:
+        codes = {"current": REPO}
+        for ref in args.baseline:
+            git = ["git", "-C", str(REPO), "rev-parse", "--short", ref]
+            sha = subprocess.run(git, check=True, capture_output=True, text=True).stdout.strip()
+            codes[f"baseline {sha}"] = export(ref)
+            exported.append(codes[f"baseline {sha}"])
+        try:
+            http = over_http(codes, args.rounds, args.duration, args.connections)
+        finally:
+            for d in exported:
+                subprocess.run(["rm", "-rf", str(d.parent)], check=False)
+        cur = {r["scenario"]: r for r in http if r["code"] == "current"}
+        for r in http:
+            base = cur[r["scenario"]]
+            r["current_over_this"] = base["examples_per_s"] / r["examples_per_s"]
+        print_table(
+            f"/update over HTTP: {args.connections} connections, best of {args.rounds} rounds "
+            f"of {args.duration:g} s (server CPU: best round)",
+            ["code", "scenario", "examples/s", "req/s", "p50 ms", "server CPU us/req",
+             "current / this"],
+            [[r["code"], r["scenario"], fmt_rate(r["examples_per_s"]), fmt_rate(r["req_per_s"]),
+              f"{r['p50_ms']:.2f}", f"{r['server_cpu_us_per_request_min'] or 0:.0f}",
+              f"{r['current_over_this']:.2f}x"]
+             for r in sorted(http, key=lambda r: (r["scenario"], r["code"]))],
+        )  # fmt: skip
+    settings = {k: v for k, v in vars(args).items()}
+    path = write_results("update_path", {"settings": settings, "in_process": parts, "http": http})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
