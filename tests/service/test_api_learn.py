@@ -326,11 +326,15 @@ def test_log_loss_and_auc_gauges_are_the_window_figures(client: httpx.Client) ->
     while gauge("learnserve_online_roc_auc") is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert gauge("learnserve_online_roc_auc") == pytest.approx(om["roc_auc"], rel=1e-12)
-    # a ranker and a model that has seen one label have neither
-    make(client, "one", dense_model(4))
+    # A model that has seen one label has no AUC (NaN: no negatives), so no series, also
+    # after the once-a-second loop has been round (2.5 s) since its update.
+    make(client, "one-label", dense_model(4))
     ex = [{"x": [1.0, 0.0, 0.0, 0.0], "y": "+1"}]
-    assert client.post("/update", json={"model": "one", "examples": ex}).status_code == 200
-    assert 'learnserve_online_roc_auc{model="one"}' not in client.get("/metrics").text
+    assert client.post("/update", json={"model": "one-label", "examples": ex}).status_code == 200
+    time.sleep(2.5)
+    text = client.get("/metrics").text
+    assert 'learnserve_online_log_loss{model="one-label"}' in text
+    assert 'learnserve_online_roc_auc{model="one-label"}' not in text
 
 
 def test_dense_fast_path_builds_exactly_the_checked_batch() -> None:
