@@ -168,13 +168,17 @@ async def create(
 
 
 async def delete(registry: Registry, name: str) -> None:
-    try:
-        existed = await registry.store.delete_model(name)
-    except StoreUnavailable as e:
-        registry.health.failed("delete_model", e)
-        raise store_unavailable() from e
-    local = registry._drop(name)
-    local = registry.failed.pop(name, None) is not None or local
+    # Under the catalog lock: a catalog sync that read the list before the store
+    # deleted the model would load it again after our drop (a deleted model back in
+    # this worker, its series on /metrics, until the next sync).
+    async with registry._catalog_lock:
+        try:
+            existed = await registry.store.delete_model(name)
+        except StoreUnavailable as e:
+            registry.health.failed("delete_model", e)
+            raise store_unavailable() from e
+        local = registry._drop(name)
+        local = registry.failed.pop(name, None) is not None or local
     if not existed and not local:
         raise not_found(name)
 
