@@ -141,8 +141,9 @@ async def periodic(registry: Registry) -> None:
         if h.auc_stale:  # every worker that applies sets the learning gauges
             h.auc_stale = False
             auc = h.window.auc()
-            if auc is not None:
-                M.ONLINE_ROC_AUC.labels(h.name).set(auc)
+            if auc is not None or h.auc_shown:  # NaN once there is none (multiclass now)
+                M.ONLINE_ROC_AUC.labels(h.name).set(math.nan if auc is None else auc)
+                h.auc_shown = True
         if not h.adapter.online or not h.owned:  # owners checkpoint; guests only read
             continue
         if h.checkpoint_at is not None:

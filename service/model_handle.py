@@ -134,6 +134,7 @@ class ModelHandle:
         # The window changed since the AUC gauge was computed (an O(window log window)
         # sort, so it is refreshed by the once-a-second loop, not on every entry).
         self.auc_stale = False
+        self.auc_shown = False  # the AUC gauge has a series (set it NaN when AUC goes)
         _init_model_series(name, adapter)
         self._m_applied = {r: M.LOG_ENTRIES_APPLIED.labels(name, r) for r in ("owner", "guest")}
 
@@ -175,10 +176,12 @@ class ModelHandle:
                 self._m_acc.set(acc_loss[0])
                 self._m_loss.set(acc_loss[1])
                 log_loss = self.window.log_loss()
-                if log_loss is not None:
+                if log_loss is not None or self._m_logloss is not None:
+                    # A model that became multiclass has no binary figures left in its
+                    # window: NaN (a gap on the dashboard), not its last binary value.
                     if self._m_logloss is None:
                         self._m_logloss = M.ONLINE_LOG_LOSS.labels(self.name)
-                    self._m_logloss.set(log_loss)
+                    self._m_logloss.set(math.nan if log_loss is None else log_loss)
                     self.auc_stale = True
             ndcg = self.window.ndcg()
             if ndcg is not None:

@@ -322,10 +322,33 @@ def test_log_loss_and_auc_gauges_are_the_window_figures(client: httpx.Client) ->
         return None if m is None else float(m.group(1))
 
     assert gauge("learnserve_online_log_loss") == pytest.approx(om["log_loss"], rel=1e-12)
-    deadline = time.monotonic() + 10
-    while gauge("learnserve_online_roc_auc") is None and time.monotonic() < deadline:
+    deadline = time.monotonic() + 10  # the loop refreshes it within about a second
+    while gauge("learnserve_online_roc_auc") != om["roc_auc"] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert gauge("learnserve_online_roc_auc") == pytest.approx(om["roc_auc"], rel=1e-12)
+    # The model becomes multiclass: no AUC any more, so the gauge turns NaN (a gap), not
+    # its last binary value.
+    make(client, "grows", {**dense_model(4), "metrics": {"window": 40}})
+
+    def grows_auc() -> str | None:
+        m = re.search(r'^learnserve_online_roc_auc{model="grows"} (\S+)$',
+                      client.get("/metrics").text, re.M)  # fmt: skip
+        return None if m is None else m.group(1)
+
+    for labels in (("+1", "-1"), ("+1", "-1", "x")):
+        X = rng.normal(size=(40, 4))
+        ex = [{"x": x.tolist(), "y": labels[i % len(labels)]} for i, x in enumerate(X)]
+        assert client.post("/update", json={"model": "grows", "examples": ex}).status_code == 200
+        binary = len(labels) == 2  # then a value; once multiclass, NaN
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            auc = grows_auc()
+            if (auc not in (None, "NaN")) if binary else auc == "NaN":
+                break
+            time.sleep(0.2)
+    shown = [ln for ln in client.get("/metrics").text.splitlines() if '{model="grows"}' in ln]
+    assert 'learnserve_online_roc_auc{model="grows"} NaN' in shown, shown
+    assert client.get("/models/grows").json()["online_metrics"]["roc_auc"] is None
     # A model that has seen one label has no AUC (NaN: no negatives), so no series, also
     # after the once-a-second loop has been round (2.5 s) since its update.
     make(client, "one-label", dense_model(4))
