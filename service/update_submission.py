@@ -108,18 +108,23 @@ async def key_entry(registry: Registry, h: ModelHandle, key: str) -> tuple[int, 
         raise store_unavailable("the store is unreachable; the update was not accepted") from e
 
 
+def key_reused(h: ModelHandle) -> ApiError:
+    """The 409 for an idempotency key sent again with another body."""
+    return ApiError(
+        409,
+        "idempotency_key_reused",
+        f"this Idempotency-Key was already used for model {h.name!r} with a "
+        "different body; send a new key for a new batch",
+        "Idempotency-Key",
+    )
+
+
 @contextlib.contextmanager
 def _key_reused(h: ModelHandle) -> Iterator[None]:
     try:
         yield
     except IdempotencyKeyReused:
-        raise ApiError(
-            409,
-            "idempotency_key_reused",
-            f"this Idempotency-Key was already used for model {h.name!r} with a "
-            "different body; send a new key for a new batch",
-            "Idempotency-Key",
-        ) from None
+        raise key_reused(h) from None
 
 
 async def submit_update_once(

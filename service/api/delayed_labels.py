@@ -21,7 +21,6 @@ An ``/update`` example ``{"id", "y"}`` (no ``x``) learns those features with ``y
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 from typing import Any
 
@@ -46,6 +45,7 @@ from service.store.base import (
     StoreUnavailable,
     record_digest,
 )
+from service.update_submission import key_reused
 
 MAX_ID_CHARS = 200
 _TRIES = 3  # a conflict (another worker labelled or re-predicted an id meanwhile): re-read
@@ -124,7 +124,7 @@ async def update_with_ids(
     h: ModelHandle,
     body: dict[str, Any],
     raw: bytes,
-    key: str | None,
+    keyed: tuple[str, str] | None,
     state: dict[str, Any],
 ) -> dict[str, Any]:
     """Learn a batch some of whose examples are ``{"id", "y"}``; the /update answer.
@@ -132,18 +132,13 @@ async def update_with_ids(
     An id is learned at most once by itself (a label sent again is answered as the first
     time); an ``Idempotency-Key`` makes the whole batch, its examples with ``x`` too,
     learned at most once (recorded in the same atomic step as the append and the ids'
-    marks: a retry finds the key although its ids are labelled by then)."""
+    marks: a retry finds the key although its ids are labelled by then). ``keyed``: the
+    key and the SHA-256 of the request's bytes."""
     examples = require_list(body, "examples", settings.max_batch_examples)
     ids = _ids(examples, "examples")
     adapter = _adapter(h, "examples", ids)
-    once: KeyGuard | None = None
-    if key is not None:
-        # The request's own bytes, as a keyed /update of x and y is hashed.
-        digest = await asyncio.to_thread(_sha256, raw) if len(raw) > 1 << 20 else _sha256(raw)
-        once = KeyGuard(key, digest, len(examples), settings.idempotency_ttl_seconds)
-        first = await _replay(registry, h, once, state)
-        if first is not None:
-            return first
+    ttl = settings.idempotency_ttl_seconds
+    once = None if keyed is None else KeyGuard(keyed[0], keyed[1], len(examples), ttl)
     for i, (ex, fid) in enumerate(zip(examples, ids, strict=True)):
         if fid is not None and "x" in ex:
             loc = f"examples[{i}].x"
@@ -208,7 +203,15 @@ async def update_with_ids(
             batch, [labels[k] for k in src], rows, dense=adapter.spec.kind == "dense",
             weights=None if sent_w is None else [sent_w[k] for k in src],
         )  # fmt: skip
-        _check(adapter, entry, src, ids)
+        try:
+            _check(adapter, entry, src, ids)
+        except ApiError:
+            # A retry of a batch appended before (by a worker whose state was behind) is
+            # answered as the first request was, not refused anew on today's state.
+            first = None if once is None else await _replay(registry, h, once, state)
+            if first is None:
+                raise
+            return first
         try:
             position, replayed = await registry.submit_labelled(h, entry, marks, once)
         except FeedbackConflict:
@@ -228,10 +231,6 @@ async def update_with_ids(
     )
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 async def _replay(
     registry: Registry, h: ModelHandle, once: KeyGuard, state: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -243,13 +242,7 @@ async def _replay(
         return None
     position, n, payload_hash = found
     if payload_hash != once.payload_hash:
-        raise ApiError(
-            409,
-            "idempotency_key_reused",
-            f"this Idempotency-Key was already used for model {h.name!r} with a "
-            "different body; send a new key for a new batch",
-            "Idempotency-Key",
-        )
+        raise key_reused(h)
     await registry.replay(h, once.key, position)
     return _replayed(h, n, position, state)
 

@@ -82,8 +82,11 @@ async def update_body(
             )
         if delayed_labels.sent_ids(body, "examples"):  # labels of earlier predictions
             state["model"] = h.name
+            keyed = None
+            if key is not None:  # the request's own bytes, as below
+                keyed = (key, str(await _off_loop_if_big(settings, raw, _sha256, raw)))
             return await delayed_labels.update_with_ids(
-                registry, settings, h, body, raw, key, state
+                registry, settings, h, body, raw, keyed, state
             )
         payload, n = await _off_loop_if_big(
             settings, raw, h.adapter.parse_update, body, settings, raw

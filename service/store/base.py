@@ -45,6 +45,11 @@ class KeyGuard:
     n: int
     ttl_seconds: float
 
+    def __post_init__(self) -> None:
+        check_ttl(self.ttl_seconds)
+        if not self.key or not self.payload_hash or " " in self.payload_hash:
+            raise ValueError("the key and payload_hash must be non-empty, the hash without spaces")
+
 
 class KeyReplayed(Exception):
     """``append_labelled`` found its ``KeyGuard``'s key recorded with the same payload

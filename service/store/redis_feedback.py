@@ -88,10 +88,6 @@ async def append_labelled(
     """One script on its own round trip (not group-committed), as ``append_once``."""
     check_payload(payload)
     check_feedback_labels(labels)
-    if once is not None:
-        check_ttl(once.ttl_seconds)
-        if " " in once.payload_hash or not once.payload_hash or not once.key:
-            raise ValueError("the key and payload_hash must be non-empty, the hash without spaces")
     await store._ready_to_append()
     k = _keys(name)
     keys = [k["config"], k["seq"], k["log"], k["head"], k["gen"], *feedback_keys(k)]

@@ -119,8 +119,6 @@ class SQLiteStore(SQLiteCatalog, SQLiteIdempotency, SQLiteArtifacts):
         """One transaction of its own (not group-committed), as ``append_once``."""
         check_payload(payload)
         check_feedback_labels(labels)
-        if once is not None:
-            check_ttl(once.ttl_seconds)
         done = await self._run(
             sqlite_feedback.append, self._tx, self._append_row, name, bytes(payload), labels, once
         )
