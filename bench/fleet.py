@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from bench._common import print_table, write_results
-from service.ownership import OwnershipView
+from service.fleet.ownership import OwnershipView
 from tests.service.procs import RedisServer, find_redis_server, free_port, stop_process
 from tests.service.serving import start_learnserve
 
@@ -75,7 +75,7 @@ async def append_log(redis_url: str, models: list[str], config: dict[str, Any],
                      bodies: list[dict[str, Any]]) -> dict[str, int]:  # fmt: skip
     """Encode each body as ``/update`` would and append it to a model's log; the
     last position of every model."""
-    from service.models import adapter_class
+    from service.models.kinds import adapter_class
     from service.settings import Settings
     from service.store.redis import RedisStore
 
@@ -128,7 +128,7 @@ def run_mode(mode: str, redis: RedisServer, args: argparse.Namespace) -> dict[st
             r = clients[k % len(clients)].put(f"/models/{name}", json=config)
             assert r.status_code == 201, r.text
         stored = clients[0].get(f"/models/{models[0]}").json()
-        # The same computation every member makes (service.ownership).
+        # The same computation every member makes (service.fleet.ownership).
         view = OwnershipView([f"p{i}" for i in range(args.processes)], args.replicas)
         owners = {
             name: [int(m[1:]) for m in view.owners(name)]

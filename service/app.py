@@ -23,16 +23,16 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service import metrics as M
 from service.api import artifacts, learn, model_state, models, ops, v2
+from service.api.auth import KeyRing
 from service.api.errors import install_handlers
 from service.api.hot import HotRoutes, route_path
 from service.api.openapi import install_openapi
-from service.auth import KeyRing
-from service.loop_monitor import start_loop_monitor, stop_loop_monitor
-from service.process_stats import start_process_stats, stop_process_stats
-from service.registry import Registry
-from service.replication import Replicator
+from service.engine.apply_loop import Replicator
+from service.engine.facade import Engine
+from service.observability import metrics as M
+from service.observability.loop_monitor import start_loop_monitor, stop_loop_monitor
+from service.observability.process_stats import start_process_stats, stop_process_stats
 from service.settings import Settings
 
 log = logging.getLogger("learnserve")
@@ -114,7 +114,7 @@ class MetricsMiddleware:
             error = state.get("error_code") or error  # bodies without our code (/v2)
             if not status:  # no answer sent: the client left (499), else an error escaped
                 status = state.get("status", 500)
-            # Cached children, dropped with the model (service.metrics.forget_model).
+            # Cached children, dropped with the model (service.observability.metrics.forget_model).
             children = M.request_children(route, model, status)
             children[0].observe(time.perf_counter() - t0)
             children[1].inc()
@@ -158,9 +158,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = _open_store(settings)
         await store.open()
-        registry = Registry(store, settings)
-        app.state.registry = registry
-        replicator = Replicator(registry)
+        engine = Engine(store, settings)
+        app.state.engine = engine
+        replicator = Replicator(engine)
         # The replicator restores every model first (retrying while the store is
         # unreachable); /readyz turns 200 once that is done.
         replicator.start()
@@ -172,7 +172,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await stop_process_stats(process_stats)
             await stop_loop_monitor(lag_monitor)
             await replicator.stop()
-            await registry.close()
+            await engine.close()
             await store.close()
             if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
                 from prometheus_client import multiprocess

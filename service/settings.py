@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     # learnserve_event_loop_lag_seconds (how long the loop could not run anything).
     loop_lag_interval_seconds: float = Field(default=0.025, gt=0)
 
-    # Who holds which model (service.placement): "replicate" = every worker holds and
+    # Who holds which model (service.fleet.placement): "replicate" = every worker holds and
     # applies every model; "sharded" = REPLICAS_PER_MODEL members own each model (by
     # rendezvous hashing over the live members) and others load it on demand into a
     # bounded LRU of LRU_BYTES. MEMBER_ID names this worker in the fleet (default

@@ -14,9 +14,17 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
+from service.api.auth import AdminScope, PredictScope
 from service.api.deps import RegistryDep, SettingsDep
 from service.api.errors import ApiError, invalid, json_response, store_unavailable
 from service.api.models import check_name
+from service.api.request_bodies import (
+    OCTETS_TYPE,
+    check_content_type,
+    optional_int,
+    read_body,
+    read_json_object,
+)
 from service.api.schemas import (
     ActivateRequest,
     ActivateResponse,
@@ -25,14 +33,6 @@ from service.api.schemas import (
     RollbackResponse,
     body_doc,
     error_responses,
-)
-from service.auth import AdminScope, PredictScope
-from service.limits import (
-    OCTETS_TYPE,
-    check_content_type,
-    optional_int,
-    read_body,
-    read_json_object,
 )
 from service.store.base import StoreUnavailable
 
@@ -61,7 +61,7 @@ _OCTETS = {
     openapi_extra=_OCTETS,
 )
 async def deploy(
-    name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
+    name: str, request: Request, engine: RegistryDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     check_name(name)
     # Only octet-stream (what `learnserve deploy` sends): the CORS-simple types a web
@@ -70,7 +70,7 @@ async def deploy(
     blob = await read_body(request, settings.max_artifact_bytes)
     if not blob:
         raise invalid("artifact: the body is empty; send the artifact file", "artifact")
-    h, created, stored = await registry.deploy(name, blob)
+    h, created, stored = await engine.deploy(name, blob)
     request.state.model = name
     body = {
         "model": name,
@@ -96,15 +96,15 @@ async def deploy(
     responses={200: {"model": ArtifactList}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def list_artifacts(
-    name: str, request: Request, registry: RegistryDep, _: PredictScope
+    name: str, request: Request, engine: RegistryDep, _: PredictScope
 ) -> Response:
-    h = await registry.find(name)
+    h = await engine.find(name)
     request.state.model = name
     if h.adapter.online:
         raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
     try:
-        versions = await registry.store.list_artifacts(name)
-        active = await registry.store.get_active_version(name)
+        versions = await engine.store.list_artifacts(name)
+        active = await engine.store.get_active_version(name)
     except StoreUnavailable as e:
         raise store_unavailable() from e
     return json_response(
@@ -128,7 +128,7 @@ async def list_artifacts(
     openapi_extra=body_doc(ActivateRequest),
 )
 async def activate(
-    name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
+    name: str, request: Request, engine: RegistryDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     body = await read_json_object(request, settings.max_body_bytes)
     version = optional_int(body, "version", minimum=1)
@@ -136,7 +136,7 @@ async def activate(
         raise invalid("version: field required", "version")
     if version > 2**63 - 1:  # the stores keep 64-bit versions (was a 500 from SQLite)
         raise invalid(f"version: must be at most {2**63 - 1}, got {version}", "version")
-    h = await registry.activate(name, version)
+    h = await engine.activate(name, version)
     request.state.model = name
     return json_response(
         {"model": name, "version": h.version, "checksum": h.adapter.state_digest()}
@@ -149,9 +149,9 @@ async def activate(
     "a concurrent rollback or deploy changed the active version meanwhile)",
     responses={200: {"model": RollbackResponse}, **error_responses(401, 403, 404, 409, 503)},
 )
-async def rollback(name: str, request: Request, registry: RegistryDep, _: AdminScope) -> Response:
+async def rollback(name: str, request: Request, engine: RegistryDep, _: AdminScope) -> Response:
     request.state.model = name
-    h, previous = await registry.rollback(name)
+    h, previous = await engine.rollback(name)
     return json_response(
         {
             "model": name,
@@ -172,9 +172,9 @@ async def delete_version(
     name: str,
     version: Annotated[int, Path(ge=1, le=2**62, description="a stored version")],
     request: Request,
-    registry: RegistryDep,
+    engine: RegistryDep,
     _: AdminScope,
 ) -> Response:
-    await registry.delete_version(name, version)
+    await engine.delete_version(name, version)
     request.state.model = name  # only names that exist become metric labels
     return Response(status_code=204)

@@ -26,16 +26,18 @@ from typing import Any
 
 import orjson
 
-from service import metrics as M
 from service.api.errors import ApiError, invalid, not_found, store_unavailable
 from service.api.finite import refuse_nonfinite
-from service.limits import require_list, type_name
-from service.model_handle import ModelHandle
+from service.api.request_bodies import require_list, type_name
+from service.engine.facade import Engine
+from service.engine.model_handle import ModelHandle
+from service.engine.update_submission import key_reused
+from service.errors import ServiceError
 from service.models.example_weights import entry_weights
 from service.models.feedback_rows import Record, build_entry, decode_record, served_outcome
 from service.models.linear import LinearAdapter
 from service.models.payload import decode_payload
-from service.registry import Registry
+from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import (
     Feedback,
@@ -45,7 +47,6 @@ from service.store.base import (
     StoreUnavailable,
     record_digest,
 )
-from service.update_submission import key_reused
 
 MAX_ID_CHARS = 200
 _TRIES = 3  # a conflict (another worker labelled or re-predicted an id meanwhile): re-read
@@ -90,7 +91,7 @@ def _adapter(h: ModelHandle, where: str, ids: list[str | None]) -> LinearAdapter
 
 # ---------------------------------------------------------------------- /predict
 async def predict_tracked(
-    registry: Registry, settings: Settings, h: ModelHandle, body: dict[str, Any], raw: bytes
+    engine: Engine, settings: Settings, h: ModelHandle, body: dict[str, Any], raw: bytes
 ) -> list[dict[str, Any]]:
     """Predict, and keep what is needed to learn each instance with an id later; the
     answer only once the store holds it (else the label could not be taken)."""
@@ -102,9 +103,9 @@ async def predict_tracked(
     predictions, records = adapter.predict_tracked(bare, ids, settings, raw)
     refuse_nonfinite(predictions, "instances")  # before anything is kept
     try:
-        taken = await registry.store.put_feedback(h.name, records, settings.feedback_ttl_seconds)
+        taken = await engine.store.put_feedback(h.name, records, settings.feedback_ttl_seconds)
     except StoreUnavailable as e:
-        registry.health.failed("put_feedback", e)
+        engine.health.failed("put_feedback", e)
         raise store_unavailable("the store is unreachable; the prediction was not kept") from e
     except ModelNotFound:
         raise not_found(h.name) from None
@@ -119,7 +120,7 @@ async def predict_tracked(
 
 # ---------------------------------------------------------------------- /update
 async def update_with_ids(
-    registry: Registry,
+    engine: Engine,
     settings: Settings,
     h: ModelHandle,
     body: dict[str, Any],
@@ -159,7 +160,7 @@ async def update_with_ids(
     labels: list[Any] = meta["y"]
     wanted = [k for k, fid in enumerate(ids) if fid is not None]
     for _ in range(_TRIES):
-        found = dict(zip(wanted, await _read(registry, h, [str(ids[k]) for k in wanted]),
+        found = dict(zip(wanted, await _read(engine, h, [str(ids[k]) for k in wanted]),
                          strict=True))  # fmt: skip
         rows: list[int | tuple[Record, int, float]] = []  # what the entry learns, in order
         src: list[int] = []  # the example each row of the entry is
@@ -191,11 +192,11 @@ async def update_with_ids(
             mark = orjson.dumps({"y": labels[k], "c": correct}).decode()
             marks.append((fid, record_digest(fb.record), mark))
         if not rows:  # nothing new to learn: answered as the first time
-            first = None if once is None else await _replay(registry, h, once, state)
+            first = None if once is None else await _replay(engine, h, once, state)
             if first is not None:
                 return first  # this key's own first attempt, appended meanwhile
             version = max(repeated)
-            if not await registry.wait_for_version(h, version, settings.min_version_wait_seconds):
+            if not await engine.wait_for_version(h, version, settings.min_version_wait_seconds):
                 raise store_unavailable(f"version {version} is not applied on this worker yet")
             return {"model": h.name, "applied": n, "version": version, "correct": answered}
         sent_w = entry_weights(meta)  # importance weights, by example
@@ -205,15 +206,15 @@ async def update_with_ids(
         )  # fmt: skip
         try:
             _check(adapter, entry, src, ids)
-        except ApiError:
+        except ServiceError:
             # A retry of a batch appended before (by a worker whose state was behind) is
             # answered as the first request was, not refused anew on today's state.
-            first = None if once is None else await _replay(registry, h, once, state)
+            first = None if once is None else await _replay(engine, h, once, state)
             if first is None:
                 raise
             return first
         try:
-            position, replayed = await registry.submit_labelled(h, entry, marks, once)
+            position, replayed = await engine.submit_labelled(h, entry, marks, once)
         except FeedbackConflict:
             continue  # read again: the id is now labelled (or gone, or predicted again)
         if replayed:  # this key's own first attempt, appended meanwhile
@@ -232,18 +233,18 @@ async def update_with_ids(
 
 
 async def _replay(
-    registry: Registry, h: ModelHandle, once: KeyGuard, state: dict[str, Any]
+    engine: Engine, h: ModelHandle, once: KeyGuard, state: dict[str, Any]
 ) -> dict[str, Any] | None:
     """The first answer again when ``once``'s key is recorded with this body (its entry
     applied here, or its failure raised again, as ``submit_update_once`` replays); a key
     recorded with another body is a 409; None when the key is not recorded."""
-    found = await registry.key_entry(h, once.key)
+    found = await engine.key_entry(h, once.key)
     if found is None:
         return None
     position, n, payload_hash = found
     if payload_hash != once.payload_hash:
         raise key_reused(h)
-    await registry.replay(h, once.key, position)
+    await engine.replay(h, once.key, position)
     return _replayed(h, n, position, state)
 
 
@@ -253,11 +254,11 @@ def _replayed(h: ModelHandle, n: int, position: int, state: dict[str, Any]) -> d
     return {"model": h.name, "applied": n, "version": position, "correct": correct}
 
 
-async def _read(registry: Registry, h: ModelHandle, ids: list[str]) -> list[Feedback | None]:
+async def _read(engine: Engine, h: ModelHandle, ids: list[str]) -> list[Feedback | None]:
     try:
-        return await registry.store.get_feedback(h.name, ids)
+        return await engine.store.get_feedback(h.name, ids)
     except StoreUnavailable as e:
-        registry.health.failed("get_feedback", e)
+        engine.health.failed("get_feedback", e)
         raise store_unavailable() from e
 
 
@@ -294,10 +295,10 @@ def _check(adapter: LinearAdapter, entry: bytes, src: list[int], ids: list[str |
     the request's example: ``examples[i].x``, or ``examples[i].id`` for kept features."""
     try:
         adapter.check_update(entry)
-    except ApiError as e:
+    except ServiceError as e:
         m = _ROW.fullmatch(e.field or "")
         if m is None:
             raise
         k = src[int(m.group(1))]
         loc = f"examples[{k}].x" if ids[k] is None else f"examples[{k}].id"
-        raise ApiError(e.status, e.code, e.message.replace(m.group(0), loc, 1), loc) from None
+        raise ServiceError(e.kind, e.code, e.message.replace(m.group(0), loc, 1), loc) from None

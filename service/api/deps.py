@@ -11,18 +11,18 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from service.api.errors import ApiError
-from service.registry import Registry
+from service.engine.facade import Engine
 from service.settings import Settings
 
 
-async def get_registry(request: Request) -> Registry:
-    reg: Registry = request.app.state.registry
+async def get_registry(request: Request) -> Engine:
+    reg: Engine = request.app.state.engine
     if not reg.ready:
         raise not_ready(reg)
     return reg
 
 
-def not_ready(reg: Registry) -> ApiError:
+def not_ready(reg: Engine) -> ApiError:
     """503 saying what the service waits for (compiling kernels, restoring models, the store)."""
     return ApiError(
         503,
@@ -37,5 +37,5 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-RegistryDep = Annotated[Registry, Depends(get_registry)]
+RegistryDep = Annotated[Engine, Depends(get_registry)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -1,8 +1,10 @@
-"""One error shape for every failure the service reports.
+"""One error shape for every failure the service reports, and the only place where
+a domain error (:class:`service.errors.ServiceError`) becomes HTTP.
 
 Every 4xx/5xx body is ``{"detail": {"error": CODE, "message": TEXT, "field": PATH?}}``,
 where ``field`` (when present) names the offending part of the request, e.g.
-``examples[3].x["17"]``.
+``examples[3].x["17"]``. A kind maps to one status (:data:`STATUS`); a retry hint
+becomes ``Retry-After``, a replayed idempotent answer ``Idempotent-Replayed: true``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
+
+from service.errors import Kind, ServiceError
+from service.errors import invalid as invalid
+from service.errors import not_found as not_found
+from service.errors import store_unavailable as store_unavailable
 
 log = logging.getLogger("learnserve.api")
 
@@ -34,8 +41,25 @@ _CODES = {
 }
 
 
-class ApiError(Exception):
-    """Raised anywhere below a route; rendered as the common error body."""
+# The status of each kind of domain error.
+STATUS: dict[Kind, int] = {
+    Kind.BAD_REQUEST: 400,
+    Kind.UNAUTHORIZED: 401,
+    Kind.FORBIDDEN: 403,
+    Kind.NOT_FOUND: 404,
+    Kind.TIMEOUT: 408,
+    Kind.CONFLICT: 409,
+    Kind.TOO_LARGE: 413,
+    Kind.UNSUPPORTED: 415,
+    Kind.INVALID: 422,
+    Kind.UNAVAILABLE: 503,
+}
+_KIND_OF_STATUS = {v: k for k, v in STATUS.items()}
+
+
+class ApiError(ServiceError):
+    """An error of the HTTP layer itself (auth, framing, the protocol's own rules),
+    given with its status and any headers."""
 
     def __init__(
         self,
@@ -45,24 +69,24 @@ class ApiError(Exception):
         field: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(_KIND_OF_STATUS.get(status, Kind.BAD_REQUEST), code, message, field)
         self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
         self.headers = headers
 
 
-def invalid(message: str, field: str | None = None) -> ApiError:
-    return ApiError(422, "invalid_input", message, field)
+def http_status(e: ServiceError) -> int:
+    """The status code ``e`` is answered with."""
+    return e.status if isinstance(e, ApiError) else STATUS[e.kind]
 
 
-def not_found(name: str) -> ApiError:
-    return ApiError(404, "model_not_found", f"model {name!r} does not exist", "model")
-
-
-def store_unavailable(what: str = "the store is unreachable") -> ApiError:
-    return ApiError(503, "store_unavailable", what, headers={"Retry-After": "1"})
+def http_headers(e: ServiceError) -> dict[str, str] | None:
+    """The headers ``e`` is answered with (None: none)."""
+    headers = dict(e.headers or {}) if isinstance(e, ApiError) else {}
+    if e.retry_after is not None:
+        headers["Retry-After"] = str(e.retry_after)
+    if e.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return headers or None
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -103,9 +127,11 @@ def allowed_methods(request: Request) -> list[str]:
 
 
 def install_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError) -> Response:
-        return error_response(exc.status, exc.code, exc.message, exc.field, exc.headers)
+    @app.exception_handler(ServiceError)
+    async def _service_error(request: Request, exc: ServiceError) -> Response:
+        return error_response(
+            http_status(exc), exc.code, exc.message, exc.field, http_headers(exc)
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -9,7 +9,7 @@ runs at ~0.3x a bare ASGI app). These two routes take nothing but a JSON body,
 so this layer answers them directly and hands every other request to FastAPI.
 
 They keep everything the other routes have: API keys and scopes
-(:class:`service.auth.KeyRing`), the content type, the readiness check, the body
+(:class:`service.api.auth.KeyRing`), the content type, the readiness check, the body
 limit and timeout, the one
 error body (:func:`service.api.errors.error_body`) and the metrics
 (``MetricsMiddleware`` wraps this layer). The handlers are the ones in
@@ -25,17 +25,18 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.api.errors import ApiError, error_body
-from service.api.learn import predict_body, ready_registry, update_body
+from service.api.errors import error_body, http_headers, http_status
+from service.api.learn import predict_body, ready_engine, update_body
+from service.api.request_bodies import ClientGone, check_content_type, receive_body
 from service.api.v2_infer import infer_target, serve_infer
-from service.limits import ClientGone, check_content_type, receive_body
-from service.registry import Registry
+from service.engine.facade import Engine
+from service.errors import ServiceError
 from service.settings import Settings
 
 log = logging.getLogger("learnserve.api")
 
 Handler = Callable[
-    [Registry, Settings, bytes, dict[str, Any], dict[str, str]], Awaitable[dict[str, Any]]
+    [Engine, Settings, bytes, dict[str, Any], dict[str, str]], Awaitable[dict[str, Any]]
 ]
 
 # path -> (API-key scope, handler)
@@ -56,8 +57,8 @@ _JSON = (b"content-type", b"application/json")
 class HotRoutes:
     """Answer ``POST`` to :data:`ROUTES`; pass everything else to ``app``.
 
-    ``state`` is the application's ``app.state`` (registry, settings, keyring),
-    read per request because the lifespan sets the registry after start-up."""
+    ``state`` is the application's ``app.state`` (engine, settings, keyring),
+    read per request because the lifespan sets the engine after start-up."""
 
     def __init__(self, app: ASGIApp, state: Any) -> None:
         self.app = app
@@ -94,7 +95,7 @@ class HotRoutes:
                 state = self.state
                 state.keyring.check(headers, key_scope)
                 check_content_type(headers.get("content-type"))
-                registry = ready_registry(state.registry)
+                engine = ready_engine(state.engine)
                 settings: Settings = state.settings
                 raw = await receive_body(
                     receive,
@@ -102,11 +103,11 @@ class HotRoutes:
                     settings.max_body_bytes,
                     settings.body_timeout_seconds,
                 )
-                answer = await handler(registry, settings, raw, rstate, headers)
+                answer = await handler(engine, settings, raw, rstate, headers)
                 if "idempotency-key" in headers:  # the only requests that add headers
                     extra = rstate.get("reply_headers")
-            except ApiError as e:
-                status, extra = e.status, e.headers
+            except ServiceError as e:
+                status, extra = http_status(e), http_headers(e)
                 answer = error_body(e.code, e.message, e.field)
             body = orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
         except ClientGone:

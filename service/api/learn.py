@@ -18,11 +18,18 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from service import metrics as M
 from service.api import delayed_labels
 from service.api.deps import not_ready
 from service.api.errors import ApiError, invalid, json_response
 from service.api.finite import refuse_nonfinite
+from service.api.request_bodies import (
+    check_content_type,
+    check_utf8_start,
+    optional_int,
+    parse_json_object,
+    read_body,
+    require_str,
+)
 from service.api.schemas import (
     IDEMPOTENCY_KEY_PARAM,
     IDEMPOTENT_REPLAYED_HEADER,
@@ -34,23 +41,17 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.limits import (
-    check_content_type,
-    check_utf8_start,
-    optional_int,
-    parse_json_object,
-    read_body,
-    require_str,
-)
-from service.model_handle import ModelHandle
-from service.registry import Registry
+from service.engine.facade import Engine
+from service.engine.model_handle import ModelHandle
+from service.errors import ServiceError
+from service.observability import metrics as M
 from service.settings import Settings
 
 router = APIRouter(tags=["learning"])
 
 
 async def update_body(
-    registry: Registry,
+    engine: Engine,
     settings: Settings,
     raw: bytes,
     state: dict[str, Any],
@@ -68,14 +69,14 @@ async def update_body(
     check_utf8_start(raw)  # before the bytes scanners, which read ASCII structure
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
-    parsed = await _parse_raw(registry, settings, raw, state.get("path_model"))
+    parsed = await _parse_raw(engine, settings, raw, state.get("path_model"))
     if parsed is not None:
         h, payload, n = parsed
     else:  # the general path: every body, with errors naming the field
         body = parse_json_object(raw)
         only_one_of(body, "examples", "queries")
         name = model_name(body, state)
-        h = await registry.find(name)
+        h = await engine.find(name)
         if not h.adapter.online:
             raise ApiError(
                 409, "not_online", f"model {name!r} is a batch model; it cannot learn online"
@@ -86,7 +87,7 @@ async def update_body(
             if key is not None:  # the request's own bytes, as below
                 keyed = (key, str(await _off_loop_if_big(settings, raw, _sha256, raw)))
             return await delayed_labels.update_with_ids(
-                registry, settings, h, body, raw, keyed, state
+                engine, settings, h, body, raw, keyed, state
             )
         payload, n = await _off_loop_if_big(
             settings, raw, h.adapter.parse_update, body, settings, raw
@@ -96,18 +97,18 @@ async def update_body(
     # that would make the weights non-finite is refused before the log sees it.
     try:
         h.adapter.check_update(payload)
-    except ApiError:
+    except ServiceError:
         # A retry of a batch appended before (by a worker whose state was behind) is
         # answered as the first request was, not refused anew on today's state.
-        if key is None or not await registry.key_recorded(h, key):
+        if key is None or not await engine.key_recorded(h, key):
             raise
     if key is None:
-        version = await registry.submit_update(h, payload)
+        version = await engine.submit_update(h, payload)
     else:
         # The request's own bytes, not the log entry: both parse paths must see one
         # body as one body (they may encode it differently, e.g. -0.0 as 0.0).
         digest = await _off_loop_if_big(settings, raw, _sha256, raw)
-        version, n, replayed = await registry.submit_update_once(h, payload, key, digest, n)
+        version, n, replayed = await engine.submit_update_once(h, payload, key, digest, n)
         if replayed:
             state["reply_headers"] = {"Idempotent-Replayed": "true"}
             return answer(h, n, version)
@@ -166,7 +167,7 @@ def model_name(body: dict[str, Any], state: dict[str, Any]) -> str:
 
 
 async def _parse_raw(
-    registry: Registry, settings: Settings, raw: bytes, path_model: str | None = None
+    engine: Engine, settings: Settings, raw: bytes, path_model: str | None = None
 ) -> tuple[ModelHandle, bytes, int] | None:
     """The adapter's bytes-only parse (``parse_update_raw``), when it takes the body
     (on ``/models/{name}/update``, a body naming the path's model; any other body
@@ -175,7 +176,7 @@ async def _parse_raw(
     name = m.group(1).decode() if m else None
     if path_model is not None and name != path_model:
         return None
-    h = registry.models.get(name) if name else None
+    h = engine.models.get(name) if name else None
     if h is None or not h.adapter.online:
         return None
     fast = await _off_loop_if_big(settings, raw, h.adapter.parse_update_raw, raw, settings)
@@ -193,7 +194,7 @@ async def _off_loop_if_big(settings: Settings, raw: bytes, fn: Any, *args: Any) 
 
 
 async def predict_body(
-    registry: Registry,
+    engine: Engine,
     settings: Settings,
     raw: bytes,
     state: dict[str, Any],
@@ -203,7 +204,7 @@ async def predict_body(
     body = parse_json_object(raw)
     only_one_of(body, "instances", "queries")
     name = model_name(body, state)
-    h = await registry.find(name)
+    h = await engine.find(name)
     state["model"] = name
     min_version = optional_int(body, "min_version")
     if "k" in body:  # read by FastXML only, but documented (and checked) for every model
@@ -211,7 +212,7 @@ async def predict_body(
         if k is None or k > 100:
             raise invalid(f"k: must be an integer in [1, 100], got {body['k']!r}", "k")
     if min_version is not None and h.version < min_version:
-        ok = await registry.wait_for_version(h, min_version, settings.min_version_wait_seconds)
+        ok = await engine.wait_for_version(h, min_version, settings.min_version_wait_seconds)
         if not ok:
             raise ApiError(
                 503,
@@ -223,17 +224,17 @@ async def predict_body(
             )
     if (b'id"' in raw or b"\\" in raw) and delayed_labels.sent_ids(body, "instances"):
         version = h.version  # that of the predictions (the store write may see a newer)
-        tracked = await delayed_labels.predict_tracked(registry, settings, h, body, raw)
+        tracked = await delayed_labels.predict_tracked(engine, settings, h, body, raw)
         return {"model": name, "version": version, "predictions": tracked}
     predictions = h.adapter.predict(body, settings, raw)
     refuse_nonfinite(predictions, "queries" if "queries" in body else "instances")
     return {"model": name, "version": h.version, "predictions": predictions}
 
 
-def ready_registry(registry: Registry) -> Registry:
-    if not registry.ready:
-        raise not_ready(registry)
-    return registry
+def ready_engine(engine: Engine) -> Engine:
+    if not engine.ready:
+        raise not_ready(engine)
+    return engine
 
 
 async def _serve(
@@ -242,13 +243,13 @@ async def _serve(
     state = request.app.state
     state.keyring.check(request.headers, scope)
     check_content_type(request.headers.get("content-type"))
-    registry = ready_registry(state.registry)
+    engine = ready_engine(state.engine)
     settings: Settings = state.settings
     raw = await read_body(request, settings.max_body_bytes)
     rstate = request.scope.setdefault("state", {})
     if path_model is not None:
         rstate["path_model"] = path_model
-    answer = await handler(registry, settings, raw, rstate, request.headers)
+    answer = await handler(engine, settings, raw, rstate, request.headers)
     return json_response(answer, headers=rstate.get("reply_headers"))
 
 

@@ -3,7 +3,7 @@
 
 Importing is ``PUT /models/{name}`` with the artifact as the body
 (``application/octet-stream``, see :mod:`service.api.models`); both directions are
-in :mod:`service.online_imports`, the weights in :mod:`service.models.weights`.
+in :mod:`service.engine.transfers`, the weights in :mod:`service.models.weights`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from service.api.auth import AdminScope, PredictScope
 from service.api.deps import RegistryDep, SettingsDep
 from service.api.errors import ApiError, json_response
 from service.api.schemas import error_responses
-from service.auth import AdminScope, PredictScope
-from service.model_handle import ModelHandle
+from service.engine.model_handle import ModelHandle
+from service.engine.transfers import export_state
 from service.models.weights import MAX_TOP
-from service.online_imports import export_state
 
 router = APIRouter(tags=["models"])
 _BINARY = {"type": "string", "format": "binary"}
@@ -123,9 +123,9 @@ def _online(h: ModelHandle, name: str) -> None:
     response_class=Response,
 )
 async def export_model_state(
-    name: str, request: Request, registry: RegistryDep, _: AdminScope
+    name: str, request: Request, engine: RegistryDep, _: AdminScope
 ) -> Response:
-    h = await registry.find(name)
+    h = await engine.find(name)
     request.state.model = name
     _online(h, name)
     blob, version, digest = await export_state(h)
@@ -146,13 +146,13 @@ async def export_model_state(
 async def model_weights(
     name: str,
     request: Request,
-    registry: RegistryDep,
+    engine: RegistryDep,
     settings: SettingsDep,
     _: PredictScope,
     top: Annotated[int, Query(ge=1, le=MAX_TOP, description="weights per side and label")] = 20,
     label: Annotated[str | None, Query(max_length=1000, description="one label only")] = None,
 ) -> Response:
-    h = await registry.find(name)
+    h = await engine.find(name)
     request.state.model = name
     _online(h, name)
     # Under the lock, in a thread: one version's weights, and a 2**24-wide partial

@@ -11,8 +11,10 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from service.api.auth import AdminScope, PredictScope
 from service.api.deps import RegistryDep, SettingsDep
 from service.api.errors import ApiError, invalid, json_response, store_unavailable
+from service.api.request_bodies import OCTETS_TYPE, read_body, read_json_object
 from service.api.schemas import (
     CheckpointResponse,
     ModelInfo,
@@ -20,10 +22,8 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.auth import AdminScope, PredictScope
-from service.limits import OCTETS_TYPE, read_body, read_json_object
-from service.models import adapter_for_body
-from service.online_imports import import_model
+from service.engine.transfers import import_model
+from service.models.kinds import adapter_for_body
 from service.store.base import validate_name
 
 router = APIRouter(tags=["models"])
@@ -76,7 +76,7 @@ _CREATE_BODY["requestBody"]["content"][OCTETS_TYPE] = {
     openapi_extra=_CREATE_BODY,
 )  # fmt: skip
 async def put_model(
-    name: str, request: Request, registry: RegistryDep, settings: SettingsDep, _: AdminScope
+    name: str, request: Request, engine: RegistryDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     check_name(name)
     media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
@@ -84,13 +84,13 @@ async def put_model(
         blob = await read_body(request, settings.max_artifact_bytes)
         if not blob:
             raise invalid("artifact: the body is empty; send the artifact file", "artifact")
-        h, created = await import_model(registry, name, blob)
+        h, created = await import_model(engine, name, blob)
         request.state.model = name
         return json_response(await h.describe(), 201 if created else 200)
     body = await read_json_object(request, settings.max_body_bytes)
     cls = adapter_for_body(body)
     config = cls.normalize_config(body, settings)
-    h, created = await registry.create(name, cls, config)
+    h, created = await engine.create(name, cls, config)
     request.state.model = name  # only names that exist become metric labels
     return json_response(await h.describe(), 201 if created else 200)
 
@@ -100,11 +100,11 @@ async def put_model(
     summary="List models",
     responses={200: {"model": ModelList}, **error_responses(401, 403)},
 )
-async def list_models(registry: RegistryDep, _: PredictScope) -> Response:
+async def list_models(engine: RegistryDep, _: PredictScope) -> Response:
     with contextlib.suppress(Exception):  # store down: list what this worker holds
-        await registry.sync_catalog()
+        await engine.sync_catalog()
     listed = []
-    for i, h in enumerate(list(registry.models.values())):
+    for i, h in enumerate(list(engine.models.values())):
         if i and i % LIST_YIELD_EVERY == 0:
             # Thousands of models: let the loop serve others between slices.
             await asyncio.sleep(0)
@@ -120,13 +120,13 @@ async def list_models(registry: RegistryDep, _: PredictScope) -> Response:
     responses={200: {"model": ModelInfo}, **error_responses(401, 403, 404)},
 )
 async def get_model(
-    name: str, request: Request, registry: RegistryDep, _: PredictScope
+    name: str, request: Request, engine: RegistryDep, _: PredictScope
 ) -> Response:
-    held = name in registry.models  # before find(), which loads a guest copy
-    h = await registry.find(name)
+    held = name in engine.models  # before find(), which loads a guest copy
+    h = await engine.find(name)
     request.state.model = name
     info = await h.describe()
-    info["ownership"] = registry.placement.describe(name, held)
+    info["ownership"] = engine.placement.describe(name, held)
     return json_response(info)
 
 
@@ -136,9 +136,9 @@ async def get_model(
     responses={200: {"model": CheckpointResponse}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def checkpoint_model(
-    name: str, request: Request, registry: RegistryDep, _: AdminScope
+    name: str, request: Request, engine: RegistryDep, _: AdminScope
 ) -> Response:
-    h = await registry.find(name)
+    h = await engine.find(name)
     request.state.model = name
     if not h.adapter.online:
         raise ApiError(
@@ -147,7 +147,7 @@ async def checkpoint_model(
     t0 = time.perf_counter()
     while h.checkpointing:  # one at a time per model: wait for the running one
         await asyncio.sleep(0.01)
-    written = await registry.checkpoint(h)
+    written = await engine.checkpoint(h)
     if not written and h.version > h.checkpoint_position:
         raise store_unavailable("the checkpoint could not be written; retry later")
     return json_response(
@@ -167,8 +167,8 @@ async def checkpoint_model(
     responses=error_responses(401, 403, 404, 503),
 )
 async def delete_model(
-    name: str, request: Request, registry: RegistryDep, _: AdminScope
+    name: str, request: Request, engine: RegistryDep, _: AdminScope
 ) -> Response:
     check_name(name)
-    await registry.delete(name)
+    await engine.delete(name)
     return Response(status_code=204)

@@ -58,7 +58,7 @@ SECURITY_SCHEMES = {
 
 
 def required_scope(method: str, path: str, settings: Settings) -> str | None:
-    """The API-key scope an operation needs (``service.auth``), None for none."""
+    """The API-key scope an operation needs (``service.api.auth``), None for none."""
     if path in ("/healthz", "/readyz") or path.startswith("/v2/health/"):
         return None
     if path == "/metrics":

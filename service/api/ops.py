@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import PlainTextResponse, Response
 
-from service import metrics as M
 from service.api.errors import json_response
 from service.api.schemas import Health, Readiness, error_responses
+from service.observability import metrics as M
 
 router = APIRouter(tags=["operations"])
 
@@ -30,7 +30,7 @@ async def healthz() -> Response:
     },
 )
 async def readyz(request: Request) -> Response:
-    reg = request.app.state.registry
+    reg = request.app.state.engine
     body = {
         "ready": reg.ready,
         # "" once ready; else what start-up is doing (compiling kernels, restoring a model...)
@@ -62,7 +62,7 @@ async def metrics(request: Request) -> Response:
     settings = request.app.state.settings
     if not settings.metrics_public:
         request.app.state.keyring.check(request.headers, "admin")
-    reg = request.app.state.registry
+    reg = request.app.state.engine
     # The catalog as this worker knows it, taken here on the loop: the thread must
     # not iterate dicts the loop is changing. Deleted models' series are left out.
     live = frozenset(reg.models) | frozenset(reg.failed)

@@ -27,12 +27,13 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from service.api.errors import ApiError
-from service.api.learn import ready_registry
+from service.api.learn import ready_engine
+from service.api.request_bodies import read_body
 from service.api.v2_docs import INFER_DOC, RESPONSES
 from service.api.v2_infer import error_answer, infer_answer, served
 from service.api.v2_outputs import metadata
-from service.limits import read_body
-from service.model_handle import ModelHandle
+from service.engine.model_handle import ModelHandle
+from service.errors import ServiceError
 
 router = APIRouter(tags=["open inference protocol (v2)"])
 
@@ -45,14 +46,14 @@ async def _answer(request: Request, work: Callable[[], Awaitable[Response]]) -> 
     """``work()``, its ``ApiError`` as the protocol's error body."""
     try:
         return await work()
-    except ApiError as e:
+    except ServiceError as e:
         status, body, headers = error_answer(e, request.scope.setdefault("state", {}))
         return Response(body, status, headers, media_type="application/json")
 
 
 async def _served(request: Request, name: str, version: str | None) -> tuple[ModelHandle, int]:
     rstate = request.scope.setdefault("state", {})
-    return await served(request.app.state.registry, name, version, rstate)
+    return await served(request.app.state.engine, name, version, rstate)
 
 
 def _key(request: Request) -> None:
@@ -69,7 +70,7 @@ async def live() -> Response:
 )
 async def ready(request: Request) -> Response:
     async def work() -> Response:
-        ready_registry(request.app.state.registry)
+        ready_engine(request.app.state.engine)
         return _json({"ready": True})
 
     return await _answer(request, work)

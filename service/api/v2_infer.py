@@ -21,8 +21,9 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Send
 
-from service.api.errors import ApiError
-from service.api.learn import ready_registry
+from service.api.errors import ApiError, http_headers, http_status
+from service.api.learn import ready_engine
+from service.api.request_bodies import ClientGone, receive_body, type_name, unsupported_type
 from service.api.v2_outputs import output_names, output_tensors
 from service.api.v2_tensors import (
     bad,
@@ -31,10 +32,10 @@ from service.api.v2_tensors import (
     requested_outputs,
     split_request,
 )
-from service.limits import ClientGone, receive_body, type_name, unsupported_type
-from service.model_handle import ModelHandle
+from service.engine.facade import Engine
+from service.engine.model_handle import ModelHandle
+from service.errors import ServiceError
 from service.models.payload import dense_batch
-from service.registry import Registry
 
 log = logging.getLogger("learnserve.api")
 _INFER_TYPES = ("application/json", "application/octet-stream")
@@ -56,21 +57,22 @@ def infer_target(path: str) -> tuple[str, str | None] | None:
     return None
 
 
-def error_answer(e: ApiError, rstate: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
+def error_answer(e: ServiceError, rstate: dict[str, Any]) -> tuple[int, bytes, dict[str, str]]:
     """The protocol's error body ``{"error": message}`` (with ``code``, ``field``); 422 as 400."""
     rstate["error_code"] = e.code  # for learnserve_request_errors_total
     body = {"error": e.message, "code": e.code}
     if e.field is not None:
         body["field"] = e.field
-    return 400 if e.status == 422 else e.status, orjson.dumps(body), e.headers or {}
+    status = http_status(e)
+    return 400 if status == 422 else status, orjson.dumps(body), http_headers(e) or {}
 
 
 async def served(
-    registry: Registry, name: str, version: str | None, rstate: dict[str, Any]
+    engine: Engine, name: str, version: str | None, rstate: dict[str, Any]
 ) -> tuple[ModelHandle, int]:
     """The model and its row width; 400 for a model whose input is no tensor, 404 for
     a version not served now."""
-    h = await ready_registry(registry).find(name)
+    h = await ready_engine(engine).find(name)
     rstate["model"] = h.name  # only names that exist become metric labels
     a = h.adapter
     width = a.tensor_width() if a.tensor_task else None
@@ -103,21 +105,21 @@ async def infer_answer(
     rstate: dict[str, Any],
 ) -> tuple[bytes, dict[str, str]]:
     """The body and headers of an infer answer. ``state``: the app's state (keyring,
-    registry); ``headers``: lower-case names; ``read(max_bytes, timeout)``: the body."""
+    engine); ``headers``: lower-case names; ``read(max_bytes, timeout)``: the body."""
     state.keyring.check(headers, "predict")
     ctype = headers.get("content-type", "")
     # tritonclient sends no Content-Type; infer changes no model, so the
-    # cross-site-form reason to insist on one (service.limits) does not apply.
+    # cross-site-form reason to insist on one (service.api.request_bodies) does not apply.
     if ctype.strip() and ctype.split(";")[0].strip().lower() not in _INFER_TYPES:
         raise unsupported_type(f"Content-Type {ctype[:100]!r}: send application/json")
     encoding = headers.get("content-encoding", "identity").strip().lower()
     if encoding != "identity":  # tritonclient's request_compression_algorithm
         raise unsupported_type(f"Content-Encoding {encoding[:40]!r}: send the body as is")
-    registry = ready_registry(state.registry)
-    settings = registry.settings
+    engine = ready_engine(state.engine)
+    settings = engine.settings
     raw = await read(settings.max_body_bytes, settings.body_timeout_seconds)
     req, binary = split_request(raw, headers.get("inference-header-content-length"))
-    h, width = await served(registry, name, version, rstate)
+    h, width = await served(engine, name, version, rstate)
     X = input_matrix(req, binary, width, settings.max_batch_examples)
     wanted = requested_outputs(req, output_names(h.adapter))
     preds = h.adapter.predict_batch(dense_batch(X))  # no await since: one version
@@ -149,7 +151,7 @@ async def serve_infer(
     status = 200
     try:
         body, extra = await infer_answer(state, headers, read, *target, rstate)
-    except ApiError as e:
+    except ServiceError as e:
         status, body, extra = error_answer(e, rstate)
         extra = {"content-type": _JSON, **extra}
     except ClientGone:

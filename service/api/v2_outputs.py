@@ -19,7 +19,7 @@ import numpy as np
 
 from service.api.errors import ApiError
 from service.api.v2_tensors import INPUT, Tensor, bad
-from service.model_handle import ModelHandle
+from service.engine.model_handle import ModelHandle
 from service.models.base import ModelAdapter
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from service.api.errors import ApiError
-from service.limits import parse_json_object, too_large, type_name
+from service.api.request_bodies import parse_json_object, too_large, type_name
 
 INPUT = "x"  # the one input of every model served: a batch of dense feature rows
 NUMERIC = {

@@ -12,7 +12,7 @@ import os
 import typer
 
 from service.cli import app
-from service.warmup import Family
+from service.models.warmup import Family
 
 
 @app.command()
@@ -25,7 +25,7 @@ def warmup(
     ),
 ) -> None:
     """Compile (or load from numba's disk cache) every online kernel family, with progress."""
-    from service.warmup import warm_all, warm_parallel
+    from service.models.warmup import warm_all, warm_parallel
 
     def before(i: int, n: int, fam: Family) -> None:
         typer.echo(f"warmup {i}/{n}: {fam.name}: {fam.what} ...", err=True)

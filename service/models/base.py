@@ -11,13 +11,13 @@ An adapter wraps one learner instance and knows the wire format of its kind:
 - ``parse_update(body, settings, raw) -> (payload, n_examples)``: validate an
   ``/update`` body completely and encode it as a compact log entry (see
   :mod:`service.models.payload`). Must not read or change mutable model state,
-  so it runs outside the model lock. Raise :class:`ApiError` (422/413) naming
+  so it runs outside the model lock. Raise :class:`~service.errors.ServiceError` (422/413) naming
   the field.
 - ``parse_update_raw(raw, settings) -> FastUpdate | None`` (optional): the same,
   from the bytes alone, for bodies it can prove well-formed (e.g. dense rows
   scanned straight into a matrix); ``None`` sends the body to ``parse_update``.
 - ``check_update(payload)`` (optional): a dry run of the entry on the current
-  state, before it is appended: raise :class:`ApiError` (422, naming the example)
+  state, before it is appended: raise :class:`~service.errors.ServiceError` (422, naming the example)
   when learning it would make the weights non-finite, so a refused batch never
   reaches the log. Must not change the state.
 - ``apply(payload) -> UpdateResult``: apply one log entry. Deterministic; on
@@ -128,7 +128,7 @@ class ModelAdapter(ABC):
     def tensor_width(self) -> int | None:
         """Values per row when the input is a fixed-width dense row, else ``None``
         (sparse or hashed features: a map per row, no tensor). May raise
-        :class:`ApiError` when the model cannot score yet (no artifact deployed)."""
+        :class:`~service.errors.ServiceError` when the model cannot score yet (no artifact deployed)."""
         return None
 
     def classes(self) -> list[Any]:

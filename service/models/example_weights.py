@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from service.api.errors import invalid
-from service.limits import type_name
+from service.errors import invalid
+from service.models.json_fields import type_name
 
 __all__ = ["WEIGHT_FIELD", "check_weight", "entry_weights", "weights_meta"]
 

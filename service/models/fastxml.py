@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from learners.features import Batch
-from service.api.errors import invalid
+from service.errors import invalid
 from service.models.batch import BatchAdapter
 
 

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from learners.features import Batch, FeatureSpec
-from service.api.errors import ApiError
-from service.limits import items_field, require_list
+from service.errors import Kind, ServiceError
 from service.models.batch import BatchAdapter
+from service.models.json_fields import items_field, require_list
 from service.models.queries import (
     encode_rows,
     parse_queries,
@@ -74,7 +74,7 @@ class LambdaMARTAdapter(BatchAdapter):
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> list[dict[str, Any]]:
         if self.model is None or self.n_features is None:
-            raise ApiError(409, "no_artifact", "no artifact is deployed for this model yet")
+            raise ServiceError(Kind.CONFLICT, "no_artifact", "no artifact is deployed for this model yet")
         if ranking_or_instances(body):
             q = parse_queries(body, settings, relevance=False)
             batch = self.encode(q.xs, settings, raw, q.locate())

@@ -23,12 +23,12 @@ import numpy as np
 from learners.base import UpdateResult, check_label
 from learners.features import Batch, FeatureError, FeatureSpec
 from learners.linear import NotFittedError
-from service.api.errors import ApiError, invalid
-from service.limits import items_field, json_int, require_list, too_large, type_name
+from service.errors import Kind, ServiceError, invalid
 from service.models import feature_names as names
 from service.models.base import FastUpdate, ModelAdapter
 from service.models.example_weights import WEIGHT_FIELD, check_weight, entry_weights, weights_meta
 from service.models.feedback_rows import encode_record, update_with_served
+from service.models.json_fields import items_field, json_int, require_list, too_large, type_name
 from service.models.payload import (
     decode_payload,
     dense_batch,
@@ -136,7 +136,7 @@ def online_model_config(
 
 def metrics_config(metrics: Any) -> dict[str, Any]:
     """``{"window": n}``: the progressive metrics' window, 1..MAX_WINDOW examples."""
-    from service.online_metrics import MAX_WINDOW
+    from service.engine.progressive_metrics import MAX_WINDOW
 
     if not isinstance(metrics, dict):
         raise invalid(f"metrics: must be an object, got {type_name(metrics)}", "metrics")
@@ -194,7 +194,7 @@ class LinearAdapter(ModelAdapter):
     @classmethod
     def warmup(cls) -> None:
         from learners.linear import ALGORITHMS, first_nonfinite_row, make_classifier
-        from service.online_metrics import EvalWindow
+        from service.engine.progressive_metrics import EvalWindow
 
         spec = FeatureSpec.sparse(4)
         batch = spec.encode([{"0": 1.0}, {"1": 1.0, "3": -1.0}, {"2": 0.5}])
@@ -298,16 +298,16 @@ class LinearAdapter(ModelAdapter):
             * (1 + (self.spec.dim if cov == "full" else 1 if cov == "diagonal" else 0))
         )
         if total > settings.max_labels:
-            raise ApiError(
-                422,
+            raise ServiceError(
+                Kind.INVALID,
                 "too_many_labels",
                 f"examples: {len(new)} new labels would give the model {total} labels, "
                 f"more than the limit of {settings.max_labels}",
                 "examples",
             )
         if total * per_label > settings.max_model_bytes:
-            raise ApiError(
-                422,
+            raise ServiceError(
+                Kind.INVALID,
                 "model_too_large",
                 f"examples: {total} labels x {self.spec.dim} dimensions would need "
                 f"{total * per_label / 2**30:.1f} GiB of weights, more than the limit of "
@@ -377,8 +377,8 @@ class LinearAdapter(ModelAdapter):
         try:
             preds = self.model.predict_details(batch)
         except NotFittedError:
-            raise ApiError(
-                409, "not_fitted", "the model has not learned any label yet; send /update first"
+            raise ServiceError(
+                Kind.CONFLICT, "not_fitted", "the model has not learned any label yet; send /update first"
             ) from None
         return [
             {"label": p.label, "score": p.score, "scores": p.scores, "confidence": p.confidence}

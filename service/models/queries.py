@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from learners.features import Batch, FeatureError, FeatureSpec, sparse_index
-from service.api.errors import invalid
-from service.limits import require_list, too_large, type_name
+from service.errors import invalid
 from service.models.example_weights import WEIGHT_FIELD, check_weight
+from service.models.json_fields import require_list, too_large, type_name
 from service.models.linear import dense_matrix
 from service.models.payload import dense_batch
 

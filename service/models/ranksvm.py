@@ -42,11 +42,11 @@ import numpy as np
 
 from learners.base import UpdateResult
 from learners.features import Batch, FeatureSpec
-from service.api.errors import invalid
-from service.limits import items_field, require_list
+from service.errors import invalid
 from service.models import feature_names as names
 from service.models.base import ModelAdapter
 from service.models.example_weights import entry_weights, weights_meta
+from service.models.json_fields import items_field, require_list
 from service.models.linear import online_model_config, overflow_problem
 from service.models.payload import decode_payload, encode_payload
 from service.models.queries import (

@@ -27,7 +27,7 @@ import numpy as np
 
 from learners.feature_names import FeatureNames
 from learners.features import FeatureSpec
-from service.api.errors import invalid
+from service.errors import invalid
 
 MAX_TOP = 1000
 

@@ -77,6 +77,11 @@ class RedisConnection(Store):
         )
         return aioredis.Redis(connection_pool=pool)
 
+    def redis_client(self) -> aioredis.Redis | None:
+        """The opened connection pool (None before ``open``), for what shares it: the
+        fleet's membership leases (``service.fleet.membership``)."""
+        return self._r
+
     @property
     def r(self) -> aioredis.Redis:
         if self._r is None:

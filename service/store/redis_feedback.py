@@ -15,7 +15,7 @@ last id to expire, so a model that stops predicting with ids leaves nothing behi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from service.store import redis_feedback_scripts as scripts
 from service.store.base import (
@@ -32,10 +32,24 @@ from service.store.base import (
 )
 from service.store.redis_idempotency import replayed_key
 from service.store.redis_keys import _keys, _text
-from service.store.redis_wakes import wake_key
+from service.store.redis_wakes import WakeStreams, wake_key
 
-if TYPE_CHECKING:
-    from service.store.redis import RedisStore
+
+class RedisStore(Protocol):
+    """What these functions use of the Redis store (``RedisStore`` and its cluster
+    twin): its scripts, its append gate and its wake streams."""
+
+    wake_in_script: bool
+    wakes: WakeStreams
+
+    @property
+    def r(self) -> Any: ...
+
+    async def _eval_acked(self, src: str, keys: list[str], args: list[Any]) -> Any: ...
+
+    async def _script(self, src: str, keys: list[str], args: list[Any]) -> Any: ...
+
+    async def _ready_to_append(self) -> None: ...
 
 _REASONS = {-2: "missing", -3: "labelled", -4: "changed"}
 

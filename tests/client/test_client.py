@@ -154,7 +154,7 @@ def test_a_lost_answer_is_retried_and_the_batch_learned_once(server) -> None:
 
 def test_a_not_ready_service_is_waited_for(server) -> None:
     """503 not_ready with Retry-After: 1 (a starting service) until it is ready."""
-    registry = server.app.state.registry
+    registry = server.app.state.engine
     with Client(server.url, retry=FAST) as c:
         c.create_model("waits", "pa", {"kind": "sparse", "dim": DIM})
         registry.ready = False

@@ -296,7 +296,7 @@ def test_dockerfile_compiles_kernels_into_the_cache_as_the_service_user(
     import typer.main
 
     from service.cli import app
-    from service.warmup import families
+    from service.models.warmup import families
 
     assert "warmup" in typer.main.get_command(app).commands  # type: ignore[attr-defined]
     assert {f.name for f in families()} >= {"json", "json-maps", "payload", "linear", "ranksvm"}

@@ -25,8 +25,8 @@ import pytest
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-from service import metrics as service_metrics
-from service.process_stats import memory_limit_bytes
+from service.observability import metrics as service_metrics
+from service.observability.process_stats import memory_limit_bytes
 from tests.deploy.conftest import DASHBOARDS, REPO, running_service
 from tests.service.procs import RedisServer, free_port, stop_process, wait_http_ok
 

@@ -13,11 +13,11 @@ import pytest
     [
         "service.settings",
         "service.models.payload",
-        "service.online_metrics",
+        "service.engine.progressive_metrics",
         "service.models.example_weights",
         "service.api.finite",
-        "service.update_outcomes",
-        "service.batch_deploys",
+        "service.engine.update_outcomes",
+        "service.engine.batch_versions",
         "service.models.feedback_rows",
     ],
 )

@@ -147,7 +147,7 @@ def test_other_methods_and_paths_fall_through_to_fastapi(client: TestClient) -> 
 def test_a_bug_is_a_500_with_the_error_body_and_the_service_goes_on(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    adapter = client.app_under_test.state.registry.models["m"].adapter
+    adapter = client.app_under_test.state.engine.models["m"].adapter
 
     def broken(*args: Any) -> Any:
         raise RuntimeError("injected bug")

@@ -343,13 +343,13 @@ def test_not_ready_until_restored(tmp_path: Path) -> None:
     import asyncio
 
     from service.app import create_app
-    from service.registry import Registry
+    from service.engine.facade import Engine
     from service.settings import Settings
     from service.store import open_store
 
     settings = Settings(data_dir=str(tmp_path))
     app = create_app(settings)
-    app.state.registry = Registry(open_store(None, tmp_path), settings)  # nothing restored
+    app.state.engine = Engine(open_store(None, tmp_path), settings)  # nothing restored
 
     async def get(method: str, path: str, **kw: Any) -> httpx.Response:
         transport = httpx.ASGITransport(app=app)

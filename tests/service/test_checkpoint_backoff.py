@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from service.checkpoints import count_due
-from service.model_handle import ModelHandle
-from service.models import adapter_class
-from service.registry import Registry
+from service.engine.checkpoints import count_due
+from service.engine.facade import Engine
+from service.engine.model_handle import ModelHandle
+from service.models.kinds import adapter_class
 from service.settings import Settings
 from service.store import open_store
 from service.store.redis import RedisStore
@@ -30,7 +30,7 @@ def sample(name: str, model: str) -> float:
     return REGISTRY.get_sample_value(name, {"model": model}) or 0.0
 
 
-async def break_store(reg: Registry, broken: bool) -> None:
+async def break_store(reg: Engine, broken: bool) -> None:
     s = reg.store
     if isinstance(s, SQLiteStore):  # the checkpoint (~64 KB) is over the limit, appends not
         db = s._db
@@ -59,7 +59,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
         )
         store = open_store(redis_url, tmp_path)
         await store.open()
-        reg = Registry(store, settings)
+        reg = Engine(store, settings)
         try:
             await reg.restore_all()
             cls = adapter_class("linear")
@@ -67,7 +67,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
             payload, _ = h.adapter.parse_update(BATCH, settings)
             for _ in range(3):
                 await reg.submit_update(h, payload)
-                await asyncio.gather(*list(reg._tasks))
+                await asyncio.gather(*list(reg.tasks))
             assert h.checkpoint_position == 2  # checkpoints work while the store is fine
             assert (await h.describe())["checkpoint_backoff"] is None
 
@@ -78,7 +78,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
                 else:  # appends fail too: the time-triggered one
                     h.next_time_checkpoint = 0.0
                     await reg.periodic()
-                await asyncio.gather(*list(reg._tasks))
+                await asyncio.gather(*list(reg.tasks))
                 assert h.checkpoint_failures == 1
                 d = (await h.describe())["checkpoint_backoff"]
                 assert d["failures"] == 1 and 25 < d["retry_in_seconds"] <= 30
@@ -92,7 +92,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
                 h.next_time_checkpoint = 0.0
                 for _ in range(3):
                     await reg.periodic()
-                await asyncio.gather(*list(reg._tasks))
+                await asyncio.gather(*list(reg.tasks))
                 assert not count_due(settings, h)
                 assert h.checkpoint_failures == 1
                 assert sample("learnserve_checkpoint_failures_total", model) == 1
@@ -100,7 +100,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
                 for n, delay in ((2, 60), (3, 100), (4, 100)):
                     wait_over(h)
                     await reg.periodic()
-                    await asyncio.gather(*list(reg._tasks))
+                    await asyncio.gather(*list(reg.tasks))
                     assert h.checkpoint_failures == n
                     assert sample("learnserve_checkpoint_backoff_seconds", model) == delay
                     assert delay - 5 < h.checkpoint_backoff()["retry_in_seconds"] <= delay  # type: ignore[index]
@@ -110,7 +110,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
                 await break_store(reg, False)
             wait_over(h)
             await reg.periodic()
-            await asyncio.gather(*list(reg._tasks))
+            await asyncio.gather(*list(reg.tasks))
             assert h.checkpoint_position == h.version and h.checkpoint_failures == 0
             assert (await h.describe())["checkpoint_backoff"] is None
             assert sample("learnserve_checkpoint_backoff_seconds", model) == 0

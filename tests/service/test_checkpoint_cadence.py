@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from service.models import adapter_class
-from service.registry import Registry
+from service.engine.facade import Engine
+from service.models.kinds import adapter_class
 from service.settings import Settings
 from service.store import open_store
 
@@ -15,7 +15,7 @@ BODY = {"algorithm": "arow", "features": {"kind": "dense", "dim": 3}}
 BATCH = {"examples": [{"x": [1, 2, 3], "y": "p"}, {"x": [-1, 0, 2], "y": "n"}]}
 
 
-async def run(tmp_path: Path, min_interval: float, updates: int) -> tuple[Registry, list[int]]:
+async def run(tmp_path: Path, min_interval: float, updates: int) -> tuple[Engine, list[int]]:
     settings = Settings(
         data_dir=str(tmp_path),
         checkpoint_every_updates=2,
@@ -24,7 +24,7 @@ async def run(tmp_path: Path, min_interval: float, updates: int) -> tuple[Regist
     )
     store = open_store(None, tmp_path)
     await store.open()
-    reg = Registry(store, settings)
+    reg = Engine(store, settings)
     await reg.restore_all()
     cls = adapter_class("linear")
     h, _ = await reg.create("m", cls, cls.normalize_config(BODY, settings))
@@ -32,7 +32,7 @@ async def run(tmp_path: Path, min_interval: float, updates: int) -> tuple[Regist
     positions = []
     for _ in range(updates):
         await reg.submit_update(h, payload)
-        await asyncio.gather(*list(reg._tasks))  # let a spawned checkpoint finish
+        await asyncio.gather(*list(reg.tasks))  # let a spawned checkpoint finish
         positions.append(h.checkpoint_position)
     return reg, positions
 
@@ -57,11 +57,11 @@ def test_minimum_interval_holds_back_then_the_tick_takes_it(tmp_path: Path) -> N
             assert positions == [0, 2, 2, 2, 2, 2]
             h = reg.get("m")
             await reg.periodic()  # within the interval: still held back
-            await asyncio.gather(*list(reg._tasks))
+            await asyncio.gather(*list(reg.tasks))
             assert h.checkpoint_position == 2
             h.checkpoint_done -= 3600.0  # as if the interval had passed
             await reg.periodic()  # the tick writes the held-back one
-            await asyncio.gather(*list(reg._tasks))
+            await asyncio.gather(*list(reg.tasks))
             assert h.checkpoint_position == 6
         finally:
             await reg.close()

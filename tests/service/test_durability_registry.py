@@ -9,10 +9,11 @@ import asyncio
 import pytest
 
 from learners.features import FeatureSpec
-from service.api.errors import ApiError
-from service.models import adapter_class
+from service.api.errors import http_status
+from service.engine.facade import Engine
+from service.errors import ServiceError
+from service.models.kinds import adapter_class
 from service.models.payload import encode_payload
-from service.registry import Registry
 from service.settings import Settings
 from service.store import open_store
 
@@ -27,7 +28,7 @@ def test_unappliable_entry_is_skipped_deterministically(tmp_path) -> None:
         replica_store = open_store(None, tmp_path)  # a second "worker" on the same file
         await replica_store.open()
         try:
-            a = Registry(store, settings)
+            a = Engine(store, settings)
             await a.restore_all()
             cls = adapter_class("linear")
             h, created = await a.create("m", cls, cls.normalize_config(BODY, settings))
@@ -40,14 +41,14 @@ def test_unappliable_entry_is_skipped_deterministically(tmp_path) -> None:
             # 2 rows, 1 label.
             spec = FeatureSpec.dense(3)
             poison = encode_payload(spec.encode([[1, 1, 1], [2, 2, 2]]), ["p"])
-            with pytest.raises(ApiError) as e:
+            with pytest.raises(ServiceError) as e:
                 await a.submit_update(h, poison)
-            assert e.value.status == 422 and "could not be applied" in e.value.message
+            assert http_status(e.value) == 422 and "could not be applied" in e.value.message
             assert h.version == 2 and h.entries_skipped == 1
             assert h.adapter.state_digest() == before  # nothing half-applied
             assert await a.submit_update(h, p1) == 3
 
-            b = Registry(replica_store, settings)  # replays the same log from scratch
+            b = Engine(replica_store, settings)  # replays the same log from scratch
             await b.restore_all()
             hb = b.get("m")
             assert hb.version == 3 and hb.entries_skipped == 1
@@ -71,7 +72,7 @@ def test_lagging_replica_reloads_the_checkpoint_when_the_log_was_trimmed(tmp_pat
         await s1.open()
         await s2.open()
         try:
-            a, b = Registry(s1, settings), Registry(s2, settings)
+            a, b = Engine(s1, settings), Engine(s2, settings)
             await a.restore_all()
             cls = adapter_class("linear")
             h, _ = await a.create("m", cls, cls.normalize_config(BODY, settings))
@@ -102,7 +103,7 @@ def test_a_model_that_cannot_be_restored_does_not_block_the_others(tmp_path) -> 
         store = open_store(None, tmp_path)
         await store.open()
         try:
-            a = Registry(store, settings)
+            a = Engine(store, settings)
             await a.restore_all()
             cls = adapter_class("linear")
             config = cls.normalize_config(BODY, settings)
@@ -112,18 +113,18 @@ def test_a_model_that_cannot_be_restored_does_not_block_the_others(tmp_path) -> 
                 await a.submit_update(h, p)
             await store.put_checkpoint("broken", 1, b"LSCK\x02\x00\x00\x00{}not an artifact")
 
-            b = Registry(store, settings)
+            b = Engine(store, settings)
             await b.restore_all()
             assert b.ready and b.get("good").version == 1
             assert "broken" in b.failed
-            with pytest.raises(ApiError) as e:
+            with pytest.raises(ServiceError) as e:
                 await b.find("broken")
-            assert e.value.status == 503 and e.value.code == "model_unavailable"
+            assert http_status(e.value) == 503 and e.value.code == "model_unavailable"
             await b.delete("broken")  # an operator can still remove it
             assert "broken" not in b.failed
-            with pytest.raises(ApiError) as e:
+            with pytest.raises(ServiceError) as e:
                 await b.find("broken")
-            assert e.value.status == 404
+            assert http_status(e.value) == 404
         finally:
             await store.close()
 

@@ -198,7 +198,7 @@ def test_lease_one_holder_at_a_time(store_factory) -> None:
 
 def test_one_checkpoint_writer_per_model(tmp_path) -> None:
     """Two workers apply the same log; only the lease holder writes its checkpoints."""
-    from service.models import adapter_class
+    from service.models.kinds import adapter_class
     from tests.service.test_review_fixes import BODY, payload, two_workers
 
     async def main() -> None:

@@ -1,4 +1,4 @@
-"""service.loop_monitor: event-loop lag observed into learnserve_event_loop_lag_seconds.
+"""service.observability.loop_monitor: event-loop lag observed into learnserve_event_loop_lag_seconds.
 
 Timing assertions only go the way a slow machine cannot break: a loop blocked for
 50 ms must show a lag of at least ~45 ms (load only makes it later). The arithmetic
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from service import loop_monitor
-from service import metrics as M
-from service.loop_monitor import start_loop_monitor, stop_loop_monitor
+from service.observability import loop_monitor
+from service.observability import metrics as M
+from service.observability.loop_monitor import start_loop_monitor, stop_loop_monitor
 from service.settings import Settings
 
 

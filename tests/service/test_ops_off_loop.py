@@ -73,7 +73,7 @@ def test_listing_many_models_lets_the_loop_run_between_models(server: ServerThre
             assert c.put(f"/models/many-{i}", json=dense_model(2)).status_code == 201
         first = c.get("/models")  # digests now cached: describing never waits
         assert first.status_code == 200
-        registry = server.app.state.registry
+        registry = server.app.state.engine
         handles = list(registry.models.values())
         loop_ran: list[bool] = []
         seen: list[bool] = []

@@ -1,4 +1,4 @@
-"""Shards, rendezvous owners and heartbeat leases (service.ownership, service.membership)."""
+"""Shards, rendezvous owners and heartbeat leases (service.fleet.ownership, service.fleet.membership)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from service.membership import RedisMembership, SQLiteMembership
-from service.ownership import SHARDS, OwnershipView, shard_of, stable_hash
+from service.fleet.membership import RedisMembership, SQLiteMembership
+from service.fleet.ownership import SHARDS, OwnershipView, shard_of, stable_hash
 
 NAMES = [f"model-{i}" for i in range(2000)]
 

@@ -50,7 +50,7 @@ class Service:
         return d["version"], d["state_digest"], last
 
     def weights(self, name: str) -> list[np.ndarray]:
-        model = self.srv.app.state.registry.models[name].adapter.model
+        model = self.srv.app.state.engine.models[name].adapter.model
         if hasattr(model, "v_"):  # RankSVM: w = s * v, and ||w||^2
             return [model.v_, model.state_]
         st = model.state()
@@ -267,7 +267,7 @@ def test_property_a_4xx_never_changes_a_model(service: Service) -> None:
 def test_an_entry_that_overflows_at_apply_time_is_skipped_whole() -> None:
     """Another worker's dry run may have seen an older state: at apply time the entry
     is refused whole (every replica alike), named by example, the state unchanged."""
-    from service.model_handle import ModelHandle
+    from service.engine.model_handle import ModelHandle
     from service.models.linear import LinearAdapter
     from service.models.ranksvm import RankSVMAdapter
 

@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from learners.features import FeatureSpec
-from service.api.errors import ApiError
-from service.models import adapter_class
+from service.api.errors import http_headers, http_status
+from service.engine.apply_loop import Replicator
+from service.engine.facade import Engine
+from service.errors import ServiceError
+from service.models.kinds import adapter_class
 from service.models.payload import encode_payload
-from service.registry import Registry
-from service.replication import Replicator
 from service.settings import Settings
 from service.store import open_store
 from service.store.base import Store, StoreUnavailable
@@ -33,12 +34,12 @@ def payload(i: int) -> bytes:
     return encode_payload(SPEC.encode(x), ["p", "n"])
 
 
-async def two_workers(tmp_path: Any, **kw: Any) -> tuple[Registry, Registry, Store, Store]:
+async def two_workers(tmp_path: Any, **kw: Any) -> tuple[Engine, Engine, Store, Store]:
     settings = Settings(data_dir=str(tmp_path), catalog_poll_seconds=0.05, **kw)
     s1, s2 = open_store(None, tmp_path), open_store(None, tmp_path)
     await s1.open()
     await s2.open()
-    a, b = Registry(s1, settings), Registry(s2, settings)
+    a, b = Engine(s1, settings), Engine(s2, settings)
     await a.restore_all()
     await b.restore_all()
     return a, b, s1, s2
@@ -254,7 +255,7 @@ def small_ranker(seed: int = 0) -> bytes:
 def test_deploy_validates_and_loads_off_the_event_loop(tmp_path, monkeypatch) -> None:
     import threading
 
-    import service.batch_deploys as reg_mod
+    import service.engine.batch_versions as reg_mod
 
     threads: list[threading.Thread] = []
     real = reg_mod.artifact_loads
@@ -272,9 +273,9 @@ def test_deploy_validates_and_loads_off_the_event_loop(tmp_path, monkeypatch) ->
             assert stored
             assert created and h.version == 1
             assert threads and all(t is not threading.main_thread() for t in threads)
-            with pytest.raises(ApiError) as e:
+            with pytest.raises(ServiceError) as e:
                 await a.deploy("offloop", b"LSAF" + b"\0" * 40)
-            assert e.value.status == 422 and e.value.field == "artifact"
+            assert http_status(e.value) == 422 and e.value.field == "artifact"
         finally:
             await s1.close()
             await s2.close()
@@ -301,11 +302,11 @@ def test_artifact_too_large_for_the_store_is_413(kind, tmp_path, request, monkey
 
                 db = store._db  # type: ignore[attr-defined]
                 await store._run(db.setlimit, sqlite3.SQLITE_LIMIT_LENGTH, len(blob) - 1)  # type: ignore[attr-defined]
-            reg = Registry(store, Settings(data_dir=str(tmp_path)))
+            reg = Engine(store, Settings(data_dir=str(tmp_path)))
             await reg.restore_all()
-            with pytest.raises(ApiError) as e:
+            with pytest.raises(ServiceError) as e:
                 await reg.deploy("big", blob)
-            assert e.value.status == 413 and e.value.field == "artifact"
+            assert http_status(e.value) == 413 and e.value.field == "artifact"
             assert "big" not in reg.models
             assert await store.list_artifacts("big") == []
         finally:
@@ -327,9 +328,9 @@ def test_min_version_ahead_of_the_log_is_refused_at_once(tmp_path) -> None:
             hb = b.get("m")
             assert hb.version == 3
             async with hb.lock:  # an unreachable version never needs the model's lock
-                with pytest.raises(ApiError) as e:
+                with pytest.raises(ServiceError) as e:
                     await asyncio.wait_for(b.wait_for_version(hb, 4, 30.0), 5.0)
-            assert e.value.status == 422 and e.value.field == "min_version"
+            assert http_status(e.value) == 422 and e.value.field == "min_version"
             assert "ahead of the model's log (last position 3)" in e.value.message
 
             await a.submit_update(h, payload(3))
@@ -344,7 +345,7 @@ def test_min_version_ahead_of_the_log_is_refused_at_once(tmp_path) -> None:
                 waiter = asyncio.create_task(b.wait_for_version(hb, 5, 30.0))
                 await asyncio.sleep(0.05)
                 assert not waiter.done()
-                await b._catch_up_locked(hb)
+                await b.catch_up_locked(hb)
                 assert await asyncio.wait_for(waiter, 5.0) is True
             assert hb.version == 5
             # ... and gives up after its timeout when nothing is applied.
@@ -370,9 +371,9 @@ def test_create_maps_a_store_outage_during_restore_to_503(tmp_path, monkeypatch)
                 raise StoreUnavailable("sqlite: disk I/O error")
 
             monkeypatch.setattr(s1, "get_checkpoint", down)
-            with pytest.raises(ApiError) as e:
+            with pytest.raises(ServiceError) as e:
                 await a.create("m", cls, config)
-            assert e.value.status == 503 and e.value.headers == {"Retry-After": "1"}
+            assert http_status(e.value) == 503 and http_headers(e.value) == {"Retry-After": "1"}
             monkeypatch.undo()
             h, created = await a.create("m", cls, config)  # created before: 200 now
             assert not created and a.get("m") is h
@@ -399,9 +400,9 @@ def test_activating_a_corrupt_stored_artifact_keeps_the_active_version(tmp_path)
                 )
 
             await s1._run(corrupt)  # type: ignore[attr-defined]
-            with pytest.raises(ApiError) as e:
+            with pytest.raises(ServiceError) as e:
                 await a.activate("corrupt", 1)
-            assert e.value.status == 409 and e.value.field == "version"
+            assert http_status(e.value) == 409 and e.value.field == "version"
             assert "checksum" in e.value.message and "version 2 stays active" in e.value.message
             assert a.get("corrupt") is h2
             assert await s1.get_active_version("corrupt") == 2

@@ -13,19 +13,19 @@ from typing import Any
 import httpx
 
 from service.app import create_app
-from service.registry import Registry
+from service.engine.facade import Engine
+from service.models.warmup import families
 from service.settings import Settings
 from service.store import open_store
-from service.warmup import families
 
 
-def _unready_app(tmp_path: Path) -> tuple[Any, Registry]:
+def _unready_app(tmp_path: Path) -> tuple[Any, Engine]:
     """The app with a registry that has not restored anything yet (no lifespan runs)."""
     settings = Settings(data_dir=str(tmp_path))
     app = create_app(settings)
     store = open_store(None, tmp_path)
-    registry = Registry(store, settings)
-    app.state.registry = registry
+    registry = Engine(store, settings)
+    app.state.engine = registry
     return app, registry
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import orjson
 import pytest
 
-from service.api.errors import ApiError
+from service.api.errors import http_status
+from service.errors import ServiceError
 from service.models.linear import LinearAdapter
 from service.settings import Settings
 from tests.service.serving import ServerThread, dense_model
@@ -52,9 +53,9 @@ def test_raw_parse_declines_what_it_cannot_prove_and_checks_the_label_budget() -
     assert a.parse_update_raw(b'{"model": "m", "examples": [{"x": [1, 2]}]}', SETTINGS) is None
     many = [{"x": [1, 2], "y": f"l{i}"} for i in range(5)]  # max_labels=4
     raw = orjson.dumps({"model": "m", "examples": many})
-    with pytest.raises(ApiError) as e:
+    with pytest.raises(ServiceError) as e:
         a.parse_update_raw(raw, SETTINGS)
-    assert (e.value.status, e.value.code) == (422, "too_many_labels")
+    assert (http_status(e.value), e.value.code) == (422, "too_many_labels")
     sparse = LinearAdapter.create(
         LinearAdapter.normalize_config(
             {"algorithm": "arow", "features": {"kind": "sparse", "dim": 4}}, SETTINGS
@@ -66,9 +67,9 @@ def test_raw_parse_declines_what_it_cannot_prove_and_checks_the_label_budget() -
         raw = b'{"model": "m", "examples": [{"x": ' + bad.encode() + b', "y": 1}]}'
         assert sparse.parse_update_raw(raw, SETTINGS) is None, bad
     many_sparse = [{"x": {"1": 1.0}, "y": f"l{i}"} for i in range(5)]
-    with pytest.raises(ApiError) as e:
+    with pytest.raises(ServiceError) as e:
         sparse.parse_update_raw(orjson.dumps({"model": "m", "examples": many_sparse}), SETTINGS)
-    assert (e.value.status, e.value.code) == (422, "too_many_labels")
+    assert (http_status(e.value), e.value.code) == (422, "too_many_labels")
 
 
 def map_adapter(features: dict[str, Any]) -> LinearAdapter:
@@ -166,8 +167,8 @@ def random_example(rng: np.random.Generator, kind: str) -> dict[str, Any]:
 def outcome(fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
-    except ApiError as e:
-        return ("error", e.status, e.code, e.message, e.field)
+    except ServiceError as e:
+        return ("error", http_status(e), e.code, e.message, e.field)
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse", "hashed"])

@@ -1,7 +1,7 @@
 """One hosted model (:class:`ModelHandle`): its adapter, version, lock, progressive
-metrics (:mod:`service.online_metrics`) and checkpoint bookkeeping; plus the
+metrics (:mod:`service.engine.progressive_metrics`) and checkpoint bookkeeping; plus the
 checkpoint blob format and the store-health gauges. The
-:class:`service.registry.Registry` holds the handles.
+:class:`service.engine.registry.Registry` holds the handles.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import numpy as np
 import orjson
 
 from learners.linear.calibration import PROBABILITY
-from service import metrics as M
+from service.engine.progressive_metrics import EvalWindow, window_size
 from service.models.base import ModelAdapter
-from service.online_metrics import EvalWindow, window_size
+from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import chain_head
 
@@ -37,7 +37,7 @@ _RECENT_HEADS = 64  # (position, chain head) of the last entries applied: to cou
 
 # The most recent of those kept in checkpoints (messages cut to _FAILED_CHARS): a
 # worker restored from a checkpoint still answers a replay of one of them when the
-# store holds no record of its outcome (see service.update_outcomes).
+# store holds no record of its outcome (see service.engine.update_outcomes).
 _FAILED_IN_CHECKPOINT = 256
 _FAILED_CHARS = 1000
 
@@ -106,7 +106,7 @@ class ModelHandle:
         self.reset_at: int | None = None  # version last rebuilt from the store's checkpoint
         self.lease_retry_at = 0.0  # monotonic time to ask for the checkpoint lease again
         self.unrecorded: list[int] = []  # failed positions whose outcome is not in the store
-        # Sharded ownership (service.placement): whether this worker owns the model
+        # Sharded ownership (service.fleet.placement): whether this worker owns the model
         # or holds a guest copy, and the entries applied here in each role.
         self.owned = True
         self.entries_applied = {"owner": 0, "guest": 0}

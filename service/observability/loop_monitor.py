@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from service import metrics as M
+from service.observability import metrics as M
 from service.settings import Settings
 
 

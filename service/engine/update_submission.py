@@ -8,8 +8,8 @@ another worker meanwhile, 409 for an idempotency key reused with another body, a
 the error an entry failed with when it could not be applied (recorded in the store
 first, so a retry with its key answers alike on any worker).
 
-Functions over the :class:`~service.registry.Registry`, which delegates to them
-under its own names (as it does for ``service.checkpoints``).
+Functions over the :class:`~service.engine.registry.Registry` table; the engine
+(:class:`service.engine.facade.Engine`) calls them under its own names.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from service import log_application, log_integrity, model_catalog, update_outcomes
-from service.api.errors import ApiError, invalid, not_found, store_unavailable
-from service.model_handle import ModelHandle
+from service.engine import catalog, checkpoints, log_application, update_outcomes
+from service.engine.model_handle import ModelHandle
+from service.engine.registry import Registry
+from service.errors import Kind, ServiceError, invalid, not_found, store_unavailable
 from service.store.base import (
     IdempotencyKeyReused,
     KeyGuard,
@@ -32,11 +32,8 @@ from service.store.base import (
     payload_digest,
 )
 
-if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
-    from service.registry import Registry
 
-
-def stored_not_applied(registry: Registry, e: StoreUnavailable) -> ApiError:
+def stored_not_applied(registry: Registry, e: StoreUnavailable) -> ServiceError:
     """The 503 for an update that is in the log but could not be applied here yet."""
     registry.health.failed("read_log", e)
     return store_unavailable(
@@ -55,7 +52,7 @@ def _appending(registry: Registry, h: ModelHandle) -> Iterator[None]:
         registry.health.failed("append", e)
         raise store_unavailable("the store is unreachable; the update was not accepted") from e
     except ModelNotFound:
-        registry._drop(h.name)  # deleted by another worker meanwhile
+        registry.drop(h.name)  # deleted by another worker meanwhile
         raise not_found(h.name) from None
 
 
@@ -108,10 +105,10 @@ async def key_entry(registry: Registry, h: ModelHandle, key: str) -> tuple[int, 
         raise store_unavailable("the store is unreachable; the update was not accepted") from e
 
 
-def key_reused(h: ModelHandle) -> ApiError:
+def key_reused(h: ModelHandle) -> ServiceError:
     """The 409 for an idempotency key sent again with another body."""
-    return ApiError(
-        409,
+    return ServiceError(
+        Kind.CONFLICT,
         "idempotency_key_reused",
         f"this Idempotency-Key was already used for model {h.name!r} with a "
         "different body; send a new key for a new batch",
@@ -154,9 +151,9 @@ async def replay(registry: Registry, h: ModelHandle, key: str, position: int) ->
     again as the first answer was (``Idempotent-Replayed`` on it)."""
     try:
         await apply_own(registry, h, position, None)
-    except ApiError as e:
-        if e.status == 422:  # the entry failed here, as the first time
-            e.headers = dict(update_outcomes.REPLAYED)
+    except ServiceError as e:
+        if e.kind is Kind.INVALID:  # the entry failed here, as the first time
+            e.replayed = True
         raise
     # Applied fine as far as this worker knows; but it may have forgotten the failure
     # (restarted, restored from a later checkpoint, thousands of later failures): the
@@ -185,7 +182,7 @@ async def apply_own(
         # created again elsewhere (its log restarted at 1): then load the new one.
         try:
             if await registry.store.get_generation(h.name) != h.generation:
-                h = await model_catalog.reload(registry, h.name)
+                h = await catalog.reload(registry, h.name)
         except StoreUnavailable as e:
             raise stored_not_applied(registry, e) from e
     if head and position <= h.version and dict(h.recent_heads).get(position) != head:
@@ -196,10 +193,10 @@ async def apply_own(
             try:
                 lost = position <= h.version and (
                     dict(h.recent_heads).get(position, head) != head
-                    or await log_integrity.store_lost_tail(registry, h)
+                    or await log_application.store_lost_tail(registry, h)
                 )
                 if lost:
-                    await log_integrity.lost_tail(registry, h, position)
+                    await log_application.lost_tail(registry, h, position)
             except StoreUnavailable as e:
                 raise stored_not_applied(registry, e) from e
     if payload is not None and position > h.version:
@@ -216,8 +213,8 @@ async def apply_own(
         # Recorded before answering: a retry of it (if it had a key) answers alike.
         await update_outcomes.record_failures(registry, h)
         raise update_outcomes.failure_error(error)
-    registry._record_failures_soon(h)
-    registry._maybe_checkpoint(h)
+    update_outcomes.record_failures_soon(registry, h)
+    checkpoints.maybe_checkpoint(registry, h)
 
 
 async def wait_for_version(
@@ -242,7 +239,7 @@ async def wait_for_version(
             # The entries exist: apply them now (one read) unless someone holding
             # the lock is at it already; then we wait for them below.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(registry.catch_up(h, version), timeout)
+                await asyncio.wait_for(log_application.catch_up(registry, h, version), timeout)
     except StoreUnavailable as e:
         registry.health.failed("read_log", e)
         return h.version >= version

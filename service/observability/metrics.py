@@ -169,7 +169,7 @@ LOG_ENTRIES_LOST = Counter(
 )
 
 # ------------------------------------------------------------ sharded ownership
-# (service.placement; the member label is LEARNSERVE_MEMBER_ID, one per worker)
+# (service.fleet.placement; the member label is LEARNSERVE_MEMBER_ID, one per worker)
 OWNED_MODELS = Gauge(
     "learnserve_owned_models",
     "Models this member owns (applies and checkpoints); every model when replicated.",

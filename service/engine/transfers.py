@@ -21,26 +21,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from learners.artifact import ArtifactError, ArtifactTooLarge
 from learners.artifact import loads as artifact_loads
 from learners.feature_names import FeatureNames
 from learners.features import FeatureSpec
-from service.api.errors import ApiError, invalid
-from service.model_handle import ModelHandle, pack_checkpoint
-from service.models import adapter_class
+from service.engine import catalog
+from service.engine.model_handle import ModelHandle, pack_checkpoint
+from service.engine.registry import Registry
+from service.errors import Kind, ServiceError, invalid
 from service.models.base import ModelAdapter
+from service.models.kinds import adapter_class
 from service.settings import Settings
-
-if TYPE_CHECKING:
-    from service.registry import Registry
 
 ONLINE_KINDS = ("linear", "ranksvm")
 FIELD = "artifact"
 
 
-def _refuse(message: str) -> ApiError:
+def _refuse(message: str) -> ServiceError:
     return invalid(f"artifact: {message}", FIELD)
 
 
@@ -54,7 +53,7 @@ def load_online_artifact(
     try:
         art = artifact_loads(blob, max_bytes=settings.max_model_bytes)
     except ArtifactTooLarge as e:
-        raise ApiError(413, "model_too_large", f"artifact: {e}", FIELD) from None
+        raise ServiceError(Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", FIELD) from None
     except ArtifactError as e:
         raise _refuse(str(e)) from None
     if art.kind not in ONLINE_KINDS:
@@ -87,12 +86,12 @@ def load_online_artifact(
             model = RankSVM.from_artifact(art, max_bytes=settings.max_model_bytes)
             body = {"algorithm": "ranksvm", "params": model.params, "features": features}
     except ArtifactTooLarge as e:
-        raise ApiError(413, "model_too_large", f"artifact: {e}", FIELD) from None
+        raise ServiceError(Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", FIELD) from None
     except (ArtifactError, ValueError, KeyError, TypeError) as e:
         raise _refuse(str(e)) from None
     try:
         config = cls.normalize_config(body, settings)
-    except ApiError as e:  # e.g. a dimension over this server's max_dim
+    except ServiceError as e:  # e.g. a dimension over this server's max_dim
         raise _refuse(f"its config is refused here: {e.message}") from None
     if FeatureSpec.from_config(config["features"]).dim != model.dim:
         raise _refuse("meta.features does not match the model's dimension")
@@ -128,7 +127,7 @@ async def import_model(registry: Registry, name: str, blob: bytes) -> tuple[Mode
         return pack_checkpoint(meta, adapter.snapshot()() if rewrite else blob)
 
     ckpt = await asyncio.to_thread(pack)
-    return await registry.create(name, cls, config, checkpoint=ckpt)
+    return await catalog.create(registry, name, cls, config, ckpt)
 
 
 async def export_state(h: ModelHandle) -> tuple[bytes, int, str]:

@@ -14,7 +14,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from service import metrics as M
+from service.observability import metrics as M
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _CGROUP_LIMITS = (

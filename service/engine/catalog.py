@@ -2,12 +2,12 @@
 step with the store's catalog (models other workers created, deleted or re-created).
 
 A model is loaded from its checkpoint and the log after it (an online model) or from
-its active artifact (a batch model, ``service.batch_deploys``); one whose stored state
+its active artifact (a batch model, ``service.engine.batch_versions``); one whose stored state
 cannot be read is listed in ``registry.failed`` and not served, without keeping the
 others offline. The catalog epoch makes a sync cheap when nothing changed.
 
-Functions over the :class:`~service.registry.Registry`, which delegates to them
-under its own names (as it does for ``service.checkpoints``).
+Functions over the :class:`~service.engine.registry.Registry` table, under its
+catalog lock (rule 2).
 """
 
 from __future__ import annotations
@@ -15,30 +15,24 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from service import batch_deploys, log_application
-from service import metrics as M
-from service.api.errors import ApiError, not_found, store_unavailable
-from service.model_handle import ModelHandle, unpack_checkpoint
-from service.models import adapter_class
+from service.engine import batch_versions, log_application, update_outcomes
+from service.engine.model_handle import ModelHandle, unpack_checkpoint
+from service.engine.registry import Registry
+from service.errors import Kind, ServiceError, not_found, store_unavailable
 from service.models.base import ModelAdapter
+from service.models.kinds import adapter_class
+from service.observability import metrics as M
 from service.store.base import ConfigConflict, StoreUnavailable, ValueTooLarge
-from service.warmup import warm_all
-
-if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
-    from service.registry import Registry
 
 log = logging.getLogger("learnserve.registry")
 
 
 async def restore_all(registry: Registry) -> None:
-    if not registry._warm:
-        # JIT-compile (or load cached) kernels off the loop before taking traffic.
-        await asyncio.to_thread(warm_all, registry._warming, registry._warmed)
-        registry._warm = True
-    await registry.placement.start()  # join the fleet first: we restore what we own
-    async with registry._catalog_lock:
+    """Load every model this worker owns from the store (the others load on demand),
+    then mark the process ready."""
+    async with registry.catalog_lock:
         registry.waiting_for = "restoring models: reading the catalog from the store"
         epoch = await registry.store.catalog_epoch()
         configs = await registry.store.list_models()
@@ -56,8 +50,7 @@ async def restore_all(registry: Registry) -> None:
     gc.freeze()
     registry.ready = True
     registry.waiting_for = ""
-    registry._update_kind_gauge()
-    registry.placement.update_gauges()
+    registry.update_kind_gauge()
     log.info("restored %d model(s); ready", len(registry.models))
 
 
@@ -82,7 +75,7 @@ async def load(registry: Registry, name: str, config: dict[str, Any]) -> ModelHa
         registry.failed[name] = f"{type(e).__name__}: {e}"
         return None
     registry.failed.pop(name, None)
-    registry.models[name] = h
+    registry.install(h)
     return h
 
 
@@ -93,7 +86,7 @@ async def restore_handle(
     # carries the old generation and the next catalog sync reloads it.
     generation = await registry.store.get_generation(name) or ""
     if not cls.online:
-        h = await batch_deploys.load_batch(registry, name, cls, config)
+        h = await batch_versions.load_batch(registry, name, cls, config)
         h.generation = generation
         return h
     cp = await registry.store.get_checkpoint(name)
@@ -116,7 +109,7 @@ async def restore_handle(
     h._m_version.set(h.version)
     async with h.lock:
         await log_application.catch_up_locked(registry, h)
-    registry._record_failures_soon(h)
+    update_outcomes.record_failures_soon(registry, h)
     return h
 
 
@@ -136,8 +129,8 @@ async def create(
             created = await registry.store.create_model_from_checkpoint(name, config, checkpoint)
         generation = await registry.store.get_generation(name) or ""
     except ConfigConflict:
-        raise ApiError(
-            409,
+        raise ServiceError(
+            Kind.CONFLICT,
             "conflict",
             f"model {name!r} already exists with a different configuration",
             "name",
@@ -146,10 +139,10 @@ async def create(
         registry.health.failed("create_model", e)
         raise store_unavailable() from e
     except ValueTooLarge as e:
-        raise ApiError(413, "too_large", f"artifact: {e}", "artifact") from None
+        raise ServiceError(Kind.TOO_LARGE, "too_large", f"artifact: {e}", "artifact") from None
     h = registry.models.get(name)
     if h is None or h.config != config or h.generation != generation:
-        async with registry._catalog_lock:
+        async with registry.catalog_lock:
             h = registry.models.get(name)
             if h is None or h.config != config or h.generation != generation:
                 if h is not None and h.generation != generation:
@@ -160,10 +153,10 @@ async def create(
                     # Created (or found) in the store; any worker loads it later.
                     registry.health.failed("create_model", e)
                     raise store_unavailable() from e
-                registry.models[name] = h
+                registry.install(h)
                 if not h.owned:
-                    registry.placement._admit(h)
-    registry._update_kind_gauge()
+                    registry.on_guest(h)
+    registry.update_kind_gauge()
     return h, created
 
 
@@ -171,13 +164,13 @@ async def delete(registry: Registry, name: str) -> None:
     # Under the catalog lock: a catalog sync that read the list before the store
     # deleted the model would load it again after our drop (a deleted model back in
     # this worker, its series on /metrics, until the next sync).
-    async with registry._catalog_lock:
+    async with registry.catalog_lock:
         try:
             existed = await registry.store.delete_model(name)
         except StoreUnavailable as e:
             registry.health.failed("delete_model", e)
             raise store_unavailable() from e
-        local = registry._drop(name)
+        local = registry.drop(name)
         local = registry.failed.pop(name, None) is not None or local
     if not existed and not local:
         raise not_found(name)
@@ -188,14 +181,14 @@ async def sync_catalog(registry: Registry) -> None:
     epoch = await registry.store.catalog_epoch()
     if epoch == registry.epoch:
         return
-    async with registry._catalog_lock:
+    async with registry.catalog_lock:
         configs = await registry.store.list_models()
         generations = await registry.store.list_generations()
         for name in [n for n in registry.failed if n not in configs]:
             del registry.failed[name]
         for name in [n for n in registry.models if n not in configs]:
             log.info("model %r was deleted elsewhere; dropping it", name)
-            registry._drop(name)
+            registry.drop(name)
         for name, config in configs.items():
             h = registry.models.get(name)
             stale = h is not None and (
@@ -206,26 +199,26 @@ async def sync_catalog(registry: Registry) -> None:
                     # The same model (same generation) whose log ends before what
                     # we applied: the store lost the log's tail. Rebuilt in place.
                     if await registry.store.last_position(name) < h.version:
-                        await registry.recover_lost_tail(h)
+                        await log_application.recover_lost_tail(registry, h)
                     continue
                 else:  # another worker deployed or rolled back
                     stale = await registry.store.get_active_version(name) != h.version
             if (h is None and registry.owns(name)) or stale:
                 await load(registry, name, config)
         registry.epoch = epoch
-    registry._update_kind_gauge()
+    registry.update_kind_gauge()
 
 
 async def reload(registry: Registry, name: str) -> ModelHandle:
     """Load the model afresh from the store (our copy belongs to a deleted one)."""
-    async with registry._catalog_lock:
+    async with registry.catalog_lock:
         config = await registry.store.get_config(name)
         if config is None:
-            registry._drop(name)
+            registry.drop(name)
             raise not_found(name)
         log.info("model %r was re-created elsewhere; reloading it", name)
         h = await load(registry, name, config)
     if h is None:
-        raise registry._missing(name)
-    registry._update_kind_gauge()
+        raise registry.missing(name)
+    registry.update_kind_gauge()
     return h

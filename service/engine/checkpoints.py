@@ -9,8 +9,7 @@ the model meanwhile; predicts, which read it, keep flowing), and the linear
 learners serialise into a buffer without holding the GIL, so a 2**20-dimension
 model's checkpoint does not stall the loop (``bench/http.py`` measures it).
 
-Functions over the :class:`~service.registry.Registry`, which delegates
-``checkpoint`` and ``periodic`` here under the same names.
+Functions over the :class:`~service.engine.registry.Registry` table.
 """
 
 from __future__ import annotations
@@ -19,15 +18,13 @@ import asyncio
 import logging
 import math
 import time
-from typing import TYPE_CHECKING
 
-from service import metrics as M
-from service.model_handle import ModelHandle, pack_checkpoint, state_nbytes
+from service.engine.log_application import recover_lost_tail
+from service.engine.model_handle import ModelHandle, pack_checkpoint, state_nbytes
+from service.engine.registry import Registry
+from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import LogDiverged, ModelNotFound, StoreUnavailable
-
-if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
-    from service.registry import Registry
 
 log = logging.getLogger("learnserve.registry")
 
@@ -73,7 +70,7 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
         return False  # deleted meanwhile
     except LogDiverged as e:
         log.error("checkpoint of %r refused: %s", h.name, e)
-        registry.spawn(registry.recover_lost_tail(h))
+        registry.spawn(recover_lost_tail(registry, h))
         return False
     except Exception as e:
         log.exception("checkpoint of %r failed", h.name)
@@ -132,6 +129,12 @@ def count_due(settings: Settings, h: ModelHandle) -> bool:
         and now >= h.lease_retry_at  # another worker holds the checkpoint lease
         and now >= h.checkpoint_retry_at
     )
+
+
+def maybe_checkpoint(registry: Registry, h: ModelHandle) -> None:
+    """Start a checkpoint of ``h`` in the background if one is due by count."""
+    if h.owned and count_due(registry.settings, h) and not h.checkpointing:
+        registry.spawn(checkpoint(registry, h))
 
 
 async def periodic(registry: Registry) -> None:

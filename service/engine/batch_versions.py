@@ -7,27 +7,29 @@ loaded fully (in a thread, off the event loop) and a new :class:`ModelHandle`
 replaces the old one in ``registry.models`` in one assignment, so a request
 either sees the old version or the new one, never a half-loaded model.
 
-These are functions over the :class:`~service.registry.Registry` (its store,
-settings, health and model table) rather than methods on it, so the registry
-keeps to the online log/checkpoint/catalog machinery; it delegates ``deploy``
-and ``activate`` here under the same names.
+Functions over the :class:`~service.engine.registry.Registry` table; the verbs that
+start from a model's name take ``find`` (the engine's lookup, which picks up other
+workers' catalog changes) rather than looking the model up themselves. Swaps follow
+the registry's rule 3 (:meth:`~service.engine.registry.Registry.switch_lock`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
 
 from learners.artifact import ArtifactError, ArtifactTooLarge
 from learners.artifact import loads as artifact_loads
 from learners.registry import BATCH_KINDS
-from service import metrics as M
-from service.api.errors import ApiError, invalid, not_found, store_unavailable
-from service.model_handle import ModelHandle
-from service.models import adapter_class
+from service.engine.model_handle import ModelHandle
+from service.engine.registry import Registry
+from service.errors import Kind, ServiceError, invalid, not_found, store_unavailable
 from service.models.base import ModelAdapter
 from service.models.batch import BatchAdapter
+from service.models.kinds import adapter_class
+from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import (
     ActiveVersionChanged,
@@ -39,10 +41,9 @@ from service.store.base import (
     ValueTooLarge,
 )
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("service.batch_deploys")  # the logger's name before the move
 
-if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
-    from service.registry import Registry
+Find = Callable[[str], Awaitable[ModelHandle]]
 
 
 async def load_batch(
@@ -110,16 +111,16 @@ async def _store_and_swap(
         generation = await store.get_generation(name) or ""
         version, stored = await store.put_artifact(name, blob, kind, adapter.state_digest())
     except ConfigConflict:
-        raise ApiError(
-            409, "conflict", f"model {name!r} exists and is not a {kind} model", "name"
+        raise ServiceError(
+            Kind.CONFLICT, "conflict", f"model {name!r} exists and is not a {kind} model", "name"
         ) from None
     except ModelNotFound:
-        raise ApiError(409, "conflict", f"model {name!r} was deleted meanwhile") from None
+        raise ServiceError(Kind.CONFLICT, "conflict", f"model {name!r} was deleted meanwhile") from None
     except StoreUnavailable as e:
         registry.health.failed("add_artifact", e)
         raise store_unavailable() from e
     except ValueTooLarge as e:
-        raise ApiError(413, "too_large", f"artifact: {e}", "artifact") from None
+        raise ServiceError(Kind.TOO_LARGE, "too_large", f"artifact: {e}", "artifact") from None
     current = registry.models.get(name)
     if (
         not stored
@@ -132,9 +133,9 @@ async def _store_and_swap(
     h.version = version
     h.generation = generation
     h._m_version.set(version)
-    registry.models[name] = h  # the swap: requests from now on see the new version
+    registry.install(h)  # the swap: requests from now on see the new version
     M.DEPLOYS.labels(name).inc()
-    registry._update_kind_gauge()
+    registry.update_kind_gauge()
     return Deployed(h, created, stored)
 
 
@@ -162,7 +163,7 @@ def load_artifact(blob: bytes, settings: Settings) -> tuple[str, dict[str, Any],
         config = cls.normalize_config({}, settings)
         adapter = cls.from_artifact(config, blob, max_bytes=limit)
     except ArtifactTooLarge as e:
-        raise ApiError(413, "model_too_large", f"artifact: {e}", "artifact") from None
+        raise ServiceError(Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", "artifact") from None
     except ArtifactError as e:
         raise invalid(f"artifact: {e}", "artifact") from None
     except (ValueError, KeyError) as e:  # a loader's gap; still the client's artifact
@@ -179,28 +180,25 @@ def switch_lock(registry: Registry, name: str) -> asyncio.Lock:
     """Serialises, per model in this process, the store write of a deploy/activation and
     the swap of ``registry.models``, so the swaps happen in the order of the writes (a
     slower load finishing last cannot put back an older version)."""
-    lock = registry.batch_locks.get(name)
-    if lock is None:
-        lock = registry.batch_locks[name] = asyncio.Lock()
-    return lock
+    return registry.switch_lock(name)
 
 
-async def activate(registry: Registry, name: str, version: int) -> ModelHandle:
+async def activate(registry: Registry, find: Find, name: str, version: int) -> ModelHandle:
     """Make an earlier (or later) stored artifact version the active one."""
     async with switch_lock(registry, name):
-        return await _activate_locked(registry, name, version, None)
+        return await _activate_locked(registry, find, name, version, None)
 
 
-async def rollback(registry: Registry, name: str) -> tuple[ModelHandle, int]:
+async def rollback(registry: Registry, find: Find, name: str) -> tuple[ModelHandle, int]:
     """Serve the stored version before the active one; returns it and the version it
     replaced. Concurrent rollbacks in this process run one after the other (each goes
     one step further back); across workers the switch is a compare-and-set on the
     store's active version, so of two rollbacks from the same version one is refused
     (409 ``rollback_conflict``) instead of both "rolling back" to the same one."""
     async with switch_lock(registry, name):
-        h = await registry.find(name)
+        h = await find(name)
         if h.adapter.online:
-            raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
+            raise ServiceError(Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts")
         try:
             stored = [v.version for v in await registry.store.list_artifacts(name)]
             active = await registry.store.get_active_version(name)
@@ -209,33 +207,33 @@ async def rollback(registry: Registry, name: str) -> tuple[ModelHandle, int]:
         current = active if active is not None else h.version
         earlier = [v for v in stored if v < current]
         if not earlier:
-            raise ApiError(
-                409,
+            raise ServiceError(
+                Kind.CONFLICT,
                 "no_previous_version",
                 f"model {name!r} has no version before {current}",
                 "name",
             )
-        return await _activate_locked(registry, name, max(earlier), current), current
+        return await _activate_locked(registry, find, name, max(earlier), current), current
 
 
 async def _activate_locked(
-    registry: Registry, name: str, version: int, expected: int | None
+    registry: Registry, find: Find, name: str, version: int, expected: int | None
 ) -> ModelHandle:
-    h = await registry.find(name)
+    h = await find(name)
     if h.adapter.online:
-        raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
+        raise ServiceError(Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts")
     try:
         blob = await registry.store.get_artifact(name, version)
         if blob is None:
-            raise ApiError(
-                404, "version_not_found", f"model {name!r} has no version {version}", "version"
+            raise ServiceError(
+                Kind.NOT_FOUND, "version_not_found", f"model {name!r} has no version {version}", "version"
             )
         try:
             adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
         except (ArtifactError, ValueError, KeyError) as e:
             # Stored but unreadable (corrupted at rest): keep serving the active one.
-            raise ApiError(
-                409,
+            raise ServiceError(
+                Kind.CONFLICT,
                 "artifact_unreadable",
                 f"model {name!r} version {version} cannot be loaded: {e}; "
                 f"version {h.version} stays active",
@@ -243,8 +241,8 @@ async def _activate_locked(
             ) from None
         await registry.store.set_active_version(name, version, expected=expected)
     except ActiveVersionChanged as e:
-        raise ApiError(
-            409,
+        raise ServiceError(
+            Kind.CONFLICT,
             "rollback_conflict",
             f"model {name!r}: the active version changed from {e.expected} to {e.active} "
             "while rolling back (a concurrent rollback or deploy); nothing was changed, "
@@ -261,7 +259,7 @@ async def _activate_locked(
     new.generation = h.generation
     new._m_version.set(version)
     rollback = version < h.version
-    registry.models[name] = new
+    registry.install(new)
     (M.ROLLBACKS if rollback else M.DEPLOYS).labels(name).inc()
     return new
 
@@ -314,16 +312,16 @@ async def prune(registry: Registry, name: str, keep: int) -> list[int]:
     return deleted
 
 
-async def delete_version(registry: Registry, name: str, version: int) -> None:
+async def delete_version(registry: Registry, find: Find, name: str, version: int) -> None:
     """``DELETE /models/{name}/versions/{version}``: 404 unknown, 409 the active one."""
-    h = await registry.find(name)
+    h = await find(name)
     if h.adapter.online:
-        raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
+        raise ServiceError(Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts")
     try:
         deleted = await registry.store.delete_artifact(name, version)
     except ArtifactActive:
-        raise ApiError(
-            409,
+        raise ServiceError(
+            Kind.CONFLICT,
             "active_version",
             f"model {name!r}: version {version} is the active version; activate another "
             "one first (PUT /models/{name}/active)",
@@ -335,6 +333,6 @@ async def delete_version(registry: Registry, name: str, version: int) -> None:
         registry.health.failed("delete_artifact", e)
         raise store_unavailable() from e
     if not deleted:
-        raise ApiError(
-            404, "version_not_found", f"model {name!r} has no version {version}", "version"
+        raise ServiceError(
+            Kind.NOT_FOUND, "version_not_found", f"model {name!r} has no version {version}", "version"
         )

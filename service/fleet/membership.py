@@ -134,7 +134,7 @@ def membership_for(store: Store) -> Membership:
     path = getattr(store, "path", None)
     if path is not None:
         return SQLiteMembership(Path(path))
-    client = getattr(store, "_r", None)
+    client = store.redis_client() if hasattr(store, "redis_client") else None
     if client is None:
         raise RuntimeError(f"sharded ownership needs an opened Redis or SQLite store, not {store}")
     return RedisMembership(client)

@@ -44,7 +44,7 @@ def _payload() -> None:
 
 def _kind(kind: str) -> Callable[[], None]:
     def run() -> None:
-        from service.models import adapter_class
+        from service.models.kinds import adapter_class
 
         adapter_class(kind).warmup()
 

@@ -4,7 +4,7 @@
 nothing here changes what the registry does.
 
 ``LEARNSERVE_OWNERSHIP=sharded``: this worker is a member of the fleet
-(:mod:`service.membership`) and owns the models :mod:`service.ownership` assigns it.
+(:mod:`service.fleet.membership`) and owns the models :mod:`service.fleet.ownership` assigns it.
 
 - **Owner**: restores the model at start (or when it gains it), its apply loop
   applies every entry of the log, and it writes the checkpoints.
@@ -33,19 +33,44 @@ import collections
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
-from service import metrics as M
-from service.membership import Membership, membership_for
-from service.ownership import OwnershipView, member_id
+from service.fleet.membership import Membership, membership_for
+from service.fleet.ownership import OwnershipView, member_id
+from service.observability import metrics as M
 from service.settings import Settings
-from service.store.base import StoreUnavailable
+from service.store.base import Store, StoreUnavailable
 
-if TYPE_CHECKING:  # the registry creates the placement; only the types are needed
-    from service.model_handle import ModelHandle
-    from service.registry import Registry
+
+class HeldModel(Protocol):
+    """What placement reads and sets of a model held here (the engine's handle)."""
+
+    name: str
+    owned: bool
+    adapter: Any
+    entries_applied: Any
+
+
+class PlacementHooks(Protocol):
+    """What placement may do to the models this process holds: the engine gives these
+    (``service.engine.facade``), never itself."""
+
+    def held(self) -> Mapping[str, HeldModel]: ...
+
+    def is_ready(self) -> bool: ...
+
+    async def load(self, name: str, config: dict[str, Any]) -> HeldModel | None:
+        """The model held here, loaded from the store if it is not held yet."""
+        ...
+
+    async def catch_up(self, h: Any) -> None: ...
+
+    def drop(self, name: str) -> None: ...
+
+    def store_failed(self, operation: str, error: BaseException) -> None: ...
 
 log = logging.getLogger("learnserve.placement")
 
@@ -66,8 +91,9 @@ def model_nbytes(obj: Any, depth: int = 0) -> int:
 
 
 class Placement:
-    def __init__(self, registry: Registry, settings: Settings) -> None:
-        self.registry = registry
+    def __init__(self, store: Store, settings: Settings, hooks: PlacementHooks) -> None:
+        self.store = store
+        self.hooks = hooks
         self.settings = settings
         self.sharded = settings.ownership == "sharded"
         self.member = member_id(settings.member_id, settings.workers)
@@ -102,14 +128,14 @@ class Placement:
             "mode": self.settings.ownership,
             "member": self.member,
             "members": list(self.view.members),
-            "owned_models": sum(1 for n in self.registry.models if self.owns(n)),
+            "owned_models": sum(1 for n in self.hooks.held() if self.owns(n)),
             "guest_models": len(self.guests),
             "guest_bytes": self.guest_bytes,
         }
 
     def describe(self, name: str, held: bool) -> dict[str, Any]:
         """The ``ownership`` block of ``GET /models/{name}``."""
-        h = self.registry.models.get(name)
+        h = self.hooks.held().get(name)
         return {
             "mode": self.settings.ownership,
             "member": self.member,
@@ -125,7 +151,7 @@ class Placement:
         """Join the fleet (before the registry restores: it restores what we own)."""
         if not self.sharded or self._task is not None:
             return
-        self.membership = membership_for(self.registry.store)
+        self.membership = membership_for(self.store)
         members = await self.membership.renew(self.member, self.settings.member_lease_seconds)
         self._set_view(members)
         self._task = asyncio.get_running_loop().create_task(self._heartbeat(), name="membership")
@@ -159,7 +185,7 @@ class Placement:
                 raise
             except StoreUnavailable as e:
                 # Keep the last view: the store is needed to apply anything anyway.
-                self.registry.health.failed("membership", e)
+                self.hooks.store_failed("membership", e)
             except Exception:
                 log.exception("membership heartbeat failed; retrying")
 
@@ -171,36 +197,34 @@ class Placement:
 
     async def rebalance(self, members: tuple[str, ...] | list[str]) -> None:
         """Take the new member list: load what we gained, then demote what we lost."""
-        reg = self.registry
-        before = {n for n in reg.models if self.owns(n)}
+        held = self.hooks.held()
+        before = {n for n in held if self.owns(n)}
         self._set_view(members)
         log.info("fleet is now %d member(s): %s", len(self.view.members), self.view.members)
-        if not reg.ready:
+        if not self.hooks.is_ready():
             return  # the restore (running or next) loads what we own now
-        configs = await reg.store.list_models()
+        configs = await self.store.list_models()
         gained = [n for n in configs if self.owns(n) and n not in before]
         for name in gained:
-            h = reg.models.get(name)
+            h = held.get(name)
             if h is None:
-                async with reg._catalog_lock:
-                    if name not in reg.models:
-                        await reg._load(name, configs[name])
+                await self.hooks.load(name, configs[name])
             else:
                 self._promote(h)
         lost = [n for n in before if not self.owns(n)]
         until = time.monotonic() + self.settings.handover_seconds
         for name in lost:
-            h = reg.models.get(name)
+            h = held.get(name)
             if h is not None:
                 h.owned = False
                 self.pinned[name] = until
-                self._admit(h)
+                self.admit(h)
         self.update_gauges()
         self.evict()
         if gained or lost:
             log.info("rebalanced: gained %d model(s), handing over %d", len(gained), len(lost))
 
-    def _promote(self, h: ModelHandle) -> None:
+    def _promote(self, h: HeldModel) -> None:
         h.owned = True
         size = self.guests.pop(h.name, None)
         if size is not None:
@@ -208,32 +232,28 @@ class Placement:
         self.pinned.pop(h.name, None)
 
     # ------------------------------------------------------------ guests (the LRU)
-    async def guest(self, name: str) -> ModelHandle | None:
+    async def guest(self, name: str) -> HeldModel | None:
         """Load a model we do not own, as a guest (None: there is no such model)."""
-        reg = self.registry
         self._m_misses.inc()
-        config = await reg.store.get_config(name)
+        config = await self.store.get_config(name)
         if config is None:
             return None
-        async with reg._catalog_lock:
-            h = reg.models.get(name)
-            if h is None:
-                h = await reg._load(name, config)
+        h = await self.hooks.load(name, config)
         if h is not None and not self.owns(name):
-            self._admit(h)
+            self.admit(h)
             self.evict(keep=name)
         return h
 
-    async def refresh(self, h: ModelHandle) -> None:
+    async def refresh(self, h: HeldModel) -> None:
         """Before a guest answers: the entries the apply loop did not apply to it."""
         self._m_hits.inc()
         if h.name in self.guests:
             self.guests.move_to_end(h.name)
         if h.adapter.online:
             with contextlib.suppress(StoreUnavailable):  # then answer from what we have
-                await self.registry.catch_up(h)
+                await self.hooks.catch_up(h)
 
-    def _admit(self, h: ModelHandle) -> None:
+    def admit(self, h: HeldModel) -> None:
         h.owned = False
         size = model_nbytes(h.adapter.model)
         self.guest_bytes += size - self.guests.get(h.name, 0)
@@ -261,10 +281,10 @@ class Placement:
             if name == keep or name in self.pinned or self.owns(name):
                 continue
             self._m_evictions.inc()
-            self.registry._drop(name)  # calls forget()
+            self.hooks.drop(name)  # calls forget()
             log.info("evicted guest model %r", name)
 
     def update_gauges(self) -> None:
-        self._m_owned.set(sum(1 for n in self.registry.models if self.owns(n)))
+        self._m_owned.set(sum(1 for n in self.hooks.held() if self.owns(n)))
         self._m_lru_bytes.set(self.guest_bytes)
         self._m_lru_models.set(len(self.guests))

@@ -18,9 +18,9 @@ import contextlib
 import logging
 import time
 
-from service import metrics as M
-from service.model_handle import ModelHandle
-from service.registry import Registry
+from service.engine.facade import Engine
+from service.engine.model_handle import ModelHandle
+from service.observability import metrics as M
 from service.store.base import StoreUnavailable
 
 log = logging.getLogger("learnserve.replication")
@@ -30,9 +30,9 @@ _MODEL_BACKOFF_MAX = 60.0
 
 
 class Replicator:
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        self.settings = registry.settings
+    def __init__(self, engine: Engine) -> None:
+        self.registry = engine
+        self.settings = engine.settings
         self._task: asyncio.Task[None] | None = None
         # Models whose log failed to apply: the handle, when to try again, the delay.
         self._failing: dict[str, tuple[ModelHandle, float, float]] = {}

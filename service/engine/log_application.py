@@ -1,32 +1,101 @@
-"""Log integrity: a worker that finds the store lost the tail of a model's log.
+"""A model's log applied here in position order, each entry checked against the chain.
 
-Redis replicates asynchronously: a failover without ``WAIT`` can lose the last
-entries of a log, which a worker had applied (and acknowledged), and later appends
-then take those positions again with other entries. Every entry carries the log's
-chain head (``service.store.base.chain_head``), so a worker notices (a position it
-applied holding another entry, or a log that ends before its version), counts the
-entries it had applied that are gone (``learnserve_log_entries_lost_total``), says
-so loudly, and rebuilds the model from the store's checkpoint + log, instead of
-answering a version it never applied.
+``catch_up_locked`` applies every entry past the handle's version: the ones this
+worker holds already (``h.local``, its own appends) without reading them back, the
+others read from the store in chunks. A log that starts past the version was
+trimmed behind a newer checkpoint, which is loaded instead.
 
-Functions over the :class:`~service.registry.Registry`, which delegates to them
-under its own names (as it does for ``service.checkpoints``).
+**Integrity.** Redis replicates asynchronously: a failover without ``WAIT`` can lose
+the last entries of a log, which a worker had applied (and acknowledged), and later
+appends then take those positions again with other entries. Every entry carries the
+log's chain head (``service.store.base.chain_head``), so a worker notices (a position
+it applied holding another entry, or a log that ends before its version), counts
+the entries it had applied that are gone (``learnserve_log_entries_lost_total``),
+says so loudly, and rebuilds the model from the store's checkpoint + log, instead
+of answering a version it never applied.
+
+Functions over the :class:`~service.engine.registry.Registry` table; the caller
+holds the model's lock where a name ends in ``_locked``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from service import metrics as M
-from service.model_handle import ModelHandle, unpack_checkpoint
-
-if TYPE_CHECKING:  # the registry imports this module; only the type is needed here
-    from service.registry import Registry
+from service.engine import update_outcomes
+from service.engine.model_handle import ModelHandle, unpack_checkpoint
+from service.engine.registry import Registry
+from service.observability import metrics as M
 
 log = logging.getLogger("learnserve.registry")
 
+
+async def catch_up(registry: Registry, h: ModelHandle, target: int | None = None) -> None:
+    """Apply the log past ``h.version`` (up to ``target``) under the model's lock; the
+    outcomes of entries that failed here are then recorded in the background."""
+    async with h.lock:
+        await catch_up_locked(registry, h, target)
+    update_outcomes.record_failures_soon(registry, h)
+
+
+
+
+async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None = None) -> None:
+    """Apply every entry past ``h.version`` (up to ``target`` if given), checking that
+    each one continues the chain of heads of the entries applied before it."""
+    while target is None or h.version < target:
+        nxt = h.local.pop(h.version + 1, None)
+        if nxt is not None:
+            if h.chain_breaks(*nxt):
+                await lost_tail(registry, h, h.version + 1)
+                continue
+            h.apply_entry(h.version + 1, *nxt)
+            continue
+        limit = 256 if target is None else max(1, min(256, target - h.version))
+        entries = await registry.store.read_log(h.name, h.version, limit)
+        if not entries:
+            return
+        if entries[0].position != h.version + 1:
+            # The entries we need were trimmed behind a newer checkpoint: reload it.
+            await reload_from_checkpoint(registry, h, entries[0].position)
+            continue
+        broken = False
+        for e in entries:
+            if e.position != h.version + 1:
+                raise RuntimeError(f"model {h.name!r}: log gap at {e.position}")
+            if h.chain_breaks(e.payload, e.head):
+                await lost_tail(registry, h, e.position)
+                broken = True
+                break
+            h.apply_entry(e.position, e.payload, e.head)
+            h.local.pop(e.position, None)
+        if broken:
+            continue
+        if len(entries) < limit:
+            return
+        await asyncio.sleep(0)  # a long catch-up lets predicts through between chunks
+
+
+async def reload_from_checkpoint(registry: Registry, h: ModelHandle, first: int) -> None:
+    cp = await registry.store.get_checkpoint(h.name)
+    if cp is None or cp.position < first - 1:
+        raise RuntimeError(
+            f"model {h.name!r}: log starts at {first} but no checkpoint covers {h.version}"
+        )
+    log.warning("model %r lagged behind the trimmed log; reloading checkpoint", h.name)
+    meta, blob = unpack_checkpoint(cp.blob)
+    h.adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
+    h.version = cp.position
+    h.checkpoint_position = cp.position
+    h.checkpoint_at = cp.created_at
+    h.examples_learned = int(meta.get("examples_learned", h.examples_learned))
+    h.head = meta.get("head")
+    h.recent_heads.clear()
+    h.load_failed(meta)
+    h.local = {p: v for p, v in h.local.items() if p > h.version}
+    h.notify_advanced()
 
 async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> None:
     """The log's entry at ``position`` does not continue the entries applied here:
@@ -78,7 +147,7 @@ async def recover_lost_tail(registry: Registry, h: ModelHandle) -> None:
         if await store_lost_tail(registry, h):
             last = await registry.store.last_position(h.name)
             await lost_tail(registry, h, min(last + 1, h.version))
-            await registry._catch_up_locked(h)
+            await catch_up_locked(registry, h)
 
 
 async def _count_lost(registry: Registry, h: ModelHandle, position: int) -> int:

@@ -6,7 +6,7 @@ names are cut into :data:`SHARDS` fixed shards by a stable hash of the name (nev
 Python's ``hash()``, which is salted per process); each shard is owned by the R live
 members with the highest rendezvous (highest-random-weight) score for it. Every
 member computes the same answer from the same member list, with no coordination:
-the list comes from heartbeat leases in the store (:mod:`service.membership`). When
+the list comes from heartbeat leases in the store (:mod:`service.fleet.membership`). When
 a member joins or leaves, only the shards whose top-R set it enters or leaves move
 (about R/N of them), which is what rendezvous hashing is for.
 

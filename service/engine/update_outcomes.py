@@ -11,43 +11,54 @@ replay answers from there. The most recent failures also travel in checkpoints
 (``ModelHandle.checkpoint_meta``), for when the store could not take the record.
 
 >>> e = decode(encode(failure_error("weights would become non-finite")))
->>> (e.status, e.code, e.message)
-(422, 'invalid_input', 'the update could not be applied: weights would become non-finite')
+>>> (e.kind.name, e.code, e.message)
+('INVALID', 'invalid_input', 'the update could not be applied: weights would become non-finite')
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import orjson
 
-from service.api.errors import ApiError, invalid
+from service.engine.model_handle import ModelHandle
+from service.engine.registry import Registry
+from service.errors import Kind, ServiceError, invalid
 from service.store.base import StoreUnavailable
-
-if TYPE_CHECKING:  # the registry imports this module; only the types are needed here
-    from service.model_handle import ModelHandle
-    from service.registry import Registry
 
 log = logging.getLogger("learnserve.registry")
 
-REPLAYED = {"Idempotent-Replayed": "true"}
+# The stored record names an error's kind by the number it has always stored (the
+# record's format predates the domain errors; records written then still read).
+_STORED_CODE = {
+    Kind.INVALID: 422, Kind.CONFLICT: 409, Kind.NOT_FOUND: 404, Kind.TOO_LARGE: 413,
+    Kind.UNAVAILABLE: 503, Kind.BAD_REQUEST: 400,
+}  # fmt: skip
+_KIND_OF_CODE = {v: k for k, v in _STORED_CODE.items()}
 
 
-def failure_error(message: str) -> ApiError:
+def failure_error(message: str) -> ServiceError:
     """The answer to an update whose entry could not be applied."""
     return invalid(f"the update could not be applied: {message}")
 
 
-def encode(err: ApiError) -> str:
+def encode(err: ServiceError) -> str:
     return orjson.dumps(
-        {"status": err.status, "error": err.code, "message": err.message, "field": err.field}
+        {"status": _STORED_CODE[err.kind], "error": err.code, "message": err.message, "field": err.field}
     ).decode()
 
 
-def decode(text: str) -> ApiError:
+def decode(text: str) -> ServiceError:
     d = orjson.loads(text)
-    return ApiError(int(d["status"]), str(d["error"]), str(d["message"]), d.get("field"))
+    kind = _KIND_OF_CODE.get(int(d["status"]), Kind.INVALID)
+    return ServiceError(kind, str(d["error"]), str(d["message"]), d.get("field"))
+
+
+def record_failures_soon(registry: Registry, h: ModelHandle) -> None:
+    """Record in the store the outcomes of entries that just failed here, so that a
+    replay of their idempotency keys answers them on any worker, at any time."""
+    if h.unrecorded:
+        registry.spawn(record_failures(registry, h))
 
 
 async def record_failures(registry: Registry, h: ModelHandle) -> None:
@@ -72,11 +83,11 @@ async def record_failures(registry: Registry, h: ModelHandle) -> None:
             log.exception("model %r: outcome of entry %d not recorded", h.name, position)
 
 
-async def recorded_failure(registry: Registry, h: ModelHandle, key: str) -> ApiError | None:
+async def recorded_failure(registry: Registry, h: ModelHandle, key: str) -> ServiceError | None:
     """The failure recorded for a replayed ``key``, if its entry failed to apply."""
     outcome = await registry.store.get_outcome(h.name, key)
     if outcome is None:
         return None
     err = decode(outcome)
-    err.headers = dict(REPLAYED)
+    err.replayed = True
     return err
