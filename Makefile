@@ -44,6 +44,7 @@ system-deps:
 # The kernels are compiled first (in parallel, with progress): tests that start servers
 # then find them cached instead of racing their readiness timeouts against a cold compile.
 test: test-venv system-deps
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/learnserve warmup
 	$(BIN)/python -m pytest -q -m "not slow"
 

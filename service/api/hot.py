@@ -12,32 +12,28 @@ They keep everything the other routes have: API keys and scopes
 (:class:`service.api.auth.KeyRing`), the content type, the readiness check, the body
 limit and timeout, the one
 error body (:func:`service.api.errors.error_body`) and the metrics
-(``MetricsMiddleware`` wraps this layer). The handlers are the ones in
-:mod:`service.api.learn`, whose FastAPI routes document the two paths.
+(``MetricsMiddleware`` wraps this layer). The pipeline and handlers are
+the ones the FastAPI routes of :mod:`service.api.learn` (which document the paths)
+run: :mod:`service.api.pipeline`, :mod:`service.engine.requests`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.api.errors import error_body, http_headers, http_status
-from service.api.learn import predict_body, ready_engine, update_body
-from service.api.request_bodies import ClientGone, check_content_type, receive_body
+from service.api.errors import error_body
+from service.api.pipeline import Handler, serve_json
+from service.api.request_bodies import ClientGone, receive_body
 from service.api.v2_infer import infer_target, serve_infer
-from service.engine.facade import Engine
-from service.errors import ServiceError
+from service.engine.requests import predict_body, update_body
 from service.settings import Settings
 
 log = logging.getLogger("learnserve.api")
 
-Handler = Callable[
-    [Engine, Settings, bytes, dict[str, Any], dict[str, str]], Awaitable[dict[str, Any]]
-]
 
 # path -> (API-key scope, handler)
 ROUTES: dict[str, tuple[str, Handler]] = {
@@ -85,31 +81,22 @@ class HotRoutes:
                 name = k.decode("latin-1")
                 if name not in headers:  # the first of repeated headers, as Starlette reads
                     headers[name] = v.decode("latin-1")
-        extra: dict[str, str] | None = None
-        status = 200
         rstate = scope.setdefault("state", {})
         if path_model is not None:
             rstate["path_model"] = path_model
+
+        async def read(settings: Settings) -> bytes:
+            return await receive_body(
+                receive,
+                headers.get("content-length"),
+                settings.max_body_bytes,
+                settings.body_timeout_seconds,
+            )
+
         try:
-            try:
-                state = self.state
-                state.keyring.check(headers, key_scope)
-                check_content_type(headers.get("content-type"))
-                engine = ready_engine(state.engine)
-                settings: Settings = state.settings
-                raw = await receive_body(
-                    receive,
-                    headers.get("content-length"),
-                    settings.max_body_bytes,
-                    settings.body_timeout_seconds,
-                )
-                answer = await handler(engine, settings, raw, rstate, headers)
-                if "idempotency-key" in headers:  # the only requests that add headers
-                    extra = rstate.get("reply_headers")
-            except ServiceError as e:
-                status, extra = http_status(e), http_headers(e)
-                answer = error_body(e.code, e.message, e.field)
-            body = orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
+            status, body, extra = await serve_json(
+                self.state, key_scope, handler, headers, read, rstate
+            )
         except ClientGone:
             rstate["status"] = 499  # nothing to answer; counted apart from server errors
             return

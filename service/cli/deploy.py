@@ -21,9 +21,9 @@ from typing import Annotated
 import httpx
 import orjson
 import typer
-from learners.engine import BATCH_KINDS, class_for
 
 from learners.artifact import ArtifactError, ArtifactTooLarge, loads
+from learners.registry import BATCH_KINDS, class_for
 from service.cli import app
 from service.cli.service_options import DEFAULT, Token, Url
 

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-from learners.engine import class_for
 
 from learners.artifact import ArtifactError, load
+from learners.registry import class_for
 from service.cli import app
 
 # artifact kind -> "module:function(model_path, test, test_query) -> dict"

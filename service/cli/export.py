@@ -20,9 +20,9 @@ from typing import Annotated
 import httpx
 import orjson
 import typer
-from learners.engine import load_model
 
 from learners.artifact import ArtifactError, save
+from learners.registry import load_model
 from service.cli import app
 from service.cli.deploy import _server_message
 from service.cli.service_options import DEFAULT, Token, Url

@@ -1,5 +1,5 @@
 """One hosted model (:class:`ModelHandle`): its adapter, version, lock, progressive
-metrics (:mod:`service.engine.progressive_metrics`) and checkpoint bookkeeping; plus the
+metrics (:mod:`service.models.progressive_metrics`) and checkpoint bookkeeping; plus the
 checkpoint blob format and the store-health gauges. The
 :class:`service.engine.registry.Registry` holds the handles.
 """
@@ -20,8 +20,8 @@ import numpy as np
 import orjson
 
 from learners.linear.calibration import PROBABILITY
-from service.engine.progressive_metrics import EvalWindow, window_size
 from service.models.base import ModelAdapter
+from service.models.progressive_metrics import EvalWindow, window_size
 from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import chain_head

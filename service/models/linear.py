@@ -136,7 +136,7 @@ def online_model_config(
 
 def metrics_config(metrics: Any) -> dict[str, Any]:
     """``{"window": n}``: the progressive metrics' window, 1..MAX_WINDOW examples."""
-    from service.engine.progressive_metrics import MAX_WINDOW
+    from service.models.progressive_metrics import MAX_WINDOW
 
     if not isinstance(metrics, dict):
         raise invalid(f"metrics: must be an object, got {type_name(metrics)}", "metrics")
@@ -194,7 +194,7 @@ class LinearAdapter(ModelAdapter):
     @classmethod
     def warmup(cls) -> None:
         from learners.linear import ALGORITHMS, first_nonfinite_row, make_classifier
-        from service.engine.progressive_metrics import EvalWindow
+        from service.models.progressive_metrics import EvalWindow
 
         spec = FeatureSpec.sparse(4)
         batch = spec.encode([{"0": 1.0}, {"1": 1.0, "3": -1.0}, {"2": 0.5}])

@@ -13,9 +13,9 @@ import pytest
     [
         "service.settings",
         "service.models.payload",
-        "service.engine.progressive_metrics",
+        "service.models.progressive_metrics",
         "service.models.example_weights",
-        "service.api.finite",
+        "service.models.finite_answers",
         "service.engine.update_outcomes",
         "service.engine.batch_versions",
         "service.models.feedback_rows",

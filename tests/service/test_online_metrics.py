@@ -21,7 +21,7 @@ import pytest
 from learners.io.svmlight import read_svmlight
 from learners.linear import make_classifier
 from learners.linear.calibration import log_loss_sum, roc_auc
-from service.engine.progressive_metrics import EvalWindow
+from service.models.progressive_metrics import EvalWindow
 from service.settings import Settings
 from tests.conftest import require_data
 from tests.service.procs import free_port, stop_process

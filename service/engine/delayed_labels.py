@@ -26,15 +26,14 @@ from typing import Any
 
 import orjson
 
-from service.api.errors import ApiError, invalid, not_found, store_unavailable
-from service.api.finite import refuse_nonfinite
-from service.api.request_bodies import require_list, type_name
 from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
 from service.engine.update_submission import key_reused
-from service.errors import ServiceError
+from service.errors import ServiceError, conflict, invalid, not_found, store_unavailable
 from service.models.example_weights import entry_weights
 from service.models.feedback_rows import Record, build_entry, decode_record, served_outcome
+from service.models.finite_answers import refuse_nonfinite
+from service.models.json_fields import require_list, type_name
 from service.models.linear import LinearAdapter
 from service.models.payload import decode_payload
 from service.observability import metrics as M
@@ -112,8 +111,8 @@ async def predict_tracked(
     if taken is not None:
         row = next(k for k, i in enumerate(ids) if i == records[taken][0])
         loc = f"instances[{row}].id"
-        raise ApiError(
-            409, "id_labelled", f"{loc}: this id was labelled already; an id is used once", loc
+        raise conflict(
+            "id_labelled", f"{loc}: this id was labelled already; an id is used once", loc
         )
     return predictions
 
@@ -227,8 +226,8 @@ async def update_with_ids(
             "version": position,
             "correct": None if learned is None else learned + answered,
         }
-    raise ApiError(
-        409, "conflict", "the ids of this batch kept changing meanwhile; send it again", "examples"
+    raise conflict(
+        "conflict", "the ids of this batch kept changing meanwhile; send it again", "examples"
     )
 
 
@@ -249,7 +248,7 @@ async def _replay(
 
 
 def _replayed(h: ModelHandle, n: int, position: int, state: dict[str, Any]) -> dict[str, Any]:
-    state["reply_headers"] = {"Idempotent-Replayed": "true"}
+    state["replayed"] = True  # the API says so (Idempotent-Replayed)
     correct = h.correct_at.get(position)
     return {"model": h.name, "applied": n, "version": position, "correct": correct}
 
@@ -269,8 +268,7 @@ def _repeat(fb: Feedback, y: Any, k: int) -> int:
     first = d.get("y")
     if type(first) is not type(y) or first != y:
         loc = f"examples[{k}].id"
-        raise ApiError(
-            409,
+        raise conflict(
             "id_labelled",
             f"{loc}: this id was labelled {first!r} already (version {fb.position}); an "
             f"id is learned once, so {y!r} is refused",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from service.api.errors import invalid
+from service.errors import invalid
 
 _NUMBERS = ("score", "confidence")
 
