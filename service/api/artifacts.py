@@ -15,8 +15,8 @@ from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
 from service.api.auth import AdminScope, PredictScope
-from service.api.deps import RegistryDep, SettingsDep
-from service.api.errors import ApiError, invalid, json_response, store_unavailable
+from service.api.deps import EngineDep, SettingsDep
+from service.api.errors import invalid, json_response
 from service.api.models import check_name
 from service.api.request_bodies import (
     OCTETS_TYPE,
@@ -34,7 +34,6 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.store.base import StoreUnavailable
 
 router = APIRouter(tags=["batch models"])
 
@@ -61,7 +60,7 @@ _OCTETS = {
     openapi_extra=_OCTETS,
 )
 async def deploy(
-    name: str, request: Request, engine: RegistryDep, settings: SettingsDep, _: AdminScope
+    name: str, request: Request, engine: EngineDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     check_name(name)
     # Only octet-stream (what `learnserve deploy` sends): the CORS-simple types a web
@@ -96,17 +95,10 @@ async def deploy(
     responses={200: {"model": ArtifactList}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def list_artifacts(
-    name: str, request: Request, engine: RegistryDep, _: PredictScope
+    name: str, request: Request, engine: EngineDep, _: PredictScope
 ) -> Response:
-    h = await engine.find(name)
     request.state.model = name
-    if h.adapter.online:
-        raise ApiError(409, "not_batch", f"model {name!r} is an online model; no artifacts")
-    try:
-        versions = await engine.store.list_artifacts(name)
-        active = await engine.store.get_active_version(name)
-    except StoreUnavailable as e:
-        raise store_unavailable() from e
+    h, versions, active = await engine.stored_versions(name)
     return json_response(
         {
             "model": name,
@@ -128,7 +120,7 @@ async def list_artifacts(
     openapi_extra=body_doc(ActivateRequest),
 )
 async def activate(
-    name: str, request: Request, engine: RegistryDep, settings: SettingsDep, _: AdminScope
+    name: str, request: Request, engine: EngineDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     body = await read_json_object(request, settings.max_body_bytes)
     version = optional_int(body, "version", minimum=1)
@@ -149,7 +141,7 @@ async def activate(
     "a concurrent rollback or deploy changed the active version meanwhile)",
     responses={200: {"model": RollbackResponse}, **error_responses(401, 403, 404, 409, 503)},
 )
-async def rollback(name: str, request: Request, engine: RegistryDep, _: AdminScope) -> Response:
+async def rollback(name: str, request: Request, engine: EngineDep, _: AdminScope) -> Response:
     request.state.model = name
     h, previous = await engine.rollback(name)
     return json_response(
@@ -172,7 +164,7 @@ async def delete_version(
     name: str,
     version: Annotated[int, Path(ge=1, le=2**62, description="a stored version")],
     request: Request,
-    engine: RegistryDep,
+    engine: EngineDep,
     _: AdminScope,
 ) -> Response:
     await engine.delete_version(name, version)

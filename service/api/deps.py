@@ -15,11 +15,15 @@ from service.engine.facade import Engine
 from service.settings import Settings
 
 
-async def get_registry(request: Request) -> Engine:
-    reg: Engine = request.app.state.engine
-    if not reg.ready:
-        raise not_ready(reg)
-    return reg
+def ready_engine(engine: Engine) -> Engine:
+    """The engine, once the service is ready (the one readiness check of every route)."""
+    if not engine.ready:
+        raise not_ready(engine)
+    return engine
+
+
+async def get_engine(request: Request) -> Engine:
+    return ready_engine(request.app.state.engine)
 
 
 def not_ready(reg: Engine) -> ApiError:
@@ -37,5 +41,5 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-RegistryDep = Annotated[Engine, Depends(get_registry)]
+EngineDep = Annotated[Engine, Depends(get_engine)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]

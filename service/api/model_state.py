@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from service.api.auth import AdminScope, PredictScope
-from service.api.deps import RegistryDep, SettingsDep
+from service.api.deps import EngineDep, SettingsDep
 from service.api.errors import ApiError, json_response
 from service.api.schemas import error_responses
 from service.engine.model_handle import ModelHandle
@@ -123,7 +123,7 @@ def _online(h: ModelHandle, name: str) -> None:
     response_class=Response,
 )
 async def export_model_state(
-    name: str, request: Request, engine: RegistryDep, _: AdminScope
+    name: str, request: Request, engine: EngineDep, _: AdminScope
 ) -> Response:
     h = await engine.find(name)
     request.state.model = name
@@ -146,7 +146,7 @@ async def export_model_state(
 async def model_weights(
     name: str,
     request: Request,
-    engine: RegistryDep,
+    engine: EngineDep,
     settings: SettingsDep,
     _: PredictScope,
     top: Annotated[int, Query(ge=1, le=MAX_TOP, description="weights per side and label")] = 20,

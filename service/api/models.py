@@ -12,7 +12,8 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from service.api.auth import AdminScope, PredictScope
-from service.api.deps import RegistryDep, SettingsDep
+from service.api.deps import EngineDep, SettingsDep
+from service.api.descriptions import describe
 from service.api.errors import ApiError, invalid, json_response, store_unavailable
 from service.api.request_bodies import OCTETS_TYPE, read_body, read_json_object
 from service.api.schemas import (
@@ -22,7 +23,6 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.engine.transfers import import_model
 from service.models.kinds import adapter_for_body
 from service.store.base import validate_name
 
@@ -76,7 +76,7 @@ _CREATE_BODY["requestBody"]["content"][OCTETS_TYPE] = {
     openapi_extra=_CREATE_BODY,
 )  # fmt: skip
 async def put_model(
-    name: str, request: Request, engine: RegistryDep, settings: SettingsDep, _: AdminScope
+    name: str, request: Request, engine: EngineDep, settings: SettingsDep, _: AdminScope
 ) -> Response:
     check_name(name)
     media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
@@ -84,15 +84,15 @@ async def put_model(
         blob = await read_body(request, settings.max_artifact_bytes)
         if not blob:
             raise invalid("artifact: the body is empty; send the artifact file", "artifact")
-        h, created = await import_model(engine, name, blob)
+        h, created = await engine.import_model(name, blob)
         request.state.model = name
-        return json_response(await h.describe(), 201 if created else 200)
+        return json_response(await describe(h), 201 if created else 200)
     body = await read_json_object(request, settings.max_body_bytes)
     cls = adapter_for_body(body)
     config = cls.normalize_config(body, settings)
     h, created = await engine.create(name, cls, config)
     request.state.model = name  # only names that exist become metric labels
-    return json_response(await h.describe(), 201 if created else 200)
+    return json_response(await describe(h), 201 if created else 200)
 
 
 @router.get(
@@ -100,7 +100,7 @@ async def put_model(
     summary="List models",
     responses={200: {"model": ModelList}, **error_responses(401, 403)},
 )
-async def list_models(engine: RegistryDep, _: PredictScope) -> Response:
+async def list_models(engine: EngineDep, _: PredictScope) -> Response:
     with contextlib.suppress(Exception):  # store down: list what this worker holds
         await engine.sync_catalog()
     listed = []
@@ -108,7 +108,7 @@ async def list_models(engine: RegistryDep, _: PredictScope) -> Response:
         if i and i % LIST_YIELD_EVERY == 0:
             # Thousands of models: let the loop serve others between slices.
             await asyncio.sleep(0)
-        listed.append(await h.describe())
+        listed.append(await describe(h))
     # Encoding megabytes of JSON is the other long step: off the loop.
     body = await asyncio.to_thread(orjson.dumps, {"models": listed}, option=orjson.OPT_NON_STR_KEYS)
     return Response(body, media_type="application/json")
@@ -120,12 +120,12 @@ async def list_models(engine: RegistryDep, _: PredictScope) -> Response:
     responses={200: {"model": ModelInfo}, **error_responses(401, 403, 404)},
 )
 async def get_model(
-    name: str, request: Request, engine: RegistryDep, _: PredictScope
+    name: str, request: Request, engine: EngineDep, _: PredictScope
 ) -> Response:
     held = name in engine.models  # before find(), which loads a guest copy
     h = await engine.find(name)
     request.state.model = name
-    info = await h.describe()
+    info = await describe(h)
     info["ownership"] = engine.placement.describe(name, held)
     return json_response(info)
 
@@ -136,7 +136,7 @@ async def get_model(
     responses={200: {"model": CheckpointResponse}, **error_responses(401, 403, 404, 409, 503)},
 )
 async def checkpoint_model(
-    name: str, request: Request, engine: RegistryDep, _: AdminScope
+    name: str, request: Request, engine: EngineDep, _: AdminScope
 ) -> Response:
     h = await engine.find(name)
     request.state.model = name
@@ -167,7 +167,7 @@ async def checkpoint_model(
     responses=error_responses(401, 403, 404, 503),
 )
 async def delete_model(
-    name: str, request: Request, engine: RegistryDep, _: AdminScope
+    name: str, request: Request, engine: EngineDep, _: AdminScope
 ) -> Response:
     check_name(name)
     await engine.delete(name)

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from service.api.deps import not_ready
+from service.api.deps import ready_engine
 from service.api.errors import error_body, http_headers, http_status
 from service.api.request_bodies import check_content_type
 from service.engine.facade import Engine
@@ -31,12 +31,6 @@ Handler = Callable[
 ReadBody = Callable[[Settings], Awaitable[bytes]]
 
 _REPLAYED = {"Idempotent-Replayed": "true"}
-
-
-def ready_engine(engine: Engine) -> Engine:
-    if not engine.ready:
-        raise not_ready(engine)
-    return engine
 
 
 async def serve_json(

@@ -26,8 +26,8 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from service.api.deps import ready_engine
 from service.api.errors import ApiError
-from service.api.pipeline import ready_engine
 from service.api.request_bodies import read_body
 from service.api.v2_docs import INFER_DOC, RESPONSES
 from service.api.v2_infer import error_answer, infer_answer, served

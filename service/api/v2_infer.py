@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Send
 
+from service.api.deps import ready_engine
 from service.api.errors import ApiError, http_headers, http_status
-from service.api.pipeline import ready_engine
 from service.api.request_bodies import ClientGone, receive_body, type_name, unsupported_type
 from service.api.v2_outputs import output_names, output_tensors
 from service.api.v2_tensors import (

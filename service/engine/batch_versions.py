@@ -25,7 +25,7 @@ from learners.artifact import loads as artifact_loads
 from learners.registry import BATCH_KINDS
 from service.engine.model_handle import ModelHandle
 from service.engine.registry import Registry
-from service.errors import Kind, ServiceError, invalid, not_found, store_unavailable
+from service.errors import Kind, ServiceError, conflict, invalid, not_found, store_unavailable
 from service.models.base import ModelAdapter
 from service.models.batch import BatchAdapter
 from service.models.kinds import adapter_class
@@ -34,6 +34,7 @@ from service.settings import Settings
 from service.store.base import (
     ActiveVersionChanged,
     ArtifactActive,
+    ArtifactVersion,
     ConfigConflict,
     ModelNotFound,
     Store,
@@ -310,6 +311,21 @@ async def prune(registry: Registry, name: str, keep: int) -> list[int]:
     if deleted:
         log.info("model %r: pruned artifact versions %s (keeping %d)", name, deleted, keep)
     return deleted
+
+
+async def stored_versions(
+    registry: Registry, find: Find, name: str
+) -> tuple[ModelHandle, list[ArtifactVersion], int | None]:
+    """A batch model's handle, its stored artifact versions and the active one."""
+    h = await find(name)
+    if h.adapter.online:
+        raise conflict("not_batch", f"model {name!r} is an online model; no artifacts")
+    try:
+        versions = await registry.store.list_artifacts(name)
+        active = await registry.store.get_active_version(name)
+    except StoreUnavailable as e:
+        raise store_unavailable() from e
+    return h, versions, active
 
 
 async def delete_version(registry: Registry, find: Find, name: str, version: int) -> None:

@@ -41,7 +41,7 @@ from service.fleet.placement import Placement
 from service.models.base import ModelAdapter
 from service.models.warmup import Family, warm_all
 from service.settings import Settings
-from service.store.base import KeyGuard, Store, StoreUnavailable
+from service.store.base import ArtifactVersion, KeyGuard, Store, StoreUnavailable
 
 log = logging.getLogger("learnserve.registry")
 
@@ -177,6 +177,12 @@ class Engine:
         """Store an artifact as the model's next version and swap it in atomically
         (the same bytes as a stored version: that version, nothing stored)."""
         return await batch_versions.deploy(self.registry, name, blob)
+
+    async def stored_versions(
+        self, name: str
+    ) -> tuple[ModelHandle, list[ArtifactVersion], int | None]:
+        """A batch model, its stored artifact versions and the active version."""
+        return await batch_versions.stored_versions(self.registry, self.find, name)
 
     async def delete_version(self, name: str, version: int) -> None:
         """Delete a stored artifact version (never the active one)."""

@@ -10,7 +10,6 @@ import asyncio
 import collections
 import logging
 import math
-import os
 import random
 import struct
 import time
@@ -266,7 +265,7 @@ class ModelHandle:
         self._digest = (version, adapter, value)
         return value
 
-    def _online_metrics(self) -> dict[str, Any]:
+    def online_metrics(self) -> dict[str, Any]:
         out = self.window.summary()
         if out.get("log_loss") is not None:  # binary: how its margins become probabilities
             out["probability"] = PROBABILITY.get(str(self.config.get("algorithm")))
@@ -280,42 +279,6 @@ class ModelHandle:
             "failures": self.checkpoint_failures,
             "retry_in_seconds": max(0.0, self.checkpoint_retry_at - time.monotonic()),
             "last_error": self.checkpoint_error,
-        }
-
-    async def describe(self) -> dict[str, Any]:
-        digest = await self.digest()
-        if not self.adapter.online:
-            # A batch model learns nothing here: no examples, progressive metrics or
-            # checkpoints (absent, not null); its artifact's training facts instead.
-            return {
-                "name": self.name,
-                "kind": self.adapter.kind,
-                "config": self.config,
-                "version": self.version,
-                **self.adapter.describe(),
-                "state_digest": digest,
-                "worker": os.getpid(),
-            }
-        cp = None
-        if self.checkpoint_at is not None:
-            cp = {
-                "position": self.checkpoint_position,
-                "created_at": self.checkpoint_at,
-                "age_seconds": max(0.0, time.time() - self.checkpoint_at),
-            }
-        return {
-            "name": self.name,
-            "kind": self.adapter.kind,
-            "config": self.config,
-            "version": self.version,
-            "examples_learned": self.examples_learned,
-            "entries_skipped": self.entries_skipped,
-            **self.adapter.describe(),
-            "online_metrics": self._online_metrics(),
-            "last_checkpoint": cp,
-            "checkpoint_backoff": self.checkpoint_backoff(),
-            "state_digest": digest,
-            "worker": os.getpid(),
         }
 
 

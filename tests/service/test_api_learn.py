@@ -12,6 +12,8 @@ import pytest
 
 from learners.features import FeatureSpec
 from learners.linear import make_classifier
+from service.api.errors import http_status
+from service.errors import ServiceError
 from service.settings import Settings
 from tests.service.serving import ServerThread, dense_model
 
@@ -380,7 +382,7 @@ def test_dense_fast_path_builds_exactly_the_checked_batch() -> None:
         body = {"model": "m", "examples": [{"x": bad, "y": 1}]}
         with pytest.raises(Exception) as e:
             a.parse_update(body, s, orjson.dumps(body))
-        assert getattr(e.value, "status", None) == 422, bad
+        assert isinstance(e.value, ServiceError) and http_status(e.value) == 422, bad
 
 
 @pytest.mark.parametrize("density", [0.05, 0.5, 1.0])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+from service.api.descriptions import describe
 from service.engine.checkpoints import count_due
 from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
@@ -69,7 +70,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
                 await reg.submit_update(h, payload)
                 await asyncio.gather(*list(reg.tasks))
             assert h.checkpoint_position == 2  # checkpoints work while the store is fine
-            assert (await h.describe())["checkpoint_backoff"] is None
+            assert (await describe(h))["checkpoint_backoff"] is None
 
             await break_store(reg, True)
             try:
@@ -80,7 +81,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
                     await reg.periodic()
                 await asyncio.gather(*list(reg.tasks))
                 assert h.checkpoint_failures == 1
-                d = (await h.describe())["checkpoint_backoff"]
+                d = (await describe(h))["checkpoint_backoff"]
                 assert d["failures"] == 1 and 25 < d["retry_in_seconds"] <= 30
                 assert d["last_error"]
                 assert sample("learnserve_checkpoint_failures_total", model) == 1
@@ -112,7 +113,7 @@ def scenario(tmp_path: Path, redis_url: str | None, model: str) -> Callable[[], 
             await reg.periodic()
             await asyncio.gather(*list(reg.tasks))
             assert h.checkpoint_position == h.version and h.checkpoint_failures == 0
-            assert (await h.describe())["checkpoint_backoff"] is None
+            assert (await describe(h))["checkpoint_backoff"] is None
             assert sample("learnserve_checkpoint_backoff_seconds", model) == 0
             cp = await store.get_checkpoint(model)
             assert cp is not None and cp.position == h.version
