@@ -48,6 +48,17 @@ from typing import Any  # noqa: E402
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench._baseline import (  # noqa: E402
+    CURRENT,
+    REPO,
+    baseline_codes,
+    code_env,
+    cpu_seconds,
+    imported_from,
+    learnserve_args,
+    remove_exports,
+    short_label,
+)
 from bench._common import fmt_rate, fmt_ratio, print_table, write_results  # noqa: E402
 from bench._loadgen import LoadResult, build_request, run_load  # noqa: E402
 from tests.service.procs import (  # noqa: E402
@@ -274,27 +285,71 @@ def print_stall(store: str, stall: dict[str, Any]) -> None:
     )  # fmt: skip
 
 
+PREDICT = "learnserve /predict (1 instance)"
+DENSE_MODEL = {"algorithm": "arow", "features": {"kind": "dense", "dim": DIM}}
+HASHED_MODEL = {"algorithm": "arow", "features": {"kind": "hashed", "bits": 20}}
+BARE, NOOP = "bare ASGI", "no-op FastAPI"
+
+
+def start_learnserve(code: Path, env: dict[str, str]) -> tuple[Any, int]:
+    """One uvicorn worker serving ``service.app:factory`` from ``code`` (this tree or an
+    exported baseline); a long timeout, as a baseline's kernels compile cold."""
+    port = free_port()
+    args = learnserve_args(code, port, HOST)
+    proc = start_service(args, {**env, **code_env(code)}, port, timeout=900, health_path="/readyz")
+    return proc, port
+
+
+def set_up_models(port: int, warm_dense: list[dict[str, Any]]) -> None:
+    """The models the scenarios use, and one request down each timed path (a baseline's
+    numba kernels compile on first use: not inside a timed round)."""
+    with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
+        r = c.put("/models/bench", json=DENSE_MODEL)
+        assert r.status_code in (200, 201), r.text
+        assert c.post("/update", json={"model": "bench", "examples": warm_dense}).is_success
+        r = c.put("/models/hashed", json=HASHED_MODEL)
+        assert r.status_code in (200, 201), r.text
+        r = c.post("/predict", json={"model": "bench", "instances": [{"x": warm_dense[0]["x"]}]})
+        assert r.status_code == 200, r.text
+        hashed = named_rows(np.random.default_rng(1), 100)
+        r = c.post("/update", json={"model": "hashed", "examples": hashed})
+        assert r.status_code == 200, r.text
+
+
+def output_path(out: str | None) -> tuple[str, Path | None]:
+    """``--out`` as write_results' (name, directory): ``x/y.json`` -> ("y", x)."""
+    if not out:
+        return "http", None
+    p = Path(out).resolve()
+    return p.name.removesuffix(".json"), p.parent
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per scenario per round")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; best one kept")
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--checkpoints", type=int, default=3, help="checkpoint-stall repeats")
+    ap.add_argument(
+        "--baseline", action="append", default=[], metavar="REF",
+        help="a git ref whose learnserve is measured too, in the same rounds (repeatable)",
+    )  # fmt: skip
+    ap.add_argument("--out", help="JSON path (default: bench/results/http.json)")
     args = ap.parse_args()
+    out_name, out_dir = output_path(args.out)
 
     rng = np.random.default_rng(0)
     predict_bodies = [
         json.dumps({"model": "bench", "instances": [{"x": r["x"]}]}).encode() for r in rows(rng, 64)
     ]
     predict_reqs = [build_request("POST", "/predict", b) for b in predict_bodies]
+    warm_dense = rows(rng, 1000)  # learnt by every code before the rounds
 
     redis_bin = find_redis_server()
     if redis_bin is None:
         sys.exit("redis-server not found: install it or set LEARNSERVE_REDIS_SERVER")
-    redis = RedisServer(redis_bin, Path(tempfile.mkdtemp(prefix="bench-redis-")))
-    redis.start()
+    # Only settings every measured tree knows (an older one may lack newer ones).
     env = {
-        "LEARNSERVE_REDIS_URL": redis.url,
         "LEARNSERVE_LOG_LEVEL": "warning",
         # Checkpoints every 1000 updates, the default: the log is trimmed behind them as in
         # production (without, the log grows by GBs over the run and Redis' AOF rewrites
@@ -304,40 +359,40 @@ def main() -> None:
         "LEARNSERVE_CHECKPOINT_EVERY_SECONDS": "3600",
         "LEARNSERVE_LOOP_LAG_INTERVAL_SECONDS": "0.001",  # checkpoint_stall reads the lag
     }
-    # All servers run side by side and the scenarios are interleaved round by round,
-    # so a burst of load from elsewhere on the machine hits them alike; the best
-    # round of each scenario is reported (the median is in the JSON).
-    ports = {k: free_port() for k in ("bare", "noop", "learnserve")}
-    procs = [
-        start_service(uvicorn_args("bench._http_apps:bare", ports["bare"]), None, ports["bare"],
-                      health_path="/"),
-        start_service(uvicorn_args("bench._http_apps:noop", ports["noop"]), None, ports["noop"]),
-        start_service(uvicorn_args("service.app:factory", ports["learnserve"], factory=True), env,
-                      ports["learnserve"], health_path="/readyz"),
-    ]  # fmt: skip
-    port = ports["learnserve"]
+    # All servers run side by side and the scenarios (and, within one, the codes) are
+    # interleaved round by round, so a burst of load from elsewhere on the machine hits
+    # them alike; the best round of each scenario is reported (the median is in the JSON).
+    codes = baseline_codes(args.baseline)
+    procs: list[Any] = []
+    redises: list[RedisServer] = []
+    servers: dict[str, tuple[Any, int]] = {}  # code label -> (process, port)
     stall: dict[str, Any] = {}
     stall_sqlite: dict[str, Any] = {}
-    rounds: dict[str, list[dict[str, Any]]] = {}
+    rounds: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     try:
-        with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=60) as c:
-            r = c.put(
-                "/models/bench",
-                json={"algorithm": "arow", "features": {"kind": "dense", "dim": DIM}},
-            )
-            assert r.status_code in (200, 201), r.text
-            assert c.post(
-                "/update", json={"model": "bench", "examples": rows(rng, 1000)}
-            ).is_success
-            r = c.put(
-                "/models/hashed",
-                json={"algorithm": "arow", "features": {"kind": "hashed", "bits": 20}},
-            )
-            assert r.status_code in (200, 201), r.text
-        scenarios: list[tuple[str, int, list[bytes], int]] = [
-            ("bare ASGI", ports["bare"], predict_reqs, 1),
-            ("no-op FastAPI", ports["noop"], predict_reqs, 1),
-            ("learnserve /predict (1 instance)", port, predict_reqs, 1),
+        ceilings: dict[str, tuple[Any, int]] = {}
+        for ceiling, app, health in ((BARE, "bare", "/"), (NOOP, "noop", "/healthz")):
+            p = free_port()
+            proc = start_service(uvicorn_args(f"bench._http_apps:{app}", p), None, p,
+                                 health_path=health)  # fmt: skip
+            procs.append(proc)
+            ceilings[ceiling] = (proc, p)
+        for label, code in codes.items():
+            print(f"starting learnserve ({label}) ...", flush=True)
+            redis = RedisServer(redis_bin, Path(tempfile.mkdtemp(prefix="bench-redis-")))
+            redises.append(redis)
+            redis.start()
+            proc, p = start_learnserve(code, {**env, "LEARNSERVE_REDIS_URL": redis.url})
+            procs.append(proc)
+            servers[label] = (proc, p)
+            if label != CURRENT and imported_from(code) is False:
+                raise RuntimeError(f"{label}: the server did not import service from {code}")
+            set_up_models(p, warm_dense)
+        # (name, target: a ceiling's name or None for every learnserve, requests, n)
+        scenarios: list[tuple[str, str | None, list[bytes], int]] = [
+            (BARE, BARE, predict_reqs, 1),
+            (NOOP, NOOP, predict_reqs, 1),
+            (PREDICT, None, predict_reqs, 1),
         ]
         for n, count in ((1, 256), (100, 64), (1000, 8)):
             bodies = [
@@ -345,64 +400,112 @@ def main() -> None:
                 for _ in range(count)
             ]
             reqs = [build_request("POST", "/update", b) for b in bodies]
-            scenarios.append((f"learnserve /update ({n} per request)", port, reqs, n))
+            scenarios.append((f"learnserve /update ({n} per request)", None, reqs, n))
         full = [
             json.dumps({"model": "bench", "examples": rows(rng, 100, None)}).encode()
             for _ in range(64)
         ]
         reqs = [build_request("POST", "/update", b) for b in full]
-        scenarios.append(("learnserve /update (100, full-precision floats)", port, reqs, 100))
+        scenarios.append(("learnserve /update (100, full-precision floats)", None, reqs, 100))
         hashed = [
             json.dumps({"model": "hashed", "examples": named_rows(rng, 100)}).encode()
             for _ in range(64)
         ]
         reqs = [build_request("POST", "/update", b) for b in hashed]
-        scenarios.append(("learnserve /update (100, hashed named features)", port, reqs, 100))
-        for _ in range(args.rounds):
-            for name, p, reqs, n in scenarios:
-                res = load(p, reqs, args.connections, args.duration)
-                rounds.setdefault(name, []).append(summarise(name, res, n))
+        scenarios.append(("learnserve /update (100, hashed named features)", None, reqs, 100))
+        labels = list(servers)
+        for rnd in range(args.rounds):
+            order = labels[rnd % len(labels) :] + labels[: rnd % len(labels)]  # who goes first
+            for name, target, reqs, n in scenarios:
+                runs = [(None, *ceilings[target])] if target else [(c, *servers[c]) for c in order]
+                for who, proc, p in runs:
+                    c0 = cpu_seconds(proc.pid)
+                    res = load(p, reqs, args.connections, args.duration)
+                    cpu = cpu_seconds(proc.pid) - c0  # the warm-up's second included
+                    s = summarise(name, res, n)
+                    s.update(code=who, round=rnd)
+                    # the warm-up ran min(1, duration) s at about the same rate
+                    total = res.requests * (1.0 + min(1.0, args.duration) / res.seconds)
+                    s["server_cpu_us_per_request"] = cpu / total * 1e6 if total and cpu else None
+                    rounds.setdefault((name, who), []).append(s)
+                    if len(labels) > 1:
+                        print(f"round {rnd + 1} {who or '':>18} {name:<48} "
+                              f"{s['req_per_s']:>9,.0f} req/s", flush=True)  # fmt: skip
         time.sleep(3.0)  # let the checkpoints the last scenarios triggered finish
-        stall = checkpoint_stall(port, args.checkpoints)
-        # The same on the embedded store (SQLite under a temporary --data-dir), started
-        # only now and alone, so it never competes with the other servers.
+        stall = checkpoint_stall(servers[CURRENT][1], args.checkpoints)
+        # The same on the embedded store (SQLite under a temporary --data-dir), this tree
+        # only, started only now and alone, so it never competes with the other servers.
         for proc in procs:
             stop_process(proc)
         procs.clear()
-        sqlite_env = {k: v for k, v in env.items() if k != "LEARNSERVE_REDIS_URL"}
-        sqlite_env["LEARNSERVE_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-sqlite-")
-        sqlite_port = free_port()
-        procs.append(
-            start_service(uvicorn_args("service.app:factory", sqlite_port, factory=True),
-                          sqlite_env, sqlite_port, health_path="/readyz")
-        )  # fmt: skip
+        sqlite_env = {**env, "LEARNSERVE_DATA_DIR": tempfile.mkdtemp(prefix="bench-sqlite-")}
+        proc, sqlite_port = start_learnserve(REPO, sqlite_env)
+        procs.append(proc)
         stall_sqlite = checkpoint_stall(sqlite_port, args.checkpoints)
     finally:
         for proc in procs:
             stop_process(proc)
-        redis.stop()
+        for redis in redises:
+            redis.stop()
+        remove_exports(codes)
 
     results = []
     for rs in rounds.values():
         best = dict(max(rs, key=lambda r: r["req_per_s"]))
         best["req_per_s_median"] = float(np.median([r["req_per_s"] for r in rs]))
         best["req_per_s_rounds"] = [r["req_per_s"] for r in rs]
+        cpus = [r["server_cpu_us_per_request"] for r in rs]
+        best["server_cpu_us_per_request_rounds"] = cpus
+        best["server_cpu_us_per_request_min"] = min((c for c in cpus if c), default=None)
         results.append(best)
-    by = {r["scenario"]: r for r in results}
-    bare, noop = by["bare ASGI"]["req_per_s"], by["no-op FastAPI"]["req_per_s"]
-    pred = by["learnserve /predict (1 instance)"]["req_per_s"]
-    ratios = {
-        "predict_vs_bare_asgi": pred / bare if bare else None,
-        "predict_vs_noop_fastapi": pred / noop if noop else None,
-        "noop_fastapi_vs_bare_asgi": noop / bare if bare else None,
+    by = {(r["scenario"], r["code"]): r for r in results}
+    bare, noop = by[(BARE, None)], by[(NOOP, None)]
+
+    def ratio(a: float, b: float) -> float | None:
+        return a / b if b else None
+
+    for r in results:
+        if r["code"] is None:
+            continue
+        r["vs_bare_asgi"] = ratio(r["req_per_s"], bare["req_per_s"])
+        r["vs_noop_fastapi"] = ratio(r["req_per_s"], noop["req_per_s"])
+        r["vs_bare_asgi_median"] = ratio(r["req_per_s_median"], bare["req_per_s_median"])
+        r["current_over_this"] = ratio(by[(r["scenario"], CURRENT)]["req_per_s"], r["req_per_s"])
+    noop_vs_bare = ratio(noop["req_per_s"], bare["req_per_s"])
+    by_code = {
+        label: {
+            "predict_vs_bare_asgi": by[(PREDICT, label)]["vs_bare_asgi"],
+            "predict_vs_noop_fastapi": by[(PREDICT, label)]["vs_noop_fastapi"],
+        }
+        for label in codes
     }
+    ratios = {**by_code[CURRENT], "noop_fastapi_vs_bare_asgi": noop_vs_bare, "by_code": by_code}
+    ls_names = [name for name, target, _, _ in scenarios if target is None]
+    side_by_side = [
+        {
+            "scenario": name,
+            "examples_per_request": by[(name, CURRENT)]["examples_per_request"],
+            "codes": {
+                label: {k: by[(name, label)][k] for k in (
+                    "req_per_s", "req_per_s_median", "examples_per_s", "vs_bare_asgi",
+                    "vs_noop_fastapi", "vs_bare_asgi_median", "current_over_this",
+                    "server_cpu_us_per_request_min", "errors")}
+                for label in codes
+            },
+        }
+        for name in ls_names
+    ]  # fmt: skip
+
     print_table(
         f"HTTP: {args.connections} connections, best of {args.rounds} interleaved rounds "
-        f"of {args.duration:.0f} s",
-        ["scenario", "req/s", "examples/s", "p50 ms", "p99 ms", "non-200"],
+        f"of {args.duration:g} s",
+        ["scenario", "code", "req/s", "examples/s", "x bare", "p50 ms", "p99 ms",
+         "server CPU us/req", "non-200"],
         [
-            [r["scenario"], fmt_rate(r["req_per_s"]), fmt_rate(r["examples_per_s"]),
-             f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", r["errors"]]
+            [r["scenario"], r["code"] or "-", fmt_rate(r["req_per_s"]),
+             fmt_rate(r["examples_per_s"]), fmt_ratio(r.get("vs_bare_asgi")),
+             f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
+             f"{r['server_cpu_us_per_request_min'] or 0:.0f}", r["errors"]]
             for r in results
         ],
         caption="predict / bare ASGI = {}, predict / no-op FastAPI = {} "
@@ -410,23 +513,45 @@ def main() -> None:
             fmt_ratio(ratios["predict_vs_bare_asgi"]), fmt_ratio(ratios["predict_vs_noop_fastapi"])
         ),
     )  # fmt: skip
+    if len(codes) > 1:
+        short = {label: short_label(label) for label in codes}
+        print_table(
+            "learnserve, each code side by side: req/s (best round) and / bare ASGI "
+            "(same run)",
+            ["scenario"]
+            + [f"{short[c]} {col}" for c in codes for col in ("req/s", "/bare")]
+            + [f"current / {short[c]}" for c in codes if c != CURRENT],
+            [
+                [row["scenario"].removeprefix("learnserve ")]
+                + [cell for c in codes for cell in (fmt_rate(row["codes"][c]["req_per_s"]),
+                                                    fmt_ratio(row["codes"][c]["vs_bare_asgi"]))]
+                + [fmt_ratio(row["codes"][c]["current_over_this"]) for c in codes if c != CURRENT]
+                for row in side_by_side
+            ],
+            caption=f"bare ASGI {fmt_rate(bare['req_per_s'])} req/s, no-op FastAPI "
+            f"{fmt_rate(noop['req_per_s'])} req/s ({fmt_ratio(noop_vs_bare)} bare)",
+        )  # fmt: skip
     for store, st in (("Redis", stall), ("SQLite", stall_sqlite)):
         if st:
             print_stall(store, st)
     path = write_results(
-        "http",
+        out_name,
         {
             "settings": {
                 "duration_s": args.duration,
                 "rounds": args.rounds,
                 "connections": args.connections,
+                "baselines": dict(zip(list(codes)[1:], args.baseline, strict=True)),
             },
+            "codes": list(codes),
             "scenarios": results,
+            "side_by_side": side_by_side,
             "ratios": ratios,
             "checkpoint_stall": stall,
             "checkpoint_stall_sqlite": stall_sqlite,
         },
         extra_packages=("fastapi", "starlette", "uvicorn", "orjson", "redis"),
+        results_dir=out_dir,
     )
     print(f"wrote {path}")
 

@@ -39,8 +39,6 @@ sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import timeit  # noqa: E402
 from typing import Any  # noqa: E402
@@ -48,6 +46,12 @@ from typing import Any  # noqa: E402
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench._baseline import (  # noqa: E402
+    baseline_codes,
+    cpu_seconds,
+    learnserve_args,
+    remove_exports,
+)
 from bench._common import fmt_rate, print_table, write_results  # noqa: E402
 from bench._loadgen import build_request  # noqa: E402
 from bench.http import load, named_rows, rows, summarise  # noqa: E402
@@ -136,26 +140,6 @@ def _parts(ad: Any, body: bytes, payload: bytes, settings: Any) -> dict[str, Any
 # ----------------------------------------------------------------------- over HTTP
 
 
-def export(ref: str) -> Path:
-    """The tree of ``ref`` in a temp dir (``git archive``: no worktree to clean up)."""
-    dest = Path(tempfile.mkdtemp(prefix="bench-update-")) / "src"
-    dest.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc (0.0 where there is no /proc)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start_server(code: Path) -> tuple[Any, RedisServer, int]:
     server = find_redis_server()
     if server is None:
@@ -173,9 +157,7 @@ def start_server(code: Path) -> tuple[Any, RedisServer, int]:
     # Which code runs: -P keeps the current directory off sys.path, and --app-dir
     # replaces uvicorn's default, which puts the current directory first (a baseline
     # started from a checkout would otherwise run the checkout's code).
-    args = [sys.executable, "-P", "-m", "uvicorn", "service.app:factory", "--factory",
-            "--app-dir", str(code), "--host", HOST, "--port", str(port),
-            "--log-level", "warning", "--no-access-log"]  # fmt: skip
+    args = learnserve_args(code, port, HOST)
     proc = start_service(args, env, port, timeout=900, health_path="/readyz")
     with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
         for model, config in (("dense", DENSE), ("hashed", HASHED)):
@@ -255,19 +237,12 @@ def main() -> None:
          for p in parts],
     )  # fmt: skip
     http: list[dict[str, Any]] = []
-    exported: list[Path] = []
     if not args.no_http:
-        codes = {"current": REPO}
-        for ref in args.baseline:
-            git = ["git", "-C", str(REPO), "rev-parse", "--short", ref]
-            sha = subprocess.run(git, check=True, capture_output=True, text=True).stdout.strip()
-            codes[f"baseline {sha}"] = export(ref)
-            exported.append(codes[f"baseline {sha}"])
+        codes = baseline_codes(args.baseline, prefix="bench-update-")
         try:
             http = over_http(codes, args.rounds, args.duration, args.connections)
         finally:
-            for d in exported:
-                subprocess.run(["rm", "-rf", str(d.parent)], check=False)
+            remove_exports(codes)
         cur = {r["scenario"]: r for r in http if r["code"] == "current"}
         for r in http:
             base = cur[r["scenario"]]

@@ -63,7 +63,9 @@ def invalid(message: str, field: str | None = None) -> ServiceError:
 
 
 def not_found(name: str) -> ServiceError:
-    return ServiceError(Kind.NOT_FOUND, "model_not_found", f"model {name!r} does not exist", "model")
+    return ServiceError(
+        Kind.NOT_FOUND, "model_not_found", f"model {name!r} does not exist", "model"
+    )
 
 
 def conflict(code: str, message: str, field: str | None = None) -> ServiceError:

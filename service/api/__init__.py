@@ -1,4 +1,11 @@
-"""HTTP routes of the service (one small module per area).
+"""HTTP, and nothing but: the routes (one small module per area), the plain-ASGI hot
+path (``hot``) and the one request pipeline it shares with the routes
+(``pipeline``), API keys (``auth``), request bodies (``request_bodies``), the error
+body (``errors``: the only place a :class:`service.errors.ServiceError` becomes a
+status and headers), OpenAPI, and the Open Inference Protocol (``v2*``).
+
+May import: ``service.engine`` and everything below it. Routes call the engine's
+verbs (:class:`service.engine.facade.Engine`); the store only through it.
 
 ==========================================  ========  ===========================================
 route                                       scope     what

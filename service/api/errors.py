@@ -129,9 +129,7 @@ def allowed_methods(request: Request) -> list[str]:
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> Response:
-        return error_response(
-            http_status(exc), exc.code, exc.message, exc.field, http_headers(exc)
-        )
+        return error_response(http_status(exc), exc.code, exc.message, exc.field, http_headers(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -119,9 +119,7 @@ async def list_models(engine: EngineDep, _: PredictScope) -> Response:
     summary="Describe a model: config, version, labels, online metrics, checkpoint, digest",
     responses={200: {"model": ModelInfo}, **error_responses(401, 403, 404)},
 )
-async def get_model(
-    name: str, request: Request, engine: EngineDep, _: PredictScope
-) -> Response:
+async def get_model(name: str, request: Request, engine: EngineDep, _: PredictScope) -> Response:
     held = name in engine.models  # before find(), which loads a guest copy
     h = await engine.find(name)
     request.state.model = name
@@ -166,9 +164,7 @@ async def checkpoint_model(
     status_code=204,
     responses=error_responses(401, 403, 404, 503),
 )
-async def delete_model(
-    name: str, request: Request, engine: EngineDep, _: AdminScope
-) -> Response:
+async def delete_model(name: str, request: Request, engine: EngineDep, _: AdminScope) -> Response:
     check_name(name)
     await engine.delete(name)
     return Response(status_code=204)

@@ -25,9 +25,7 @@ from service.errors import ServiceError
 from service.settings import Settings
 
 # (engine, settings, body, request state, idempotency key) -> the answer
-Handler = Callable[
-    [Engine, Settings, bytes, dict[str, Any], str | None], Awaitable[dict[str, Any]]
-]
+Handler = Callable[[Engine, Settings, bytes, dict[str, Any], str | None], Awaitable[dict[str, Any]]]
 ReadBody = Callable[[Settings], Awaitable[bytes]]
 
 _REPLAYED = {"Idempotent-Replayed": "true"}

@@ -71,8 +71,6 @@ def unsupported_type(message: str) -> ApiError:
     return ApiError(415, "unsupported_media_type", message, "Content-Type")
 
 
-
-
 def body_timeout(seconds: float) -> ApiError:
     # Connection: close, so the connection is not reused with half a body unread.
     return ApiError(
@@ -158,5 +156,3 @@ async def read_json_object(request: Request, max_bytes: int) -> dict[str, Any]:
     check_content_type(request.headers.get("content-type"))
     body = await read_body(request, max_bytes)
     return parse_json_object(body)
-
-

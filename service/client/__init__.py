@@ -1,6 +1,10 @@
 """Python clients of the learnserve HTTP API (sync :class:`Client`, asyncio
 :class:`AsyncClient`), their typed results and exceptions, and streaming readers
-of example files (:mod:`service.client.files`) used by ``learnserve update``."""
+of example files (:mod:`service.client.files`) used by ``learnserve update``.
+
+Imports nothing of the server (no ``service.*`` outside this package, no FastAPI,
+numpy, numba, Redis or pydantic): only httpx and orjson, so it can ship alone.
+"""
 
 from service.client._core import DEFAULT_URL, RetryPolicy
 from service.client.aio import AsyncClient

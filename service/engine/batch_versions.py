@@ -116,7 +116,9 @@ async def _store_and_swap(
             Kind.CONFLICT, "conflict", f"model {name!r} exists and is not a {kind} model", "name"
         ) from None
     except ModelNotFound:
-        raise ServiceError(Kind.CONFLICT, "conflict", f"model {name!r} was deleted meanwhile") from None
+        raise ServiceError(
+            Kind.CONFLICT, "conflict", f"model {name!r} was deleted meanwhile"
+        ) from None
     except StoreUnavailable as e:
         registry.health.failed("add_artifact", e)
         raise store_unavailable() from e
@@ -164,7 +166,9 @@ def load_artifact(blob: bytes, settings: Settings) -> tuple[str, dict[str, Any],
         config = cls.normalize_config({}, settings)
         adapter = cls.from_artifact(config, blob, max_bytes=limit)
     except ArtifactTooLarge as e:
-        raise ServiceError(Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", "artifact") from None
+        raise ServiceError(
+            Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", "artifact"
+        ) from None
     except ArtifactError as e:
         raise invalid(f"artifact: {e}", "artifact") from None
     except (ValueError, KeyError) as e:  # a loader's gap; still the client's artifact
@@ -199,7 +203,9 @@ async def rollback(registry: Registry, find: Find, name: str) -> tuple[ModelHand
     async with switch_lock(registry, name):
         h = await find(name)
         if h.adapter.online:
-            raise ServiceError(Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts")
+            raise ServiceError(
+                Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts"
+            )
         try:
             stored = [v.version for v in await registry.store.list_artifacts(name)]
             active = await registry.store.get_active_version(name)
@@ -222,12 +228,17 @@ async def _activate_locked(
 ) -> ModelHandle:
     h = await find(name)
     if h.adapter.online:
-        raise ServiceError(Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts")
+        raise ServiceError(
+            Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts"
+        )
     try:
         blob = await registry.store.get_artifact(name, version)
         if blob is None:
             raise ServiceError(
-                Kind.NOT_FOUND, "version_not_found", f"model {name!r} has no version {version}", "version"
+                Kind.NOT_FOUND,
+                "version_not_found",
+                f"model {name!r} has no version {version}",
+                "version",
             )
         try:
             adapter = await asyncio.to_thread(type(h.adapter).from_checkpoint, h.config, blob)
@@ -332,7 +343,9 @@ async def delete_version(registry: Registry, find: Find, name: str, version: int
     """``DELETE /models/{name}/versions/{version}``: 404 unknown, 409 the active one."""
     h = await find(name)
     if h.adapter.online:
-        raise ServiceError(Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts")
+        raise ServiceError(
+            Kind.CONFLICT, "not_batch", f"model {name!r} is an online model; no artifacts"
+        )
     try:
         deleted = await registry.store.delete_artifact(name, version)
     except ArtifactActive:
@@ -350,5 +363,8 @@ async def delete_version(registry: Registry, find: Find, name: str, version: int
         raise store_unavailable() from e
     if not deleted:
         raise ServiceError(
-            Kind.NOT_FOUND, "version_not_found", f"model {name!r} has no version {version}", "version"
+            Kind.NOT_FOUND,
+            "version_not_found",
+            f"model {name!r} has no version {version}",
+            "version",
         )

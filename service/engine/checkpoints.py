@@ -20,8 +20,9 @@ import math
 import time
 
 from service.engine.log_application import recover_lost_tail
-from service.engine.model_handle import ModelHandle, pack_checkpoint, state_nbytes
+from service.engine.model_handle import ModelHandle, pack_checkpoint
 from service.engine.registry import Registry
+from service.models.base import state_nbytes
 from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import LogDiverged, ModelNotFound, StoreUnavailable

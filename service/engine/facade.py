@@ -24,7 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from service.engine import (
     batch_versions,
@@ -120,7 +120,8 @@ class Engine:
             h = reg.models.get(name)
             if h is None and self.placement.sharded and name not in reg.failed:
                 try:  # not ours: load it as a guest (slower, never wrong)
-                    h = await self.placement.guest(name)
+                    # the hooks load ModelHandles: what placement returns is one
+                    h = cast(ModelHandle | None, await self.placement.guest(name))
                 except StoreUnavailable as e:
                     raise store_unavailable() from e
         elif h is not None and not h.owned:

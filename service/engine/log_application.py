@@ -40,8 +40,6 @@ async def catch_up(registry: Registry, h: ModelHandle, target: int | None = None
     update_outcomes.record_failures_soon(registry, h)
 
 
-
-
 async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None = None) -> None:
     """Apply every entry past ``h.version`` (up to ``target`` if given), checking that
     each one continues the chain of heads of the entries applied before it."""
@@ -96,6 +94,7 @@ async def reload_from_checkpoint(registry: Registry, h: ModelHandle, first: int)
     h.load_failed(meta)
     h.local = {p: v for p, v in h.local.items() if p > h.version}
     h.notify_advanced()
+
 
 async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> None:
     """The log's entry at ``position`` does not continue the entries applied here:

@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from learners.linear.calibration import PROBABILITY
-from service.models.base import ModelAdapter
+from service.models.base import ModelAdapter, state_nbytes
 from service.models.progressive_metrics import EvalWindow, window_size
 from service.observability import metrics as M
 from service.settings import Settings
@@ -51,26 +51,6 @@ def _init_model_series(name: str, adapter: ModelAdapter) -> None:
     else:
         M.DEPLOYS.labels(name)
         M.ROLLBACKS.labels(name)
-
-
-def state_nbytes(obj: object, depth: int = 4) -> int:
-    """Bytes of the numpy arrays a model holds (its learned state), a few levels deep."""
-    seen: set[int] = set()
-
-    def walk(o: object, d: int) -> int:
-        if id(o) in seen or d < 0:
-            return 0
-        seen.add(id(o))
-        if isinstance(o, np.ndarray):
-            return int(o.nbytes)
-        if isinstance(o, dict):
-            return sum(walk(v, d - 1) for v in o.values())
-        if isinstance(o, list | tuple):
-            return sum(walk(v, d - 1) for v in o)
-        fields = getattr(o, "__dict__", None)
-        return sum(walk(v, d - 1) for v in fields.values()) if fields else 0
-
-    return walk(obj, depth)
 
 
 class ModelHandle:

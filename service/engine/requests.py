@@ -60,9 +60,7 @@ async def update_body(
         name = model_name(body, state)
         h = await engine.find(name)
         if not h.adapter.online:
-            raise conflict(
-                "not_online", f"model {name!r} is a batch model; it cannot learn online"
-            )
+            raise conflict("not_online", f"model {name!r} is a batch model; it cannot learn online")
         if delayed_labels.sent_ids(body, "examples"):  # labels of earlier predictions
             state["model"] = h.name
             keyed = None

@@ -44,7 +44,12 @@ def failure_error(message: str) -> ServiceError:
 
 def encode(err: ServiceError) -> str:
     return orjson.dumps(
-        {"status": _STORED_CODE[err.kind], "error": err.code, "message": err.message, "field": err.field}
+        {
+            "status": _STORED_CODE[err.kind],
+            "error": err.code,
+            "message": err.message,
+            "field": err.field,
+        }
     ).decode()
 
 

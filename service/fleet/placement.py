@@ -36,10 +36,9 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-import numpy as np
-
 from service.fleet.membership import Membership, membership_for
 from service.fleet.ownership import OwnershipView, member_id
+from service.models.base import state_nbytes
 from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import Store, StoreUnavailable
@@ -72,22 +71,8 @@ class PlacementHooks(Protocol):
 
     def store_failed(self, operation: str, error: BaseException) -> None: ...
 
+
 log = logging.getLogger("learnserve.placement")
-
-
-def model_nbytes(obj: Any, depth: int = 0) -> int:
-    """The bytes of the numpy arrays a model holds (its weights, covariances...):
-    what a guest costs the LRU. Walks attributes, lists and dicts two levels deep."""
-    if isinstance(obj, np.ndarray):
-        return int(obj.nbytes)
-    if depth > 2:
-        return 0
-    if isinstance(obj, dict):
-        return sum(model_nbytes(v, depth + 1) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(model_nbytes(v, depth + 1) for v in obj)
-    attrs = getattr(obj, "__dict__", None)
-    return 0 if attrs is None else sum(model_nbytes(v, depth + 1) for v in attrs.values())
 
 
 class Placement:
@@ -255,7 +240,7 @@ class Placement:
 
     def admit(self, h: HeldModel) -> None:
         h.owned = False
-        size = model_nbytes(h.adapter.model)
+        size = state_nbytes(h.adapter.model, 3)
         self.guest_bytes += size - self.guests.get(h.name, 0)
         self.guests[h.name] = size
         self.guests.move_to_end(h.name)

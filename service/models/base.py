@@ -17,8 +17,8 @@ An adapter wraps one learner instance and knows the wire format of its kind:
   from the bytes alone, for bodies it can prove well-formed (e.g. dense rows
   scanned straight into a matrix); ``None`` sends the body to ``parse_update``.
 - ``check_update(payload)`` (optional): a dry run of the entry on the current
-  state, before it is appended: raise :class:`~service.errors.ServiceError` (422, naming the example)
-  when learning it would make the weights non-finite, so a refused batch never
+  state, before it is appended: raise :class:`~service.errors.ServiceError` (invalid,
+  naming the example) when learning it would make the weights non-finite, so a refused batch never
   reaches the log. Must not change the state.
 - ``apply(payload) -> UpdateResult``: apply one log entry. Deterministic; on
   error raises and leaves the state unchanged (the entry is then skipped by every
@@ -50,6 +50,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from learners.base import UpdateResult
 
@@ -128,7 +130,8 @@ class ModelAdapter(ABC):
     def tensor_width(self) -> int | None:
         """Values per row when the input is a fixed-width dense row, else ``None``
         (sparse or hashed features: a map per row, no tensor). May raise
-        :class:`~service.errors.ServiceError` when the model cannot score yet (no artifact deployed)."""
+        :class:`~service.errors.ServiceError` when the model cannot score yet (no
+        artifact deployed)."""
         return None
 
     def classes(self) -> list[Any]:
@@ -171,3 +174,25 @@ class ModelAdapter(ABC):
 
     def describe(self) -> dict[str, Any]:
         return {}
+
+
+def state_nbytes(obj: object, depth: int = 4) -> int:
+    """Bytes of the numpy arrays a model holds (its learned state), ``depth`` levels of
+    attributes, lists and dicts deep, each array once: the model's memory gauge and
+    what a guest costs the fleet's LRU."""
+    seen: set[int] = set()
+
+    def walk(o: object, d: int) -> int:
+        if id(o) in seen or d < 0:
+            return 0
+        seen.add(id(o))
+        if isinstance(o, np.ndarray):
+            return int(o.nbytes)
+        if isinstance(o, dict):
+            return sum(walk(v, d - 1) for v in o.values())
+        if isinstance(o, list | tuple):
+            return sum(walk(v, d - 1) for v in o)
+        fields = getattr(o, "__dict__", None)
+        return sum(walk(v, d - 1) for v in fields.values()) if fields else 0
+
+    return walk(obj, depth)

@@ -79,7 +79,9 @@ class BatchAdapter(ModelAdapter):
     def parse_update(
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> tuple[bytes, int]:
-        raise ServiceError(Kind.CONFLICT, "not_online", f"a {self.kind} model is a batch model; it cannot learn")
+        raise ServiceError(
+            Kind.CONFLICT, "not_online", f"a {self.kind} model is a batch model; it cannot learn"
+        )
 
     def apply(self, payload: bytes) -> UpdateResult:
         raise RuntimeError("batch models have no update log")
@@ -87,7 +89,9 @@ class BatchAdapter(ModelAdapter):
     # ------------------------------------------------------------ read path
     def instances(self, body: dict[str, Any], settings: Settings) -> Batch:
         if self.model is None or self.n_features is None:
-            raise ServiceError(Kind.CONFLICT, "no_artifact", "no artifact is deployed for this model yet")
+            raise ServiceError(
+                Kind.CONFLICT, "no_artifact", "no artifact is deployed for this model yet"
+            )
         rows = require_list(body, "instances", settings.max_batch_examples)
         xs = items_field(rows, "instances", "x")
         spec = FeatureSpec.dense(self.n_features)
@@ -106,7 +110,9 @@ class BatchAdapter(ModelAdapter):
 
     def tensor_width(self) -> int | None:
         if self.model is None or self.n_features is None:
-            raise ServiceError(Kind.CONFLICT, "no_artifact", "no artifact is deployed for this model yet")
+            raise ServiceError(
+                Kind.CONFLICT, "no_artifact", "no artifact is deployed for this model yet"
+            )
         return self.n_features if self.tensor_task else None
 
     def answer(self, batch: Batch, body: dict[str, Any]) -> list[dict[str, Any]]:

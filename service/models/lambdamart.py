@@ -74,7 +74,9 @@ class LambdaMARTAdapter(BatchAdapter):
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> list[dict[str, Any]]:
         if self.model is None or self.n_features is None:
-            raise ServiceError(Kind.CONFLICT, "no_artifact", "no artifact is deployed for this model yet")
+            raise ServiceError(
+                Kind.CONFLICT, "no_artifact", "no artifact is deployed for this model yet"
+            )
         if ranking_or_instances(body):
             q = parse_queries(body, settings, relevance=False)
             batch = self.encode(q.xs, settings, raw, q.locate())

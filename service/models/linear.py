@@ -378,7 +378,9 @@ class LinearAdapter(ModelAdapter):
             preds = self.model.predict_details(batch)
         except NotFittedError:
             raise ServiceError(
-                Kind.CONFLICT, "not_fitted", "the model has not learned any label yet; send /update first"
+                Kind.CONFLICT,
+                "not_fitted",
+                "the model has not learned any label yet; send /update first",
             ) from None
         return [
             {"label": p.label, "score": p.score, "scores": p.scores, "confidence": p.confidence}

@@ -2,6 +2,10 @@
 
 ``open_store`` picks the implementation: Redis when a URL is configured (production,
 shared by all workers), else the embedded SQLite file under the data directory.
+Every implementation passes the same contract tests (``tests/service/test_store_contract.py``).
+
+May import: the leaves (``service.errors``, ``service.settings``,
+``service.observability``). Knows nothing of models, the engine or HTTP.
 
 Example::
 

@@ -51,6 +51,7 @@ class RedisStore(Protocol):
 
     async def _ready_to_append(self) -> None: ...
 
+
 _REASONS = {-2: "missing", -3: "labelled", -4: "changed"}
 
 

@@ -157,14 +157,14 @@ def test_a_not_ready_service_is_waited_for(server) -> None:
     registry = server.app.state.engine
     with Client(server.url, retry=FAST) as c:
         c.create_model("waits", "pa", {"kind": "sparse", "dim": DIM})
-        registry.ready = False
+        registry.registry.ready = False
         timer = threading.Timer(0.3, lambda: setattr(registry, "ready", True))
         timer.start()
         try:
             summary = c.update("waits", stream(10), batch_size=10)
         finally:
             timer.join()
-            registry.ready = True
+            registry.registry.ready = True
         assert summary.retries >= 1 and summary.replayed_batches == 0
         assert (c.describe("waits").version, c.describe("waits").examples_learned) == (1, 10)
 

@@ -1,7 +1,7 @@
 """Helpers for the Kubernetes tests: render the Kustomize overlays, pick objects, read PromQL.
 
 Everything offline: ``kubectl kustomize`` renders without a cluster, and the metric names
-the service exports are read from the source of service/metrics.py.
+the service exports are read from the source of service/observability/metrics.py.
 """
 
 from __future__ import annotations
@@ -110,11 +110,11 @@ def settings_env(objs: list[Obj]) -> dict[str, str]:
 
 @functools.cache
 def exported_metrics() -> dict[str, frozenset[str]]:
-    """Series name -> label names, for every metric service/metrics.py defines.
+    """Series name -> label names, for every metric service/observability/metrics.py defines.
 
     Read from the source (the first argument and label list of each Counter, Gauge and
     Histogram call), with the suffixes prometheus_client exposes for each type."""
-    tree = ast.parse((REPO / "service" / "metrics.py").read_text())
+    tree = ast.parse((REPO / "service" / "observability" / "metrics.py").read_text())
     out: dict[str, frozenset[str]] = {}
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):

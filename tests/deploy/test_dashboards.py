@@ -40,7 +40,8 @@ STANDARD_NAMES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
 
 
 def exported_names() -> set[str]:
-    """Every sample name ``service/metrics.py`` exports (counters' _total, histograms' parts)."""
+    """Every sample name ``service/observability/metrics.py`` exports (counters' _total,
+    histograms' parts)."""
     names: set[str] = set()
     for obj in vars(service_metrics).values():
         if not isinstance(obj, MetricWrapperBase):
@@ -147,7 +148,9 @@ def test_panels_use_only_exported_metrics() -> None:
         for metric in metric_names(expr):
             standard = metric in STANDARD_NAMES or metric.startswith(STANDARD_PREFIXES)
             ok = metric in allowed or standard
-            assert ok, f"{name} / {title!r}: {metric!r} is not exported by service/metrics.py"
+            assert ok, (
+                f"{name} / {title!r}: {metric!r} is not exported by service/observability/metrics.py"
+            )
 
 
 def test_every_exported_metric_is_on_a_dashboard() -> None:

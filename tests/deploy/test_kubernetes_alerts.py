@@ -2,7 +2,7 @@
 and read only metrics that exist.
 
 ``promtool`` (Debian's prometheus package) checks and unit-tests the extracted rule
-groups offline; the metric names are checked against service/metrics.py.
+groups offline; the metric names are checked against service/observability/metrics.py.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ EXTERNAL = {
     "container_memory_working_set_bytes": "kubelet/cAdvisor",
     "kube_pod_container_resource_limits": "kube-state-metrics",
 }
-# Not exported by service/metrics.py yet; the rule file says so next to each (none now).
+# Not exported by service/observability/metrics.py yet; the rule file says so next to
+# each (none now).
 FUTURE: set[str] = set()
 # Labels Prometheus (Operator) attaches to every scraped series.
 TARGET_LABELS = {"namespace", "pod", "job", "instance", "service", "endpoint", "container"}

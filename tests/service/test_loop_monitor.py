@@ -1,4 +1,5 @@
-"""service.observability.loop_monitor: event-loop lag observed into learnserve_event_loop_lag_seconds.
+"""service.observability.loop_monitor: event-loop lag observed into
+learnserve_event_loop_lag_seconds.
 
 Timing assertions only go the way a slow machine cannot break: a loop blocked for
 50 ms must show a lag of at least ~45 ms (load only makes it later). The arithmetic

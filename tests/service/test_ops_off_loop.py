@@ -80,24 +80,25 @@ def test_listing_many_models_lets_the_loop_run_between_models(server: ServerThre
 
         # The first model described schedules a callback on the loop; the last one
         # looks whether it ran. Without a yield between them, it cannot have.
+        # (Describing a model starts with its digest: the probe wraps that.)
         def probe(h: Any, first: bool) -> Any:
-            original = h.describe
+            original = h.digest
 
-            async def describe() -> dict[str, Any]:
+            async def digest() -> str:
                 if first:
                     asyncio.get_running_loop().call_soon(loop_ran.append, True)
                 else:
                     seen.append(bool(loop_ran))
                 return await original()
 
-            return describe
+            return digest
 
-        handles[0].describe = probe(handles[0], True)
-        handles[-1].describe = probe(handles[-1], False)
+        handles[0].digest = probe(handles[0], True)
+        handles[-1].digest = probe(handles[-1], False)
         try:
             r = c.get("/models")
         finally:
-            del handles[0].describe, handles[-1].describe
+            del handles[0].digest, handles[-1].digest
         assert r.status_code == 200
         assert seen == [True]
         assert {m["name"] for m in r.json()["models"]} == {

@@ -1,4 +1,5 @@
-"""Shards, rendezvous owners and heartbeat leases (service.fleet.ownership, service.fleet.membership)."""
+"""Shards, rendezvous owners and heartbeat leases (service.fleet.ownership,
+service.fleet.membership)."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def test_put_and_update_on_a_stale_replica_use_the_new_model(tmp_path) -> None:
             await a.submit_update(h, payload(0))
             # B still holds the previous generation at version 1; its update gets
             # position 2 of the new log (> 1, so the position alone cannot tell).
-            b.epoch = await s2.catalog_epoch()  # B has not noticed anything yet
+            b.registry.epoch = await s2.catalog_epoch()  # B has not noticed anything yet
             assert b.get("m") is hb2
             pos = await b.submit_update(hb2, payload(1))
             assert pos == 2
@@ -141,7 +141,7 @@ def test_put_and_update_on_a_stale_replica_use_the_new_model(tmp_path) -> None:
             # is <= the handle's version, so B reloads before answering.
             await a.delete("m")
             h, _ = await a.create("m", cls, config)
-            b.epoch = await s2.catalog_epoch()
+            b.registry.epoch = await s2.catalog_epoch()
             assert await b.submit_update(hb3, payload(5)) == 1
             hb4 = b.get("m")
             assert hb4 is not hb3 and hb4.version == 1

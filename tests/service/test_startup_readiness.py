@@ -64,7 +64,7 @@ def test_a_compiling_service_says_which_kernels_it_compiles(tmp_path: Path) -> N
 
 def test_a_restoring_service_names_the_model_and_an_unreachable_store(tmp_path: Path) -> None:
     app, registry = _unready_app(tmp_path)
-    registry.waiting_for = "restoring models: 'clicks' (3/7)"
+    registry.registry.waiting_for = "restoring models: 'clicks' (3/7)"
     r = asyncio.run(_get(app, "GET", "/readyz"))
     assert r.json()["waiting_for"] == "restoring models: 'clicks' (3/7)"
 
