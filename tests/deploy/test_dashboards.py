@@ -148,9 +148,8 @@ def test_panels_use_only_exported_metrics() -> None:
         for metric in metric_names(expr):
             standard = metric in STANDARD_NAMES or metric.startswith(STANDARD_PREFIXES)
             ok = metric in allowed or standard
-            assert ok, (
-                f"{name} / {title!r}: {metric!r} is not exported by service/observability/metrics.py"
-            )
+            where = "service/observability/metrics.py"
+            assert ok, f"{name} / {title!r}: {metric!r} is not exported by {where}"
 
 
 def test_every_exported_metric_is_on_a_dashboard() -> None:
