@@ -62,7 +62,7 @@ def serve(code: Path, redis_url: str) -> tuple[subprocess.Popen[bytes], str]:
         "LEARNSERVE_LOG_LEVEL": "warning",
     }
     # -P: no current directory on sys.path, so PYTHONPATH decides which code runs
-    args = [sys.executable, "-P", "-c", "from service.cli import main; main()", "serve"]
+    args = [sys.executable, "-P", "-c", "from service.cli.main import main; main()", "serve"]
     proc = start_service(
         [*args, "--port", str(port)], env, port, timeout=900, health_path="/readyz"
     )

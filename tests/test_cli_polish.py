@@ -16,7 +16,7 @@ from typing import Any
 import typer.main
 from typer.testing import CliRunner
 
-from service.cli import app
+from service.cli.main import app
 
 REPO = Path(__file__).resolve().parents[1]
 NARROW = {"COLUMNS": "80", "TERMINAL_WIDTH": "80", "NO_COLOR": "1"}

@@ -17,7 +17,6 @@ import typer
 
 from learners.artifact import ArtifactError, load
 from learners.registry import class_for
-from service.cli import app
 
 # artifact kind -> "module:function(model_path, test, test_query) -> dict"
 EVALUATORS: dict[str, str] = {
@@ -27,7 +26,6 @@ EVALUATORS: dict[str, str] = {
 }
 
 
-@app.command()
 def evaluate(
     model: Annotated[Path, typer.Argument(help="A model artifact written by `learnserve train`.")],
     test: Annotated[Path, typer.Option(help="Test data file.")],

@@ -17,10 +17,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from service.cli import app
-
 import_app = typer.Typer(help="Import a model trained by another library.", no_args_is_help=True)
-app.add_typer(import_app, name="import")
 
 
 @import_app.command("lightgbm")

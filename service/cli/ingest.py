@@ -38,7 +38,6 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from service.cli import app
 from service.cli.service_options import DEFAULT, Timeout, Token, Url, service_client
 from service.client import Client, LearnserveError, Prediction, UpdateResult
 from service.client._core import batched
@@ -93,7 +92,6 @@ def bytes_progress(enabled: bool) -> Progress:
     )
 
 
-@app.command()
 def update(
     model: Annotated[str, typer.Argument(help="Model name (create it with `models create`).")],
     file: FileArg,
@@ -166,7 +164,6 @@ def update(
                   f"{om.window_examples} items")  # fmt: skip
 
 
-@app.command()
 def predict(
     model: Annotated[str, typer.Argument(help="Model name.")],
     file: FileArg,

@@ -16,13 +16,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from service.cli import app
 from service.cli.service_options import DEFAULT, Timeout, Token, Url, service_client
 from service.client import ModelInfo
 
 models_app = typer.Typer(help="Create, list, show and delete models on a running service.",
                          no_args_is_help=True)  # fmt: skip
-app.add_typer(models_app, name="models")
 
 
 def parse_params(values: list[str]) -> dict[str, Any]:

@@ -15,10 +15,7 @@ import tempfile
 
 import typer
 
-from service.cli import app
 
-
-@app.command()
 def serve(
     host: str = typer.Option(None, help="Bind address (env LEARNSERVE_HOST; default 127.0.0.1)"),
     port: int = typer.Option(None, help="Port (env LEARNSERVE_PORT; default 8000)"),

@@ -29,7 +29,6 @@ from learners.features import Batch
 from learners.io.xc import XCData, read_xc
 from learners.xml.fastxml import FastXML
 from learners.xml.metrics import xml_metrics
-from service.cli import train_app
 
 
 def _read(path: Path, option: str) -> XCData:
@@ -54,7 +53,6 @@ def _label_names(path: Path | None, n_labels: int) -> list[str] | None:
     return names
 
 
-@train_app.command("fastxml")
 def train_fastxml(
     train: Annotated[Path, typer.Option(help="Training file (XC Repository text format).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the model.")],

@@ -26,7 +26,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from learners.io.svmlight import SvmlightData, read_svmlight
 from learners.ranking.lambdamart import LambdaMART
 from learners.ranking.ndcg import ndcg_at_k
-from service.cli import train_app
 
 EVAL_AT = (1, 3, 5, 10)
 
@@ -58,7 +57,6 @@ def _widen(data: SvmlightData, dim: int) -> Any:
     return Batch(X.indptr, X.indices, X.values, dim)
 
 
-@train_app.command("lambdamart")
 def train_lambdamart(
     train: Annotated[Path, typer.Option(help="Training file (SVMlight/LETOR).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the model.")],

@@ -40,7 +40,6 @@ from learners.io.idx import read_idx, read_labelled_csv
 from learners.io.svmlight import read_svmlight
 from learners.llsvm import LLSVM
 from learners.llsvm.defaults import resolve
-from service.cli import train_app
 
 _IMAGES = re.compile(r"-images-idx3-ubyte(\.gz)?$")
 
@@ -90,7 +89,9 @@ def read_dense(
     return (X / s if s != 1.0 else X), y, s
 
 
-_RULE_HELP = (
+# The command's help (main registers it with this text: it is longer than a docstring
+# would be, and states the rule the unset flags follow).
+COMMAND_HELP = (
     "Train a Locally Linear SVM (Ladicky & Torr, ICML 2011) and write the artifact.\n\n"
     "Unset, --anchors, --neighbours, --passes and --normalize follow a rule on the "
     "training data (n examples, d features, C classes), printed before training: "
@@ -135,7 +136,6 @@ def _check_flags(
         raise typer.BadParameter(str(exc)) from None
 
 
-@train_app.command("llsvm", help=_RULE_HELP)
 def train_llsvm(
     train: Annotated[Path, typer.Option(help="Training file: idx images, CSV or SVMlight.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the model.")],

@@ -11,11 +11,9 @@ import os
 
 import typer
 
-from service.cli import app
 from service.models.warmup import Family
 
 
-@app.command()
 def warmup(
     jobs: int = typer.Option(
         os.cpu_count() or 1,

@@ -1,12 +1,13 @@
 """Typed answers of the service (dataclasses built from its JSON).
 
 Each keeps the fields the API documents (``service/api/schemas.py``); ``ModelInfo``
-also keeps the whole answer in ``raw`` (kind-specific fields such as ``dim``,
-``ownership`` or a batch model's ``n_features``).
+and ``DeployResult`` also keep the whole answer in ``raw`` (kind-specific fields such
+as ``dim``, ``ownership`` or a batch model's ``n_features``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,6 +169,20 @@ class DeployResult:
     created: bool
     # False: the same bytes as a stored version, which is now active (nothing stored)
     stored: bool = True
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """An online model's state, exported (``GET /models/{name}/state``): ``artifact`` is
+    an artifact file's bytes (``learners.load`` reads it; ``PUT /models/{name}`` with it
+    as the body starts a model from it), at ``version``; ``state_digest`` as in
+    :class:`ModelInfo` (``None`` when the answer lacked the header)."""
+
+    model: str
+    version: int
+    state_digest: str | None
+    artifact: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -231,8 +246,15 @@ def versions_result(body: dict[str, Any]) -> Versions:
 def deploy_result(b: dict[str, Any]) -> DeployResult:
     return DeployResult(
         b["model"], b["kind"], b["version"], b["checksum"], b["size"], b["created"],
-        b.get("stored", True),
+        b.get("stored", True), b,
     )  # fmt: skip
+
+
+def model_state(model: str, artifact: bytes, headers: Mapping[str, str]) -> ModelState:
+    """The state export's answer: the body, and its ``X-Model-Version`` and
+    ``X-State-Digest`` headers (``headers``: case-insensitive, as httpx's are)."""
+    version = int(headers.get("x-model-version", "0"))
+    return ModelState(model, version, headers.get("x-state-digest"), artifact)
 
 
 def checkpoint_result(b: dict[str, Any]) -> CheckpointResult:

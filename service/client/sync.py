@@ -46,6 +46,7 @@ from service.client.results import (
     CheckpointResult,
     DeployResult,
     ModelInfo,
+    ModelState,
     PredictResult,
     RankResult,
     UpdateResult,
@@ -53,6 +54,7 @@ from service.client.results import (
     Versions,
     checkpoint_result,
     deploy_result,
+    model_state,
     predict_result,
     rank_result,
     update_result,
@@ -136,6 +138,12 @@ class Client:
 
     def delete_model(self, name: str) -> None:
         self._send(Call("DELETE", model_path(name)))
+
+    def export_state(self, name: str) -> ModelState:
+        """``GET /models/{name}/state``: an online model's state as an artifact (its
+        bytes, version and state digest); retried like every GET."""
+        r, _ = self._send(Call("GET", model_path(name, "/state")))
+        return model_state(name, r.content, r.headers)
 
     def checkpoint(self, name: str) -> CheckpointResult:
         return checkpoint_result(self._json(Call("POST", model_path(name, "/checkpoint"))))

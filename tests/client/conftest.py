@@ -32,15 +32,25 @@ class LossyProxy:
     service learns the batch) and then answers the client ``503`` with ``Retry-After``
     instead of the service's answer: the answer is lost on the way, as behind a load
     balancer that timed out. With
-    ``always_503`` it answers every request 503 itself (a service that never recovers).
+    ``always_503`` it answers every request 503 itself (a service that never recovers);
+    with ``busy_first=n`` the first n requests of any kind (a service still starting:
+    ``busy_error="not_ready"``), without forwarding them.
     """
 
     def __init__(
-        self, upstream: str, drop: frozenset[int] = frozenset(), always_503: bool = False
+        self,
+        upstream: str,
+        drop: frozenset[int] = frozenset(),
+        always_503: bool = False,
+        busy_first: int = 0,
+        busy_error: str = "unavailable",
     ) -> None:
         self.upstream = upstream
         self.drop = drop
         self.always_503 = always_503
+        self.busy_left = busy_first
+        self.busy_error = busy_error
+        self.requests: list[str] = []  # "METHOD /path" of every request that came
         self.forwarded_updates: list[str | None] = []  # the Idempotency-Key of each
         self.lock = threading.Lock()
         self.port = free_port()
@@ -56,8 +66,12 @@ class LossyProxy:
             return
         request = Request(scope, receive)
         body = await request.body()
-        if self.always_503:
-            await _busy(scope, receive, send)
+        with self.lock:
+            self.requests.append(f"{request.method} {request.url.path}")
+            busy = self.busy_left > 0
+            self.busy_left -= busy
+        if self.always_503 or busy:
+            await _busy(scope, receive, send, self.busy_error)
             return
         headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
         async with httpx.AsyncClient(base_url=self.upstream, timeout=60) as c:
@@ -94,8 +108,8 @@ class LossyProxy:
         self.thread.join(10)
 
 
-async def _busy(scope: Any, receive: Any, send: Any) -> None:
-    body = b'{"detail": {"error": "unavailable", "message": "upstream timed out"}}'
+async def _busy(scope: Any, receive: Any, send: Any, error: str = "unavailable") -> None:
+    body = b'{"detail": {"error": "%s", "message": "upstream timed out"}}' % error.encode()
     await Response(body, 503, {"Retry-After": "0", "content-type": "application/json"})(
         scope, receive, send
     )

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from learners.features import Batch
 from learners.io.svmlight import read_svmlight
 from learners.linear import make_classifier
-from service.cli import app
+from service.cli.main import app
 from tests.client.conftest import a9a_path
 
 BATCH = 1000

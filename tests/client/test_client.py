@@ -219,6 +219,35 @@ def test_async_client_gives_the_sync_answers(server) -> None:
     assert err.field is not None and err.field.startswith("examples[0].x")
 
 
+def test_export_state_sync_and_async(server) -> None:
+    """``GET /models/{name}/state``: the artifact, with the version and digest that
+    ``describe`` gives; the async client's is the same state (its file has another
+    ``created_at``)."""
+    from learners.registry import load_model
+
+    with Client(server.url, retry=FAST) as c:
+        c.create_model("exported", "arow", {"kind": "sparse", "dim": DIM})
+        c.update("exported", stream(40), batch_size=20)
+        info = c.describe("exported")
+        state = c.export_state("exported")
+        with pytest.raises(NotFound):
+            c.export_state("not-there")
+    assert (state.model, state.version, state.state_digest) == (
+        "exported", info.version, info.state_digest,
+    )  # fmt: skip
+    load_model(state.artifact)
+
+    async def main() -> Any:
+        async with AsyncClient(server.url, retry=FAST) as a:
+            return await a.export_state("exported")
+
+    again = asyncio.run(main())
+    assert (again.model, again.version, again.state_digest) == (
+        state.model, state.version, state.state_digest,
+    )  # fmt: skip
+    load_model(again.artifact)
+
+
 def test_feedback_by_id(server) -> None:
     """``label(model, [(id, y)])`` sends ``{"id", "y"}`` examples for instances predicted
     with an ``id``; skipped on a service without feedback by id."""

@@ -295,7 +295,7 @@ def test_dockerfile_compiles_kernels_into_the_cache_as_the_service_user(
     # the command exists and compiles the online kinds
     import typer.main
 
-    from service.cli import app
+    from service.cli.main import app
     from service.models.warmup import families
 
     assert "warmup" in typer.main.get_command(app).commands  # type: ignore[attr-defined]
@@ -379,7 +379,7 @@ def test_image_build_context_installs_every_module(tmp_path: Path) -> None:
             assert rel in names, f"{rel} is not in the image's install"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry).decode()
-    assert "learnserve = service.cli:main" in text
+    assert "learnserve = service.cli.main:main" in text
 
 
 def test_cluster_profile_is_3_masters_3_replicas_and_the_app_can_use_it(

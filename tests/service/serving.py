@@ -70,7 +70,7 @@ def learnserve_cmd() -> list[str]:
     exe = Path(sys.executable).with_name("learnserve")
     if exe.exists():
         return [str(exe)]
-    return [sys.executable, "-c", "from service.cli import main; main()"]
+    return [sys.executable, "-c", "from service.cli.main import main; main()"]
 
 
 def start_learnserve(

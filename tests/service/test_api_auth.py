@@ -124,7 +124,7 @@ def test_public_bind_without_keys_warns(tmp_path, caplog: pytest.LogCaptureFixtu
 def test_cli_refuses_production_without_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from service.cli import app
+    from service.cli.main import app
 
     monkeypatch.delenv("LEARNSERVE_API_KEYS", raising=False)
     monkeypatch.delenv("LEARNSERVE_ALLOW_NO_AUTH", raising=False)
