@@ -35,22 +35,41 @@ warmup: venv
 serve: warmup
 	$(BIN)/learnserve serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-# System services the tests run for real (redis-server, prometheus, docker-compose validation).
-system-deps:
-	@command -v redis-server >/dev/null || (apt-get update -qq && apt-get install -y -qq redis-server) || echo "warning: could not install redis-server; Redis tests will skip"
+# Programs the tests run for real: redis-server, docker-compose (validation only) and
+# Prometheus's prometheus/promtool (rule tests, dashboard queries). Nothing is started
+# or enabled: redis-server and docker-compose come from Debian's packages only when
+# missing (the tests start their own redis-server on a free port); Prometheus is NOT
+# installed system-wide (its package would start and enable a server at boot): its
+# .deb is downloaded and unpacked into $(TOOLS), whose bin/ `make test` puts on PATH.
+TOOLS ?= .tools
+system-deps: $(TOOLS)/bin/promtool
+	@command -v redis-server >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server) || echo "warning: could not install redis-server; Redis tests will skip"
 	@command -v docker-compose >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose) || echo "warning: could not install docker-compose; compose validation tests will skip"
-	@command -v prometheus >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus) || echo "warning: could not install prometheus; dashboard query tests will skip"
+
+$(TOOLS)/bin/promtool:
+	@mkdir -p $(TOOLS)/deb $(TOOLS)/bin
+	@if command -v promtool >/dev/null && command -v prometheus >/dev/null; then \
+		ln -sf "$$(command -v promtool)" $(TOOLS)/bin/promtool; \
+		ln -sf "$$(command -v prometheus)" $(TOOLS)/bin/prometheus; \
+	elif (cd $(TOOLS)/deb && apt-get download prometheus >/dev/null 2>&1); then \
+		dpkg -x $(TOOLS)/deb/prometheus_*.deb $(TOOLS)/root && rm -rf $(TOOLS)/deb && \
+		ln -sf ../root/usr/bin/promtool $(TOOLS)/bin/promtool && \
+		ln -sf ../root/usr/bin/prometheus $(TOOLS)/bin/prometheus; \
+	else echo "warning: could not fetch prometheus; alert-rule and dashboard query tests will skip"; fi
 
 # The kernels are compiled first (in parallel, with progress): tests that start servers
 # then find them cached instead of racing their readiness timeouts against a cold compile.
+# Extra pytest arguments: make test PYTEST_ARGS="-k delayed -x" (or tests/service/...)
+PYTEST_ARGS ?=
+
 test: test-venv system-deps
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/learnserve warmup
-	$(BIN)/python -m pytest -q -m "not slow"
+	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: test-venv system-deps
 	$(BIN)/learnserve warmup
-	$(BIN)/python -m pytest -q -m slow
+	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
 lint: test-venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
@@ -63,4 +82,4 @@ bench: venv
 	$(BIN)/python bench/online.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache
