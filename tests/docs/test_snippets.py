@@ -1,9 +1,9 @@
 """The docs' shell snippets, run verbatim against a live service.
 
-For every page in ``RUN_PAGES`` a real ``learnserve serve`` is started on a free port
-with the embedded SQLite store in a temp data directory, and every fenced ``bash``
-block of the page that is not marked ``<!-- not-run: why -->`` runs, in page order, in
-one temp working directory (what a reader would type in a terminal at the top of the
+One real ``learnserve serve`` is started on a free port with the embedded SQLite store
+in a temp data directory, and for every page in ``RUN_PAGES``, in that order, every
+fenced ``bash`` block that is not marked ``<!-- not-run: why -->`` runs, in page order,
+in one temp working directory (what a reader would type in a terminal at the top of the
 checkout: ``.venv`` there is a symlink to the virtualenv running the tests, and its
 ``bin`` is taken off ``PATH``, so a snippet that calls bare ``learnserve`` without
 activating the venv fails here as it would for the reader). Each block runs under
@@ -27,6 +27,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -131,43 +133,59 @@ def _with_port(text: str, port: int) -> str:
     return re.sub(r"\b(localhost|127\.0\.0\.1):8000\b", f"127.0.0.1:{port}", text)
 
 
-@pytest.mark.parametrize("page", RUN_PAGES, ids=_ids(RUN_PAGES))
-def test_snippets_run(page: Path, tmp_path: Path) -> None:
+@dataclass
+class LiveService:
+    url: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    work: Path  # the reader's terminal: the top of a checkout, with .venv
+
+
+@pytest.fixture(scope="module")
+def live_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
+    """One service for every page, as a reader who goes through the docs in order on one
+    machine: a model one page creates with another body than an earlier page is a 409
+    here too."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed (the snippets use it)")
-    blocks = run_blocks(page)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    work = tmp_path / "work"
+    root = tmp_path_factory.mktemp("docs-snippets")
+    work = root / "work"
     work.mkdir()
     (work / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
-    server_env = {
-        k: v for k, v in os.environ.items() if not k.startswith("LEARNSERVE_")
-    } | {"LEARNSERVE_LOG_LEVEL": "warning", "LEARNSERVE_DATA_DIR": str(tmp_path / "data")}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server_env = {k: v for k, v in os.environ.items() if not k.startswith("LEARNSERVE_")}
+    server_env |= {"LEARNSERVE_LOG_LEVEL": "warning", "LEARNSERVE_DATA_DIR": str(root / "data")}
     args = [*_server_cmd(), "serve", "--host", "127.0.0.1", "--port", str(port)]
     # A cold numba compile takes minutes; `make test` runs `learnserve warmup` first.
     proc = start_service(args, server_env, port, timeout=300)
     try:
         wait_http_ok(f"{url}/readyz", timeout=300, proc=proc)
-        env = _snippet_env(url)
-        for b in blocks:
-            script = work / f"block-{b.line}.sh"
-            script.write_text("set -euo pipefail\n" + _with_port(b.text, port))
-            try:
-                r = subprocess.run(
-                    ["bash", script.name],
-                    cwd=work,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=BLOCK_TIMEOUT,
-                )
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"{b.where}: still running after {BLOCK_TIMEOUT:.0f} s\n{b.text}")
-            assert r.returncode == 0, (
-                f"{b.where}: exit {r.returncode}\n--- block ---\n{b.text}"
-                f"--- stdout ---\n{r.stdout[-3000:]}\n--- stderr ---\n{r.stderr[-3000:]}\n"
-                f"--- server log: {getattr(proc, 'log_path', '?')}"
-            )
+        yield LiveService(url, port, proc, work)
     finally:
         stop_process(proc)
+
+
+@pytest.mark.parametrize("page", RUN_PAGES, ids=_ids(RUN_PAGES))
+def test_snippets_run(page: Path, live_service: LiveService) -> None:
+    env = _snippet_env(live_service.url)
+    work = live_service.work
+    for b in run_blocks(page):
+        script = work / f"{page.stem}-{b.line}.sh"
+        script.write_text("set -euo pipefail\n" + _with_port(b.text, live_service.port))
+        try:
+            r = subprocess.run(
+                ["bash", script.name],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=BLOCK_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{b.where}: still running after {BLOCK_TIMEOUT:.0f} s\n{b.text}")
+        assert r.returncode == 0, (
+            f"{b.where}: exit {r.returncode}\n--- block ---\n{b.text}"
+            f"--- stdout ---\n{r.stdout[-3000:]}\n--- stderr ---\n{r.stderr[-3000:]}\n"
+            f"--- server log: {getattr(live_service.proc, 'log_path', '?')}"
+        )
