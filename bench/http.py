@@ -17,6 +17,17 @@ the same machine as the servers, so absolute req/s depend on the free cores; the
 (measured in the same run) are the comparable figures. Latency percentiles are per
 request as seen by the client.
 
+Earlier commits side by side (``--baseline REF``, repeatable): each ref is exported with
+``git archive`` into a temp dir (``bench/_baseline.py``, shared with ``bench/update_path.py``)
+and served by its own uvicorn worker (``-P --app-dir <tree>``: the baseline runs its own
+code; its numba kernels compile cold once, at start-up and in an untimed request down each
+path) on its own private redis-server, next to this tree's. Every learnserve scenario runs
+against every code, the codes taking turns within each scenario (who goes first rotates
+per round), so bare ASGI and no-op FastAPI, measured in the same rounds, give each code's
+ratio to the ceiling; the table and the JSON (``side_by_side``) show each code's req/s and
+ratio together, and ``current / <ref>``. Only settings every tree knows are set. The
+checkpoint stall is measured on this tree only.
+
 Checkpoint stall: a 2**20-dimensional AROW model (hashed features, ~16 MB of state) is
 checkpointed with ``POST /models/big/checkpoint`` while a probe sends ``GET /healthz``
 back to back on another connection. The probe's worst latency during the checkpoint,
@@ -24,6 +35,7 @@ next to its worst latency without one, is the event-loop stall a checkpoint caus
 
     .venv/bin/python bench/http.py                 # ~2 min; JSON to bench/results/http.json
     .venv/bin/python bench/http.py --duration 1 --rounds 1    # quicker
+    .venv/bin/python bench/http.py --baseline b395f0d --out bench/results/http-b395f0d.json
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ sys.path.insert(0, str(_HERE.parent))
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
@@ -365,6 +378,7 @@ def main() -> None:
     codes = baseline_codes(args.baseline)
     procs: list[Any] = []
     redises: list[RedisServer] = []
+    temp_dirs: list[str] = []
     servers: dict[str, tuple[Any, int]] = {}  # code label -> (process, port)
     stall: dict[str, Any] = {}
     stall_sqlite: dict[str, Any] = {}
@@ -438,7 +452,8 @@ def main() -> None:
         for proc in procs:
             stop_process(proc)
         procs.clear()
-        sqlite_env = {**env, "LEARNSERVE_DATA_DIR": tempfile.mkdtemp(prefix="bench-sqlite-")}
+        temp_dirs.append(tempfile.mkdtemp(prefix="bench-sqlite-"))
+        sqlite_env = {**env, "LEARNSERVE_DATA_DIR": temp_dirs[-1]}
         proc, sqlite_port = start_learnserve(REPO, sqlite_env)
         procs.append(proc)
         stall_sqlite = checkpoint_stall(sqlite_port, args.checkpoints)
@@ -447,6 +462,8 @@ def main() -> None:
             stop_process(proc)
         for redis in redises:
             redis.stop()
+        for d in [r.dir for r in redises] + [Path(d) for d in temp_dirs]:
+            shutil.rmtree(d, ignore_errors=True)
         remove_exports(codes)
 
     results = []

@@ -31,7 +31,7 @@ _MODEL_BACKOFF_MAX = 60.0
 
 class Replicator:
     def __init__(self, engine: Engine) -> None:
-        self.registry = engine
+        self.engine = engine
         self.settings = engine.settings
         self._task: asyncio.Task[None] | None = None
         # Models whose log failed to apply: the handle, when to try again, the delay.
@@ -50,7 +50,7 @@ class Replicator:
     async def _catch_up_one(self, h: ModelHandle) -> None:
         """Catch one model up; a model whose log cannot be applied (corrupt checkpoint,
         a gap) is reported and retried with a backoff, never blocking the others."""
-        reg = self.registry
+        reg = self.engine
         try:
             await reg.catch_up(h)
         except (asyncio.CancelledError, StoreUnavailable, ConnectionError, TimeoutError, OSError):
@@ -82,7 +82,7 @@ class Replicator:
         return failing[1] <= time.monotonic()
 
     async def run(self) -> None:
-        reg = self.registry
+        reg = self.engine
         backoff = 0.1
         last_catalog = last_periodic = last_reconcile = 0.0
         while True:
