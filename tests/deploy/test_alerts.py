@@ -5,6 +5,7 @@ pod), checked with ``promtool test rules``."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from service.settings import Settings
 from tests.deploy.test_kubernetes_alerts import promtool
+from tests.service.serving import ServerThread
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "docker/prometheus/alerts.yml"
@@ -124,3 +127,48 @@ def test_compose_series_fire_the_alerts(
 ) -> None:
     run = _unit(tmp_path, series, at, alert, expect)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+# ------------------------------------------------------------------ the latency alert's routes
+
+LEARNING_PATHS = (
+    ("POST", "/predict"),
+    ("POST", "/update"),
+    ("POST", "/models/m/predict"),
+    ("POST", "/models/m/update"),
+    ("POST", "/v2/models/m/infer"),
+    ("POST", "/v2/models/m/versions/1/infer"),
+)
+ADMIN_PATHS = (
+    ("PUT", "/models/m"),
+    ("PUT", "/models/m/artifact"),
+    ("POST", "/models/m/checkpoint"),
+    ("GET", "/models/m/state"),
+)
+
+
+def _route_labels(scraped: str) -> set[str]:
+    count = r'^learnserve_request_duration_seconds_count\{[^}]*route="([^"]*)"'
+    return set(re.findall(count, scraped, re.M))
+
+
+def test_the_latency_alert_covers_every_learning_route_the_service_labels(tmp_path: Path) -> None:
+    """The route labels come from the service's metrics middleware (the route templates):
+    every learning and inference route, KServe v2 infer included, matches the alert's
+    route regex (PromQL regexes are anchored: fullmatch), and admin routes do not."""
+    rule = next(r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]
+                if r["alert"] == "LearnserveHighP99Latency")  # fmt: skip
+    regex = re.search(r'route=~"([^"]+)"', rule["expr"])
+    assert regex is not None
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
+        before = _route_labels(c.get("/metrics").text)
+        for method, path in LEARNING_PATHS:
+            c.request(method, path, json={})
+        learning = _route_labels(c.get("/metrics").text) - before - {"/metrics"}
+        for method, path in ADMIN_PATHS:
+            c.request(method, path, json={})
+        admin = _route_labels(c.get("/metrics").text) - learning - before - {"/metrics"}
+    assert {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer"} <= learning
+    assert len(learning) == len(LEARNING_PATHS) and len(admin) == len(ADMIN_PATHS)
+    assert [r for r in sorted(learning) if not re.fullmatch(regex[1], r)] == []
+    assert [r for r in sorted(admin) if re.fullmatch(regex[1], r)] == []

@@ -147,6 +147,22 @@ def requests(status: int) -> str:
     return f'learnserve_requests_total{{{POD},route="/update",model="m",status="{status}"}}'
 
 
+def latency(route: str, slow: bool) -> list[tuple[str, str]]:
+    """Ten requests a minute on ``route``, each 0.5-1 s (slow) or under 0.1 s."""
+    les = ("0.1", "0.25", "0.5", "1.0", "+Inf")
+    name = "learnserve_request_duration_seconds_bucket"
+    return [
+        (
+            f'{name}{{{POD},route="{route}",model="m",le="{le}"}}',
+            "0+0x30" if slow and le in ("0.1", "0.25", "0.5") else "0+10x30",
+        )
+        for le in les
+    ]
+
+
+INFER = "/v2/models/{name}/infer"
+
+
 CASES: dict[str, dict[str, Any]] = {
     # the store answers, then stops answering: alert after the 1 m `for`
     "store_down": {
@@ -255,17 +271,42 @@ CASES: dict[str, dict[str, Any]] = {
     },
     # every /predict takes 0.5-1 s: p99 above 250 ms for more than 10 minutes
     "slow_predict": {
-        "series": [
-            (
-                f'learnserve_request_duration_seconds_bucket{{{POD},route="/predict",'
-                f'model="m",le="{le}"}}',
-                "0+0x30" if le in ("0.1", "0.25", "0.5") else "0+10x30",
-            )
-            for le in ("0.1", "0.25", "0.5", "1.0", "+Inf")
-        ],
+        "series": latency("/predict", slow=True),
         "at": "25m",
         "alert": "LearnserveHighP99Latency",
         "expect": [{"severity": "warning", "namespace": "prod", "route": "/predict"}],
+    },
+    # KServe v2 inference, by its route label (the template), with or without a version
+    "slow_infer": {
+        "series": latency(INFER, slow=True),
+        "at": "25m",
+        "alert": "LearnserveHighP99Latency",
+        "expect": [{"severity": "warning", "namespace": "prod", "route": INFER}],
+    },
+    "slow_versioned_infer": {
+        "series": latency("/v2/models/{name}/versions/{version}/infer", slow=True),
+        "at": "25m",
+        "alert": "LearnserveHighP99Latency",
+        "expect": [
+            {
+                "severity": "warning",
+                "namespace": "prod",
+                "route": "/v2/models/{name}/versions/{version}/infer",
+            }
+        ],
+    },
+    "fast_infer": {
+        "series": latency(INFER, slow=False),
+        "at": "25m",
+        "alert": "LearnserveHighP99Latency",
+        "expect": [],
+    },
+    # admin routes (artifact uploads) are slow by nature: no latency alert
+    "slow_artifact_upload": {
+        "series": latency("/models/{name}/artifact", slow=True),
+        "at": "25m",
+        "alert": "LearnserveHighP99Latency",
+        "expect": [],
     },
     # the event loop stalls 0.25-1 s at every wake-up
     "loop_lag": {
