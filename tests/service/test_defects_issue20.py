@@ -24,6 +24,7 @@ import numpy as np
 import orjson
 import pytest
 
+from learners import artifact
 from learners.features import Batch
 from learners.io.svmlight import read_svmlight
 from learners.ranking.lambdamart import LambdaMART
@@ -252,3 +253,14 @@ def test_header_length_is_a_canonical_decimal(served: Served) -> None:
         assert e.value.status == 400 and e.value.field == field, value
     req, rest = split_request(body, str(n))
     assert req["inputs"][0]["name"] == "x" and rest == X.astype("<f8").tobytes()
+
+
+# ---------------------------------------------------------------- the import's default limits
+
+
+def test_import_limits_default_to_what_a_deploy_applies() -> None:
+    """``learnserve import lightgbm`` refuses what a default-configured service's deploy
+    would: the same ``max_model_bytes`` and ``max_artifact_bytes``."""
+    fields = Settings.model_fields
+    assert fields["max_model_bytes"].default == artifact.DEFAULT_MAX_MODEL_BYTES
+    assert fields["max_artifact_bytes"].default == artifact.DEFAULT_MAX_ARTIFACT_BYTES
