@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DEFAULT_MAX_ARTIFACT_BYTES",
     "DEFAULT_MAX_MODEL_BYTES",
     "FORMAT_VERSION",
     "MAGIC",
@@ -67,6 +68,8 @@ _MAX_DIM = 1 << 48
 _JSON_NAMES = {str: "string", dict: "object", list: "array"}
 # The loaders' memory limit when the caller gives none (the service's default max_model_bytes).
 DEFAULT_MAX_MODEL_BYTES = 4 << 30
+# The largest artifact a deploy accepts by default (the service's max_artifact_bytes).
+DEFAULT_MAX_ARTIFACT_BYTES = 256 << 20
 
 
 class ArtifactError(ValueError):

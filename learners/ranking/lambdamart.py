@@ -80,12 +80,15 @@ from learners.ranking.lightgbm_semantics import (
 from learners.ranking.ndcg import check_groups, groups_from_qid, ndcg_at_k
 from learners.ranking.tree import TreeParams, grow_tree
 
-__all__ = ["LambdaMART"]
+__all__ = ["LambdaMART", "forest_need"]
 
 _ARRAYS = ("feature", "threshold", "left", "right", "leaf_value", "node_off", "leaf_off")
 _LGB = "decision_type"  # per node, LightGBM's byte: present only in imported trees
 _CHUNK = 1 << 15
 _BLOCK = 64  # rows scored together: a 64-row column block of the used features stays in L2
+# Largest direct feature -> column table (8 bytes an entry: 512 KiB); models whose trees
+# test a feature beyond it map features by binary search in the sorted used features.
+_DENSE_REMAP = 1 << 16
 
 
 def _as_batch(X: Any, name: str = "X") -> Batch:
@@ -123,6 +126,14 @@ def _check_labels(y: Any, n: int, name: str = "y") -> np.ndarray:
         i = int(np.argmax(bad))
         raise ValueError(f"{name}[{i}]: relevance must be an integer in [0, 30], got {a[i]!r}")
     return a
+
+
+def forest_need(arrays_nbytes: int, n_nodes: int, n_leaves: int, n_features: int) -> int:
+    """Bytes a forest takes to serve: its arrays (``arrays_nbytes``) and what
+    :meth:`LambdaMART._compact` derives from them (per node: the used features, the
+    node's column, its QuickScorer mask; per leaf: the in-order values; the direct
+    feature table, at most ``_DENSE_REMAP`` entries). Nothing per declared feature."""
+    return arrays_nbytes + 20 * n_nodes + 8 * n_leaves + 8 * min(n_features, _DENSE_REMAP)
 
 
 class LambdaMART(EstimatorParams):
@@ -307,14 +318,37 @@ class LambdaMART(EstimatorParams):
         # and 0.0 mapped as LightGBM's missing-value rules say), see lightgbm_semantics.
         self._rules = RuleColumns(T["feature"], T["decision_type"]) if _LGB in T else None
         used = np.unique(T["feature"]) if self._rules is None else self._rules.used
+        # feature -> block column: a map of the used features only (sorted ``_used``,
+        # looked up by binary search), so nothing is allocated per declared feature; a
+        # direct table over features 0..max used (a gather) when that table is small.
         self._used = used.astype(np.int64)
-        self._remap = np.full(self.n_features_, -1, dtype=np.int64)
-        self._remap[used] = np.arange(used.shape[0])
-        self._local_feature = self._remap[T["feature"]].astype(np.int32)
+        self._n_used = int(used.shape[0])
+        top = int(used[-1]) + 1 if used.shape[0] else 1
+        self._remap: np.ndarray | None = None
+        if top <= _DENSE_REMAP:
+            self._remap = np.full(top, -1, dtype=np.int64)
+            self._remap[used] = np.arange(used.shape[0])
         if self._rules is not None:
             self._local_feature = self._rules.node_column
-        self._n_used = int(used.shape[0])
+        else:  # every tested feature is in `used`: its rank there is its column
+            self._local_feature = np.searchsorted(self._used, T["feature"]).astype(np.int32)
         self._elim, self._inorder = exit_leaf_tables(T)
+
+    def _columns(self, indices: np.ndarray, absent: int = -1) -> np.ndarray:
+        """The block column of each sparse entry (feature ``indices[t]``), ``absent``
+        for a feature no tree tests (features beyond the model's included)."""
+        if self._remap is not None:
+            r = self._remap
+            inside = indices < r.shape[0]
+            cols = np.where(inside, r[np.where(inside, indices, 0)], -1)
+        else:
+            pos = np.searchsorted(self._used, indices)
+            hit = pos < self._n_used
+            hit[hit] = self._used[pos[hit]] == indices[hit]
+            cols = np.where(hit, pos, -1)
+        if absent != -1:
+            cols[cols < 0] = absent
+        return cols
 
     # ------------------------------------------------------------------ scoring
 
@@ -360,8 +394,13 @@ class LambdaMART(EstimatorParams):
         if self._elim is not None:
             qs = (self._local_feature, T["threshold"], self._elim, T["node_off"], T["leaf_off"])
             if isinstance(X, Batch):
+                if self._remap is not None:
+                    indices, remap = X.indices, self._remap
+                else:  # entries as their columns (unused: n_used, which the kernel skips)
+                    indices = self._columns(X.indices, absent=self._n_used)
+                    remap = np.arange(self._n_used, dtype=np.int64)
                 K.predict_csr_qs(
-                    X.indptr, X.indices, X.values, self._remap, self._n_used,
+                    X.indptr, indices, X.values, remap, self._n_used,
                     *qs, self._inorder, out, _BLOCK,
                 )  # fmt: skip
             else:
@@ -370,8 +409,7 @@ class LambdaMART(EstimatorParams):
         args = (self._local_feature, T["threshold"], T["left"], T["right"], T["leaf_value"])
         offs = (T["node_off"], T["leaf_off"])
         if isinstance(X, Batch):
-            ok = X.indices < self.n_features_
-            cols = np.where(ok, self._remap[np.where(ok, X.indices, 0)], -1)
+            cols = self._columns(X.indices)
         for a in range(0, n, _CHUNK):
             b = min(n, a + _CHUNK)
             if isinstance(X, Batch):
@@ -449,12 +487,9 @@ class LambdaMART(EstimatorParams):
         why = check_output_meta(m.meta_)
         if why is not None:
             raise artifact.ArtifactError(f"lambdamart artifact: {why}")
-        # _compact allocates a feature map of n_features int64 and per-node tables
         nn, nl = m.trees_["feature"].shape[0], m.trees_["leaf_value"].shape[0]
-        need = sum(a.nbytes for a in m.trees_.values()) + 8 * n_features + 12 * nn + 8 * nl
-        artifact.memory_budget(
-            f"meta.n_features = {n_features} (8 bytes per feature for scoring)", need, max_bytes
-        )
+        need = forest_need(sum(a.nbytes for a in m.trees_.values()), nn, nl, n_features)
+        artifact.memory_budget(f"trees ({nn} nodes, {nl} leaves)", need, max_bytes)
         m._compact()
         return m
 

@@ -21,9 +21,19 @@ binary.
 
 Refused, each with a message naming the line and field: ``num_class`` > 1
 (multiclass), linear trees, categorical splits (naming the feature), objectives
-other than ``lambdarank``, ``rank_xendcg``, ``regression`` (L2) and ``binary``.
+other than ``lambdarank``, ``rank_xendcg``, ``regression`` (L2) and ``binary``;
+and text LightGBM does not write: numbers are read as it writes them (integers
+``-?(0|[1-9][0-9]*)``, doubles as fmt's ``{:.17g}`` with ``inf``/``nan``; no ``+``,
+no ``1_0``, no other script's digits), tree ``i`` must be headed ``Tree=i``, and an
+integer must fit the 32-bit integers LightGBM stores (an ``OverflowError`` no more).
 A model trained with ``tree_learner=data``/``feature``/``voting`` on several
 machines is saved by the one Booster in this same format, so it imports the same.
+
+Nothing is allocated per declared feature (``max_feature_idx`` may be up to
+2**31 - 2): the model keeps a sorted map of the features its trees test. A model
+whose trees would take more memory to serve than ``max_bytes`` (default: the
+service's ``max_model_bytes``; the limit a deploy applies) is refused with an
+:class:`~learners.artifact.ArtifactTooLarge` before its forest is built.
 
 >>> m = from_lightgbm_text(open(path).read())  # doctest: +SKIP
 >>> m.save("rank.lsart")  # doctest: +SKIP
@@ -40,7 +50,7 @@ import numpy as np
 
 from learners import artifact
 from learners.ranking.forest import check_trees
-from learners.ranking.lambdamart import LambdaMART
+from learners.ranking.lambdamart import LambdaMART, forest_need
 from learners.ranking.lightgbm_semantics import (
     BIG,
     CATEGORICAL,
@@ -61,6 +71,11 @@ class LightGBMFormatError(ValueError):
 
 
 _TREE_INT_FIELDS = ("split_feature", "left_child", "right_child", "decision_type")
+# Numbers as LightGBM writes them (fmt's "{}" for integers, "{:.17g}" for doubles,
+# which gives inf and nan too); [0-9], not \d: no other script's digits.
+_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"-?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|inf|nan)")
+_INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
 def _parse_block(lines: list[str], start: int, stop: int) -> dict[str, tuple[int, str]]:
@@ -84,14 +99,22 @@ def _numbers(
     words = text.split()
     if len(words) != n:
         raise LightGBMFormatError(line, f"{tree} {key}", f"expected {n} values, got {len(words)}")
-    try:
-        if dtype is np.float64:
-            a = np.array([float(w) for w in words], dtype=np.float64)
-        else:
-            a = np.array([int(w) for w in words], dtype=np.int64)
-    except ValueError:
-        bad = next(w for w in words if not _is_number(w, dtype))
-        raise LightGBMFormatError(line, f"{tree} {key}", f"{bad!r} is not a number") from None
+    grammar = _FLOAT if dtype is np.float64 else _INT
+    if not all(map(grammar.fullmatch, words)):
+        bad = next(w for w in words if not grammar.fullmatch(w))
+        what = "a number" if dtype is np.float64 else "an integer"
+        raise LightGBMFormatError(line, f"{tree} {key}", f"{bad[:40]!r} is not {what}")
+    if dtype is np.float64:
+        a = np.array([float(w) for w in words], dtype=np.float64)
+    else:
+        wide = [i for i, w in enumerate(words) if len(w) > 9 and not _fits_int32_text(w)]
+        if wide:
+            i = wide[0]
+            raise LightGBMFormatError(
+                line, f"{tree} {key}",
+                f"value {i} is {words[i][:40]}; it must be in [{_INT32[0]}, {_INT32[1]}]",
+            )  # fmt: skip
+        a = np.array([int(w) for w in words], dtype=np.int64)
     ok = ~np.isnan(a) if inf else np.isfinite(a)
     if dtype is np.float64 and not np.all(ok):
         bad_i = int(np.argmin(ok))
@@ -102,24 +125,23 @@ def _numbers(
     return a
 
 
-def _is_number(w: str, dtype: Any) -> bool:
-    try:
-        float(w) if dtype is np.float64 else int(w)
-    except ValueError:
-        return False
-    return True
+def _fits_int32_text(w: str) -> bool:
+    """Whether the integer written ``w`` (matching ``_INT``) is a 32-bit integer."""
+    return len(w) <= 11 and _INT32[0] <= int(w) <= _INT32[1]
 
 
 def _int_field(block: dict[str, tuple[int, str]], key: str, label: str = "") -> tuple[int, int]:
-    """``(line, value)`` of an integer ``key=value`` line; ``label`` prefixes the field name."""
+    """``(line, value)`` of an integer ``key=value`` line (a 32-bit integer, as LightGBM
+    stores every one of them); ``label`` prefixes the field name."""
     field = f"{label} {key}".strip()
     if key not in block:
         raise LightGBMFormatError(None, field, "the line is missing")
     line, text = block[key]
-    try:
-        return line, int(text)
-    except ValueError:
-        raise LightGBMFormatError(line, field, f"{text!r} is not an integer") from None
+    if not _INT.fullmatch(text):
+        raise LightGBMFormatError(line, field, f"{text[:40]!r} is not an integer")
+    if not _fits_int32_text(text):
+        raise LightGBMFormatError(line, field, f"{text[:40]} is outside [{_INT32[0]}, {_INT32[1]}]")
+    return line, int(text)
 
 
 def _objective(header: dict[str, tuple[int, str]]) -> tuple[str, dict[str, Any]]:
@@ -142,10 +164,8 @@ def _objective(header: dict[str, tuple[int, str]]) -> tuple[str, dict[str, Any]]
             line, "objective", "regression with reg_sqrt is not supported (its output is squared)"
         )
     if name == "binary":
-        try:
-            sig = float(opts.get("sigmoid", "1"))
-        except ValueError:
-            sig = float("nan")
+        sigmoid = opts.get("sigmoid", "1")
+        sig = float(sigmoid) if _FLOAT.fullmatch(sigmoid) else float("nan")
         if not 0 < sig < float("inf"):
             raise LightGBMFormatError(line, "objective", f"bad sigmoid in {text!r}")
         meta["sigmoid"] = sig
@@ -153,7 +173,7 @@ def _objective(header: dict[str, tuple[int, str]]) -> tuple[str, dict[str, Any]]
 
 
 def _tree(
-    lines: list[str], start: int, stop: int, t: int, n_features: int, names: list[str]
+    lines: list[str], start: int, stop: int, t: int, n_features: int, names: _Names
 ) -> tuple[np.ndarray, ...]:
     tree = f"Tree={t}"
     block = _parse_block(lines, start, stop)
@@ -194,7 +214,7 @@ def _tree(
         f = int(feature[node])
         raise LightGBMFormatError(
             line_dt if cat.any() else cat_line, f"{tree} decision_type",
-            f"node {node} splits on categorical feature {names[f]!r} (column {f}); "
+            f"node {node} splits on categorical feature {names(f)!r} (column {f}); "
             "categorical splits are not supported: retrain with that feature numerical "
             "(e.g. one-hot) or without categorical_feature",
         )  # fmt: skip
@@ -207,8 +227,38 @@ def _tree(
     return feature, threshold, ints["left_child"], ints["right_child"], leaf_value, dt
 
 
-def from_lightgbm_text(text: str) -> LambdaMART:
-    """Parse a LightGBM model text into a fitted :class:`LambdaMART` (module docstring)."""
+class _Names:
+    """Feature ``j``'s name: ``feature_names``' word ``j`` when the line names every
+    feature, else LightGBM's default ``Column_j``; read only when a message needs one
+    (nothing is built per declared feature)."""
+
+    def __init__(self, header: dict[str, tuple[int, str]], n_features: int) -> None:
+        self.line = header.get("feature_names", (0, ""))[1]
+        self.n_features = n_features
+
+    def __call__(self, j: int) -> str:
+        words = self.line.split()
+        return words[j] if len(words) == self.n_features else f"Column_{j}"
+
+
+def _check_tree_numbers(lines: list[str], starts: list[int]) -> None:
+    """Tree ``t`` starts with the line ``Tree=t`` (LightGBM numbers them 0, 1, ... in order)."""
+    for t, i in enumerate(starts):
+        value = lines[i][len("Tree=") :].rstrip()
+        if value != str(t):
+            got = "" if not _INT.fullmatch(value) else " (each tree once, in order)"
+            raise LightGBMFormatError(
+                i + 1, "Tree", f"expected Tree={t}, got {lines[i][:40]!r}{got}"
+            )
+
+
+def from_lightgbm_text(text: str, *, max_bytes: int | None = None) -> LambdaMART:
+    """Parse a LightGBM model text into a fitted :class:`LambdaMART` (module docstring).
+
+    ``max_bytes``: the memory the model may take to serve (default
+    :data:`~learners.artifact.DEFAULT_MAX_MODEL_BYTES`, the service's default
+    ``max_model_bytes``); a larger one is an :class:`~learners.artifact.ArtifactTooLarge`.
+    """
     lines = text.splitlines()
     starts = [i for i, ln in enumerate(lines) if ln.startswith("Tree=")]
     end = next((i for i, ln in enumerate(lines) if ln.strip() == "end of trees"), None)
@@ -218,6 +268,7 @@ def from_lightgbm_text(text: str) -> LambdaMART:
         raise LightGBMFormatError(None, "Tree=", "the model has no trees")
     if end is None or end < starts[-1]:
         raise LightGBMFormatError(None, "end of trees", "the line is missing (truncated file?)")
+    _check_tree_numbers(lines, starts)
     header = _parse_block(lines, 0, starts[0])
     for key in ("num_class", "num_tree_per_iteration"):
         if key in header or key == "num_class":  # num_tree_per_iteration defaults to num_class
@@ -230,9 +281,7 @@ def from_lightgbm_text(text: str) -> LambdaMART:
     if not 0 <= max_idx < (1 << 31) - 1:
         raise LightGBMFormatError(header["max_feature_idx"][0], "max_feature_idx", "out of range")
     n_features = max_idx + 1
-    names = header.get("feature_names", (0, ""))[1].split()
-    if len(names) != n_features:
-        names = [f"Column_{j}" for j in range(n_features)]
+    names = _Names(header, n_features)
     objective, meta = _objective(header)
     params = _parameters(lines, end)
     if params.get("linear_tree", "0") not in ("0", "false"):
@@ -247,6 +296,14 @@ def from_lightgbm_text(text: str) -> LambdaMART:
             why = str(exc).split("tree 0: ", 1)[-1]  # check_trees saw this tree alone
             raise LightGBMFormatError(a + 1, f"Tree={t} left_child/right_child", why) from None
         trees.append(tr)
+    # the limit a deploy applies (LambdaMART.from_bytes), checked before the forest is built
+    nn, nl = sum(t[0].shape[0] for t in trees), sum(t[4].shape[0] for t in trees)
+    arrays = 21 * nn + 8 * nl + 16 * (len(trees) + 1)  # as the artifact stores them
+    artifact.memory_budget(
+        f"{len(trees)} trees ({nn} nodes, {nl} leaves)",
+        forest_need(arrays, nn, nl, n_features),
+        max_bytes,
+    )
     average = "average_output" in header
     return _model(trees, n_features, objective, meta, params, average)
 
@@ -309,10 +366,10 @@ def _model(
     return m
 
 
-def load_lightgbm_model(path: str | Path) -> LambdaMART:
+def load_lightgbm_model(path: str | Path, *, max_bytes: int | None = None) -> LambdaMART:
     """:func:`from_lightgbm_text` on a file (UTF-8; LightGBM writes ASCII)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise LightGBMFormatError(None, "file", f"not a text file ({exc.reason})") from None
-    return from_lightgbm_text(text)
+    return from_lightgbm_text(text, max_bytes=max_bytes)

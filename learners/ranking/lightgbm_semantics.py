@@ -129,8 +129,7 @@ def predict_rule_columns(model: Any, X: Batch | np.ndarray, out: np.ndarray) -> 
     cols = np.arange(rules.n_columns, dtype=np.int64)
     offs = (T["node_off"], T["leaf_off"])
     if isinstance(X, Batch):
-        ok = X.indices < model.n_features_
-        mapped = np.where(ok, model._remap[np.where(ok, X.indices, 0)], -1)
+        mapped = model._columns(X.indices)
     for a in range(0, out.shape[0], _CHUNK):
         b = min(out.shape[0], a + _CHUNK)
         if isinstance(X, Batch):

@@ -5,7 +5,9 @@ A request is a JSON object, optionally followed by binary tensor data (the binar
 tensor data extension: the ``Inference-Header-Content-Length`` header gives the
 JSON's length; an input with ``parameters.binary_data_size`` takes that many bytes,
 little-endian, row-major, in the order of the inputs). Errors are :class:`ApiError`
-400 (413 for a batch over the limit) naming the part, e.g. ``inputs[0].shape``.
+400 (413 for a batch over the limit) naming the part, e.g. ``inputs[0].shape``; a
+field of the wrong JSON type (a ``datatype`` that is an array, ``parameters`` that
+are not an object...) is one of them.
 
 >>> X = input_matrix({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 2],
 ...                               "data": [1, 2.5, 3, 4]}]}, b"", 2, 10)
@@ -21,6 +23,7 @@ little-endian, row-major, in the order of the inputs). Errors are :class:`ApiErr
 
 from __future__ import annotations
 
+import re
 from itertools import chain
 from typing import Any, NamedTuple
 
@@ -46,18 +49,36 @@ NUMERIC = {
 }
 
 
+# A length as HTTP writes one, canonical: ASCII digits, no sign, space, '_' or leading 0.
+_LENGTH = re.compile(r"[1-9][0-9]{0,18}")
+
+
 def bad(message: str, field: str) -> ApiError:
     return ApiError(400, "invalid_input", f"{field}: {message}", field)
+
+
+def _object(value: Any, field: str) -> dict[str, Any]:
+    """An optional JSON object (``{}`` when absent); 400 for any other type."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise bad(f"must be an object, got {type_name(value)}", field)
+    return value
+
+
+def _flag(params: dict[str, Any], key: str, field: str) -> bool | None:
+    """An optional boolean parameter; 400 for any other type."""
+    v = params.get(key)
+    if v is not None and type(v) is not bool:
+        raise bad(f"must be true or false, got {type_name(v)}", f"{field}.{key}")
+    return v
 
 
 def split_request(raw: bytes, header_length: str | None) -> tuple[dict[str, Any], bytes]:
     """The JSON request object and the binary data after it (``b""`` without any)."""
     if header_length is None:
         return parse_json_object(raw), b""
-    try:
-        n = int(header_length)
-    except ValueError:
-        n = -1
+    n = int(header_length) if _LENGTH.fullmatch(header_length) else -1
     if not 0 < n <= len(raw):
         raise bad(
             f"{header_length[:40]!r} is not a length within the {len(raw)}-byte body",
@@ -73,20 +94,26 @@ def input_matrix(req: dict[str, Any], binary: bytes, width: int, max_rows: int) 
         got = f"{len(inputs)} inputs" if type(inputs) is list else type_name(inputs)
         raise bad(f"must be an array of one input tensor {INPUT!r}, got {got}", "inputs")
     t = inputs[0]
-    if t.get("name") != INPUT:
-        raise bad(
-            f"is {t.get('name')!r}; the model's one input is named {INPUT!r}", "inputs[0].name"
-        )
+    name = t.get("name")
+    if type(name) is not str:
+        raise bad(f"must be a string, got {type_name(name)}", "inputs[0].name")
+    if name != INPUT:
+        raise bad(f"is {name!r:.80}; the model's one input is named {INPUT!r}", "inputs[0].name")
     datatype = t.get("datatype")
+    if type(datatype) is not str:
+        raise bad(
+            f"must be a string, one of {', '.join(NUMERIC)}; got {type_name(datatype)}",
+            "inputs[0].datatype",
+        )
     if datatype not in NUMERIC:
         raise bad(
-            f"{datatype!r} is not a number type the model reads ({', '.join(NUMERIC)})",
+            f"{datatype!r:.40} is not a number type the model reads ({', '.join(NUMERIC)})",
             "inputs[0].datatype",
         )
     rows = _shape(t.get("shape"), width, max_rows)
     dtype = np.dtype(NUMERIC[datatype])
-    params = t.get("parameters") or {}
-    size = params.get("binary_data_size") if type(params) is dict else None
+    params = _object(t.get("parameters"), "inputs[0].parameters")
+    size = params.get("binary_data_size")
     if size is not None:
         arr = _binary_values(size, binary, rows * width, dtype)
     else:
@@ -171,9 +198,8 @@ def requested_outputs(req: dict[str, Any], available: list[str]) -> list[tuple[s
     """(name, as binary) of each output to answer: those asked for, else all available.
     Binary when the output's ``binary_data`` says so, else the request's
     ``binary_data_output`` (the binary tensor data extension)."""
-    params = req.get("parameters")
-    params = params if type(params) is dict else {}
-    default = params.get("binary_data_output") is True
+    params = _object(req.get("parameters"), "parameters")
+    default = _flag(params, "binary_data_output", "parameters") is True
     asked = req.get("outputs")
     if asked is None:
         return [(n, default) for n in available]
@@ -181,14 +207,17 @@ def requested_outputs(req: dict[str, Any], available: list[str]) -> list[tuple[s
         raise bad(f"must be an array of {{'name': ...}}, got {type_name(asked)}", "outputs")
     out = []
     for i, o in enumerate(asked):
-        name = o.get("name") if type(o) is dict else None
+        at = f"outputs[{i}]"
+        if type(o) is not dict:
+            raise bad(f"must be an object {{'name': ...}}, got {type_name(o)}", at)
+        name = o.get("name")
+        if type(name) is not str:
+            raise bad(f"must be a string, got {type_name(name)}", f"{at}.name")
         if name not in available:
-            raise bad(
-                f"{name!r:.80} is not one of this model's outputs {available}", f"outputs[{i}].name"
-            )
-        p = o.get("parameters")
-        binary = p.get("binary_data") if type(p) is dict else None
-        out.append((name, default if binary is None else binary is True))
+            raise bad(f"{name!r:.80} is not one of this model's outputs {available}", f"{at}.name")
+        binary = _flag(_object(o.get("parameters"), f"{at}.parameters"), "binary_data",
+                       f"{at}.parameters")  # fmt: skip
+        out.append((name, default if binary is None else binary))
     return out
 
 

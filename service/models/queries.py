@@ -228,8 +228,11 @@ def _reject_strings(xs: list[Any]) -> None:
 
 def _shift(batch: Batch, base: int, locate: Callable[[int], str]) -> Batch:
     # Indices are sorted within a row, so a key below the base is a row's first index.
-    first = batch.indices[batch.indptr[:-1].clip(max=max(batch.nnz - 1, 0))]
-    low = (np.diff(batch.indptr) > 0) & (first < base)
+    # Rows without features (``{"x": {}}``, all of them possibly) have no first index.
+    nonempty = np.diff(batch.indptr) > 0
+    first = np.zeros(batch.n_rows, dtype=batch.indices.dtype)
+    first[nonempty] = batch.indices[batch.indptr[:-1][nonempty]]
+    low = nonempty & (first < base)
     if low.any():
         i = int(np.argmax(low))
         loc = f'{locate(i)}.x["{int(first[i])}"]'

@@ -11,11 +11,14 @@ import pytest
 
 from learners import artifact
 from learners.artifact import ArtifactError, ArtifactTooLarge
+from learners.features import Batch
+from learners.ranking.lambdamart import forest_need
 from tests.learners.artifact_tools import (
     KINDS,
     LOADERS,
     edit_header,
     reseal,
+    small_batch,
     split,
     valid_blobs,
     with_arrays,
@@ -159,15 +162,30 @@ def test_lambdamart_bad_n_features(n: Any) -> None:
     refused(blob, "lambdamart", "meta.n_features")
 
 
-def test_lambdamart_n_features_held_to_the_memory_limit() -> None:
-    # A 2 KB artifact that would allocate 2.4 GB to score: refused before allocating.
-    blob = with_params(valid_blobs()["lambdamart"], "meta", n_features=300_000_000)
-    assert len(blob) < 20_000
-    err = refused(blob, "lambdamart", "meta.n_features = 300000000", max_bytes=256 << 20)
-    assert isinstance(err, ArtifactTooLarge) and err.need > 2_400_000_000
-    assert "2.24 GiB" in str(err) and "max_model_bytes" in str(err)
-    # within the limit it loads (and scores with sparse rows)
-    assert LOADERS["lambdamart"](valid_blobs()["lambdamart"], max_bytes=1 << 20).n_features_ == 5
+def test_lambdamart_n_features_costs_nothing_to_load() -> None:
+    # Declared features cost no memory (they took 8 bytes each: 2.4 GB for 300M, issue
+    # #20): scoring maps the features the trees test, so the artifact loads in 1 MiB.
+    small = LOADERS["lambdamart"](valid_blobs()["lambdamart"], max_bytes=1 << 20)
+    for n in (300_000_000, 2**31 - 1):
+        blob = with_params(valid_blobs()["lambdamart"], "meta", n_features=n)
+        m = LOADERS["lambdamart"](blob, max_bytes=1 << 20)
+        assert m.n_features_ == n
+        batch = small_batch(small, np.random.default_rng(0), rows=6)
+        wide = Batch(batch.indptr, batch.indices, batch.values, n)
+        assert np.array_equal(m.predict(wide), small.predict(batch))
+
+
+def test_lambdamart_trees_held_to_the_memory_limit() -> None:
+    # What scoring derives from the trees (per node and leaf) counts, checked before
+    # it is allocated.
+    blob = valid_blobs()["lambdamart"]
+    art = artifact.loads(blob)
+    nn, nl = art.arrays["feature"].shape[0], art.arrays["leaf_value"].shape[0]
+    need = forest_need(sum(a.nbytes for a in art.arrays.values()), nn, nl, 5)
+    err = refused(blob, "lambdamart", rf"trees \({nn} nodes, {nl} leaves\)", max_bytes=need - 1)
+    assert isinstance(err, ArtifactTooLarge) and err.need == need
+    assert "max_model_bytes" in str(err)
+    assert LOADERS["lambdamart"](blob, max_bytes=need).n_features_ == 5
 
 
 # ------------------------------------------------------------------ FastXML
