@@ -190,7 +190,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ),
         lifespan=lifespan,
         # FastAPI's built-in OpenTelemetry hooks look up the providers on every request;
-        # our metrics are Prometheus (service/observability/metrics.py). LEARNSERVE_OTEL=true keeps them.
+        # our metrics are Prometheus (service/observability/metrics.py);
+        # LEARNSERVE_OTEL=true keeps them.
         # (Older FastAPI versions keep unknown keyword arguments in ``app.extra``.)
         **_telemetry_kwargs(settings),
     )
