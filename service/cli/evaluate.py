@@ -2,7 +2,10 @@
 
 Every kind reports its metrics under the same key style: lower case, ``name@k`` for a
 cut-off (``ndcg@10``, ``p@1``, ``accuracy``). The default display rounds to 4 digits;
-``--json`` prints the full-precision values as one JSON object.
+``--json`` prints the full-precision values as one JSON object. The test file is read
+as ``learnserve train`` reads the kind's training file. What it is doing (loading the
+model, reading the file, scoring: the first run compiles the kernels) goes to stderr,
+one line per phase.
 """
 
 from __future__ import annotations
@@ -15,14 +18,18 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from learners.artifact import ArtifactError, load
+from learners.artifact import ArtifactError, read_header
 from learners.registry import class_for
+from service.cli.file_metrics import display
+from service.cli.phases import phase
 
-# artifact kind -> "module:function(model_path, test, test_query) -> dict"
+__all__ = ["EVALUATORS", "display", "evaluate"]
+
+# artifact kind -> "module:function(model, test, test_query, test_labels) -> dict"
 EVALUATORS: dict[str, str] = {
-    "lambdamart": "service.cli.train_lambdamart:evaluate_file",
-    "fastxml": "service.cli.train_fastxml:evaluate_file",
-    "llsvm": "service.cli.train_llsvm:evaluate_file",
+    "lambdamart": "service.cli.train_lambdamart:evaluate_model",
+    "fastxml": "service.cli.train_fastxml:evaluate_model",
+    "llsvm": "service.cli.train_llsvm:evaluate_model",
 }
 
 
@@ -32,34 +39,32 @@ def evaluate(
     test_query: Annotated[
         Path | None, typer.Option(help="LightGBM-style .query file (ranking only).")
     ] = None,
+    test_labels: Annotated[
+        Path | None,
+        typer.Option(help="idx labels file for idx images (llsvm; default: found beside them)."),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print full-precision metrics as one JSON object.")
     ] = False,
 ) -> None:
     """Evaluate a trained model on a test file; prints its metrics (rounded, or --json)."""
+    phase("evaluate", f"loading model {model.name}")
     try:
-        kind = load(model).kind
+        blob = model.read_bytes()
+        kind = str(read_header(blob).get("kind"))
         if kind not in EVALUATORS:
             typer.echo(f"error: no evaluator for model kind {kind!r}", err=True)
             raise typer.Exit(2)
-        class_for(kind).load(model)  # the kind's own checks (structure, finite scores, size)
+        # the kind's own checks (checksum, structure, finite scores, size)
+        loaded = class_for(kind).from_bytes(blob)
     except (OSError, ArtifactError) as exc:
         typer.echo(f"error: cannot read {model}: {exc}", err=True)
         raise typer.Exit(2) from None
     module, _, fn = EVALUATORS[kind].partition(":")
-    raw: dict[str, Any] = getattr(importlib.import_module(module), fn)(model, test, test_query)
+    evaluator = getattr(importlib.import_module(module), fn)
+    raw: dict[str, Any] = evaluator(loaded, test, test_query, test_labels)
     metrics = {key.lower(): value for key, value in raw.items()}
     if as_json:
         sys.stdout.write(orjson.dumps(metrics).decode() + "\n")
         return
     sys.stdout.write(display(kind, metrics))
-
-
-def display(kind: str, metrics: dict[str, Any]) -> str:
-    """One ``key  value`` line per metric, floats rounded to 4 digits, keys aligned."""
-    width = max([len("kind"), *map(len, metrics)])
-    lines = [f"{'kind':<{width}}  {kind}"]
-    for key, value in metrics.items():
-        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
-        lines.append(f"{key:<{width}}  {shown}")
-    return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 """``learnserve update`` and ``learnserve predict``: files of any size through a running
-service, read as a stream (constant memory; ``.gz`` by name).
+service.
 
     learnserve models create a9a arow --kind sparse --dim 123 --index-base 1
     learnserve update a9a --file a9a.svm --format svmlight --batch 1000
@@ -11,18 +11,22 @@ progressive (predict-then-learn) metrics from ``GET /models/{name}`` at the end.
 ``predict`` writes one prediction per instance, in file order (JSON lines, or CSV when
 ``-o`` ends in ``.csv``), and the accuracy on stderr when the file has labels.
 
+Online models read the file as a stream (constant memory; ``.gz`` by name).
 ``--index-base`` is the first feature index of the file (SVMlight files are usually
 1-based); it defaults to the model's ``index_base``, and indices are shifted
 client-side when the two differ.
+
+Rankers (RankSVM, LambdaMART) take query groups (``--query`` FILE or ``qid:``; see
+:mod:`service.cli.ranking_files`): ``update`` learns whole queries and ``predict``
+writes one line per query and prints NDCG. FastXML and LL-SVM models read what their
+``learnserve train`` reads (:mod:`service.cli.batch_files`). For every batch kind
+``predict`` prints the metrics ``learnserve evaluate`` prints.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -38,17 +42,12 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from service.cli import batch_files, ranking_files
+from service.cli.prediction_output import row_writer, sink
 from service.cli.service_options import DEFAULT, Timeout, Token, Url, service_client
-from service.client import Client, LearnserveError, Prediction, UpdateResult
+from service.client import Client, LearnserveError, ModelInfo, UpdateResult, UpdateSummary
 from service.client._core import batched
-from service.client.files import (
-    FORMATS,
-    ExampleFile,
-    FileFormatError,
-    Row,
-    Target,
-    guess_format,
-)
+from service.client.files import FORMATS, ExampleFile, FileFormatError, Target, guess_format
 
 FileArg = Annotated[Path, typer.Option("--file", "-f", help="Examples file (.gz: gzip).",
                                        exists=True, dir_okay=False, readable=True)]  # fmt: skip
@@ -61,18 +60,26 @@ IndexBase = Annotated[
     int | None,
     typer.Option(min=0, max=1, help="First feature index of the file (default: the model's)."),
 ]
+QueryFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--query",
+        help="Rankers: LightGBM .query file of query sizes (default: FILE.query when it "
+        "exists; else qid: tokens).",
+        exists=True, dir_okay=False, readable=True,
+    ),
+]  # fmt: skip
+BATCH_KINDS = ("lambdamart", "fastxml", "llsvm")
 
 
 def open_examples(
-    client: Client,
-    model: str,
+    info: ModelInfo,
     file: Path,
     fmt: str | None,
     index_base: int | None,
     label_column: str | None,
     id_column: str | None = None,
 ) -> ExampleFile:
-    info = client.describe(model)
     fmt = fmt or guess_format(file)
     if fmt not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -101,6 +108,7 @@ def update(
     label_column: Annotated[
         str | None, typer.Option(help="CSV: the label column's name (default: the last).")
     ] = None,
+    query: QueryFile = None,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar (it goes to stderr).")
     ] = False,
@@ -112,20 +120,40 @@ def update(
     """Learn from a file, in batches; prints the model's progressive metrics at the end."""
     t0 = time.perf_counter()
     with service_client(url, token, timeout) as c:
-        examples = open_examples(c, model, file, fmt, index_base, label_column or "")
+        info = c.describe(model)
+        if info.kind in BATCH_KINDS:
+            typer.echo(
+                f"error: {model!r} is a {info.kind} model: a batch model learns only from "
+                f"`learnserve train {info.kind}` (then `learnserve deploy`)",
+                err=True,
+            )
+            raise typer.Exit(2)
+        ranker = info.kind in ranking_files.RANKERS
+        if query is not None and not ranker:
+            raise typer.BadParameter("only rankers take query groups", param_hint="--query")
+        if ranker:
+            rf = ranking_files.open_ranking(info, file, fmt, index_base, label_column or "",
+                                            query, "update")  # fmt: skip
+            examples = rf.examples
+        else:
+            examples = open_examples(info, file, fmt, index_base, label_column or "")
         with bytes_progress(not no_progress) as bar:
             task = bar.add_task(f"learning {model}", total=examples.size)
             sent = 0
 
             def on_batch(result: UpdateResult, items: list[Any]) -> None:
                 nonlocal sent
-                sent += len(items)
+                sent += sum(len(q["items"]) for q in items) if ranker else len(items)
                 bar.update(task, completed=examples.position(),
                            description=f"learning {model}: {sent} examples")  # fmt: skip
 
-            rows = (row.example() for row in examples)
             try:
-                summary = c.update(model, rows, batch_size=batch, on_batch=on_batch)
+                summary: UpdateSummary
+                if ranker:
+                    summary = ranking_files.update(c, model, rf, batch, on_batch)
+                else:
+                    rows = (row.example() for row in examples)
+                    summary = c.update(model, rows, batch_size=batch, on_batch=on_batch)
             except (FileFormatError, LearnserveError):
                 # The batches before the failing one are learned (each once): say so.
                 bar.stop()
@@ -182,6 +210,11 @@ def predict(
     id_column: Annotated[
         str | None, typer.Option(help="CSV: a column of instance ids (for feedback by id).")
     ] = None,
+    query: QueryFile = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option(help="LL-SVM: idx labels of idx images (default: found beside them)."),
+    ] = None,
     scores: Annotated[
         bool, typer.Option("--scores", help="Also write each label's score (jsonl).")
     ] = False,
@@ -193,65 +226,75 @@ def predict(
     token: Token = None,
     timeout: Timeout = 60.0,
 ) -> None:
-    """Predict every instance of a file: one line per instance, in file order."""
+    """Predict every instance of a file: one line per instance (per query for a ranker
+    given query groups), in file order; the metrics on stderr when the file has labels."""
     out_fmt = output_format or ("csv" if output and output.suffix.lower() == ".csv" else "jsonl")
     if out_fmt not in ("jsonl", "csv"):
         raise typer.BadParameter(f"--output-format must be jsonl or csv, got {out_fmt!r}")
-    n = correct = labelled = 0
     with service_client(url, token, timeout) as c:
-        examples = open_examples(c, model, file, fmt, index_base, label_column, id_column)
-        with _sink(output) as fh:
-            write = _writer(fh, out_fmt, scores)
-            for rows in batched(examples, batch):
-                ids = [r.id for r in rows] if any(r.id for r in rows) else None
-                res = c.predict(model, [r.instance()["x"] for r in rows], ids=ids,
-                                min_version=min_version, k=k)  # fmt: skip
-                for row, p in zip(rows, res.predictions, strict=True):
-                    write(row, p)
-                    n += 1
-                    if row.y is not None and p.label is not None:
-                        labelled += 1
-                        correct += int(p.label == row.y)
-    message = f"predicted {n} instances"
-    if labelled:
-        message += f"; accuracy {correct / labelled:.4f} ({correct}/{labelled} labelled)"
+        info = c.describe(model)
+        kind = info.kind
+        if query is not None and kind not in ranking_files.RANKERS:
+            raise typer.BadParameter("only rankers take query groups", param_hint="--query")
+        if labels is not None and kind != "llsvm":
+            raise typer.BadParameter("only llsvm models read idx labels", param_hint="--labels")
+        if kind in ranking_files.RANKERS:
+            rf = ranking_files.open_ranking(info, file, fmt, index_base, label_column, query,
+                                            "predict")  # fmt: skip
+            if rf.grouped():
+                with sink(output) as fh:
+                    report = ranking_files.predict(c, model, kind, rf, fh, out_fmt, batch,
+                                                   min_version)  # fmt: skip
+                typer.echo(report, err=True, nl=False)
+                return
+            typer.echo("predict: no query groups (no --query file, no qid:): each line is "
+                       "scored alone", err=True)  # fmt: skip
+            examples = rf.examples
+        elif kind == "fastxml":
+            with sink(output) as fh:
+                report = batch_files.predict_fastxml(c, model, info, file, fmt, fh, out_fmt,
+                                                     batch, k, scores, min_version)  # fmt: skip
+            typer.echo(report, err=True, nl=False)
+            return
+        elif kind == "llsvm":
+            with sink(output) as fh:
+                report = batch_files.predict_llsvm(c, model, info, file, fmt, labels, fh,
+                                                   out_fmt, batch, scores, min_version)  # fmt: skip
+            typer.echo(report, err=True, nl=False)
+            return
+        else:
+            examples = open_examples(info, file, fmt, index_base, label_column, id_column)
+        with sink(output) as fh:
+            message = predict_rows(c, model, examples, fh, out_fmt, batch, scores,
+                                   min_version, k)  # fmt: skip
     typer.echo(message, err=True)
 
 
-@contextlib.contextmanager
-def _sink(path: Path | None) -> Iterator[IO[str]]:
-    if path is None:
-        yield sys.stdout
-        return
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        yield fh
-
-
-CSV_COLUMNS = ("id", "y", "label", "score", "confidence", "labels")
-
-
-def _writer(fh: IO[str], fmt: str, with_scores: bool) -> Any:
-    if fmt == "csv":
-        w = csv.writer(fh)
-        w.writerow(CSV_COLUMNS)
-
-        def write_csv(row: Row, p: Prediction) -> None:
-            top = " ".join(map(str, p.labels)) if p.labels is not None else None
-            cells = (row.id, row.y, p.label, p.score, p.confidence, top)
-            w.writerow(["" if v is None else v for v in cells])
-
-        return write_csv
-
-    def write_jsonl(row: Row, p: Prediction) -> None:
-        fh.write(orjson.dumps(dict(_fields(row, p, with_scores))).decode() + "\n")
-
-    return write_jsonl
-
-
-def _fields(row: Row, p: Prediction, with_scores: bool) -> Iterator[tuple[str, Any]]:
-    for key, value in (("id", row.id), ("y", row.y), ("label", p.label), ("score", p.score),
-                       ("confidence", p.confidence), ("labels", p.labels)):  # fmt: skip
-        if value is not None:
-            yield key, value
-    if with_scores and p.scores is not None:
-        yield "scores", p.scores
+def predict_rows(
+    c: Client,
+    model: str,
+    examples: ExampleFile,
+    fh: IO[str],
+    out_fmt: str,
+    batch: int,
+    with_scores: bool,
+    min_version: int | None,
+    k: int | None,
+) -> str:
+    """One prediction per row (a stream); the accuracy when rows have labels."""
+    n = correct = labelled = 0
+    write = row_writer(fh, out_fmt, with_scores)
+    for rows in batched(examples, batch):
+        ids = [r.id for r in rows] if any(r.id for r in rows) else None
+        res = c.predict(model, [r.instance()["x"] for r in rows], ids=ids,
+                        min_version=min_version, k=k)  # fmt: skip
+        for row, p in zip(rows, res.predictions, strict=True):
+            write(row, p)
+            n += 1
+            if row.y is not None and p.label is not None:
+                labelled += 1
+                correct += int(p.label == row.y)
+    message = f"predicted {n} instances"
+    if labelled:
+        message += f"; accuracy {correct / labelled:.4f} ({correct}/{labelled} labelled)"
+    return message

@@ -28,7 +28,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from learners.features import Batch
 from learners.io.xc import XCData, read_xc
 from learners.xml.fastxml import FastXML
-from learners.xml.metrics import xml_metrics
+from service.cli import file_metrics
+from service.cli.phases import COMPILE_NOTE, KERNELS, phase, reading, say
 
 
 def _read(path: Path, option: str) -> XCData:
@@ -83,7 +84,10 @@ def train_fastxml(
         model.check_params()  # a bad flag fails before the (possibly big) files are read
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    reading("fastxml", train)
     tr = _read(train, "--train")
+    if valid is not None:
+        reading("fastxml", valid)
     va = _read(valid, "--valid") if valid is not None else None
     model.set_params(label_names=_label_names(label_names, tr.n_labels))
     err.print(
@@ -96,6 +100,7 @@ def train_fastxml(
         TextColumn("[bold]fastxml"), BarColumn(bar_width=24), MofNCompleteColumn(),
         TextColumn("trees {task.fields[nodes]}"), TimeElapsedColumn(),
     ]  # fmt: skip
+    compile_kernels(model)
     t0 = time.perf_counter()
     n = tr.X.n_rows
     with Progress(*columns, console=err, transient=False) as bar:
@@ -111,6 +116,7 @@ def train_fastxml(
         data={"n": n, "d": tr.X.dim, "labels": tr.n_labels},
     )  # fmt: skip
     if va is not None and valid is not None:
+        phase("fastxml", f"scoring --valid {valid.name}")
         metrics = validation_metrics(model, va)
         model.meta_["validation"] = {"file": valid.name, "n": va.X.n_rows, "metrics": metrics}
     model.save(output)
@@ -124,7 +130,23 @@ def train_fastxml(
 def validation_metrics(model: FastXML, data: XCData) -> dict[str, float]:
     """P@1/3/5 and nDCG@1/3/5 (lower-case keys, as ``learnserve evaluate`` prints them)."""
     labels, _ = model.predict_topk(_fit_dim(data.X, model.n_features_), k=5)
-    return {k.lower(): v for k, v in xml_metrics(labels, data.Y, (1, 3, 5)).items()}
+    return file_metrics.extreme(labels, data.Y)
+
+
+def compile_kernels(model: FastXML) -> None:
+    """Compile the kernels (or load them from numba's disk cache) on a tiny problem with
+    the same parameters, saying so: the first run spends ~20 s here, which the tree bar
+    would otherwise show as 0/N trees."""
+    phase("fastxml", KERNELS)
+    t0 = time.perf_counter()
+    params = {**model.get_params(deep=False), "n_trees": 1, "n_jobs": 1, "label_names": None}
+    X = Batch.from_csr(
+        np.array([0, 2, 3, 5, 6]), np.array([0, 1, 1, 0, 2, 2]), np.ones(6), 3
+    )  # 4 rows, 3 features, 2 labels: the same array types as any training set
+    Y = [np.array([0]), np.array([1]), np.array([0, 1]), np.array([1])]
+    FastXML(**params).fit(X, Y, n_labels=2).predict_topk(X, k=2)
+    seconds = time.perf_counter() - t0
+    say("fastxml", f"kernels ready in {seconds:.1f} s; growing {model.n_trees} trees")
 
 
 def _fit_dim(X: Batch, dim: int) -> Batch:
@@ -140,11 +162,15 @@ def _fit_dim(X: Batch, dim: int) -> Batch:
     return Batch(indptr, X.indices[keep], X.values[keep], dim)
 
 
-def evaluate_file(model_path: Path, test: Path, test_query: Path | None = None) -> dict[str, float]:
-    """P@1/3/5 and nDCG@1/3/5 (XC Repository definitions) of a saved FastXML on an XC file."""
-    if test_query is not None:
-        raise typer.BadParameter("fastxml models take no --test-query", param_hint="--test-query")
-    model = FastXML.load(model_path)
+def evaluate_model(
+    model: FastXML, test: Path, test_query: Path | None = None, test_labels: Path | None = None
+) -> dict[str, float]:
+    """P@1/3/5 and nDCG@1/3/5 (XC Repository definitions) of a FastXML on an XC file."""
+    for given, option in ((test_query, "--test-query"), (test_labels, "--test-labels")):
+        if given is not None:
+            raise typer.BadParameter(f"fastxml models take no {option}", param_hint=option)
+    reading("evaluate", test)
     te = _read(test, "--test")
+    phase("evaluate", f"scoring {te.X.n_rows} points ({COMPILE_NOTE})")
     labels, _ = model.predict_topk(_fit_dim(te.X, model.n_features_), k=5)
-    return xml_metrics(labels, te.Y, (1, 3, 5))
+    return file_metrics.extreme(labels, te.Y)

@@ -25,9 +25,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from learners.io.svmlight import SvmlightData, read_svmlight
 from learners.ranking.lambdamart import LambdaMART
-from learners.ranking.ndcg import ndcg_at_k
+from service.cli import file_metrics
+from service.cli.phases import COMPILE_NOTE, phase, reading
 
-EVAL_AT = (1, 3, 5, 10)
+EVAL_AT = file_metrics.RANKING_AT
 
 
 def _read(path: Path, query: Path | None, option: str, zero_based: bool = False) -> SvmlightData:
@@ -148,11 +149,18 @@ def train_lambdamart(
         err.print("valid " + "  ".join(f"{k} {v:.4f}" for k, v in last.items()))
 
 
-def evaluate_file(model_path: Path, test: Path, test_query: Path | None) -> dict[str, float]:
-    """NDCG@1/3/5/10 of a saved LambdaMART model on a test file (LightGBM's definition)."""
-    model = LambdaMART.load(model_path)
+def evaluate_model(
+    model: LambdaMART, test: Path, test_query: Path | None, test_labels: Path | None = None
+) -> dict[str, float]:
+    """NDCG@1/3/5/10 of a LambdaMART model on a test file (LightGBM's definition)."""
+    if test_labels is not None:
+        raise typer.BadParameter(
+            "lambdamart models take no --test-labels", param_hint="--test-labels"
+        )
     zero_based = model.meta_.get("index_base", 1) == 0
+    reading("evaluate", test)
     te = _read(test, test_query, "--test", zero_based)
+    phase("evaluate", f"scoring {te.X.n_rows} documents ({COMPILE_NOTE})")
     # Features beyond the model's are never tested by a tree: predict ignores them.
     scores = model.predict(te.X)
-    return {f"ndcg@{k}": ndcg_at_k(scores, te.y, _groups(te), k) for k in EVAL_AT}
+    return file_metrics.ranking(scores, te.y, _groups(te))

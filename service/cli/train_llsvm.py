@@ -40,6 +40,7 @@ from learners.io.idx import read_idx, read_labelled_csv
 from learners.io.svmlight import read_svmlight
 from learners.llsvm import LLSVM
 from learners.llsvm.defaults import resolve
+from service.cli.phases import COMPILE_NOTE, phase, reading
 
 _IMAGES = re.compile(r"-images-idx3-ubyte(\.gz)?$")
 
@@ -298,17 +299,29 @@ def train_llsvm(
     )
 
 
-def evaluate_file(model_path: Path, test: Path, test_query: Path | None = None) -> dict[str, Any]:
-    """Accuracy and error of a saved LL-SVM on a test file (same formats as training)."""
-    del test_query  # ranking only
-    model = LLSVM.load(model_path)
-    return _error_on(model, Path(test), float(model.meta_.get("input_scale", 1.0)), "--test")
+def evaluate_model(
+    model: LLSVM, test: Path, test_query: Path | None = None, test_labels: Path | None = None
+) -> dict[str, Any]:
+    """Accuracy and error of an LL-SVM on a test file (same formats as training)."""
+    if test_query is not None:
+        raise typer.BadParameter("llsvm models take no --test-query", param_hint="--test-query")
+    scale = float(model.meta_.get("input_scale", 1.0))
+    return _error_on(model, Path(test), scale, "--test", test_labels, command="evaluate")
 
 
-def _error_on(model: LLSVM, path: Path, scale: float, option: str) -> dict[str, Any]:
+def _error_on(
+    model: LLSVM,
+    path: Path,
+    scale: float,
+    option: str,
+    labels: Path | None = None,
+    command: str = "train",
+) -> dict[str, Any]:
     """Accuracy, error and size of ``model`` on a labelled file (as --train reads it)."""
+    reading(command, path)
     try:
-        X, y, _ = read_dense(path, scale=scale, n_features=model.n_features_)
+        X, y, _ = read_dense(path, labels=labels, scale=scale, n_features=model.n_features_)
+        phase(command, f"scoring {X.shape[0]} examples ({COMPILE_NOTE})")
         pred = model.predict(X)
     except (OSError, FeatureError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint=option) from None

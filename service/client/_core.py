@@ -20,10 +20,12 @@ tries in all.
 from __future__ import annotations
 
 import email.utils
+import os
 import random
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -212,3 +214,88 @@ def create_body(
     if params:
         body["params"] = params
     return body
+
+
+def artifact_source(artifact: object) -> bytes | Path:
+    """What ``deploy(name, artifact)`` uploads: a path (``str`` or ``os.PathLike``, the
+    file is read) or the artifact's bytes (``bytes``, ``bytearray``, ``memoryview``);
+    anything else is a ``TypeError`` naming the argument (a ``str`` is never sent as
+    the artifact itself)."""
+    if isinstance(artifact, bytes):
+        return artifact
+    if isinstance(artifact, bytearray | memoryview):
+        return bytes(artifact)
+    if isinstance(artifact, str | os.PathLike):
+        path = os.fspath(artifact)
+        if isinstance(path, bytes):
+            raise TypeError(
+                f"artifact: a path must be str or pathlib.Path, got {type(artifact).__name__}"
+            )
+        return Path(path)
+    raise TypeError(
+        "artifact: expected a path (str or pathlib.Path) or the artifact's bytes "
+        f"(bytes, bytearray, memoryview), got {type(artifact).__name__}"
+    )
+
+
+class QueryPacker:
+    """Rankers' queries packed into requests: at most ``max_queries`` queries and, with
+    ``max_items``, at most that many items in all (the service's limit counts items); a
+    query bigger than ``max_items`` goes alone. Queries are never split or reordered.
+    ``size(query)``: its items (a wire query's ``len(items)`` by default)."""
+
+    def __init__(
+        self,
+        max_queries: int,
+        max_items: int | None = None,
+        size: Callable[[Any], int] | None = None,
+    ) -> None:
+        if max_queries < 1:
+            raise ValueError(f"batch size must be >= 1, got {max_queries}")
+        if max_items is not None and max_items < 1:
+            raise ValueError(f"max_items must be >= 1, got {max_items}")
+        self.max_queries = max_queries
+        self.max_items = max_items
+        self.size = size or query_items
+        self._batch: list[Any] = []
+        self._items = 0
+
+    def add(self, query: Any) -> list[Any] | None:
+        """Take ``query``; the batch to send first when it does not fit, else ``None``."""
+        n = self.size(query)
+        full = None
+        if self._batch and (
+            len(self._batch) >= self.max_queries
+            or (self.max_items is not None and self._items + n > self.max_items)
+        ):
+            full, self._batch, self._items = self._batch, [], 0
+        self._batch.append(query)
+        self._items += n
+        return full
+
+    def flush(self) -> list[Any] | None:
+        full, self._batch, self._items = self._batch or None, [], 0
+        return full
+
+
+def query_items(query: Any) -> int:
+    """The number of items of a ``{"qid", "items": [...]}`` query (0 when it has none)."""
+    items = query.get("items") if isinstance(query, dict) else None
+    return len(items) if isinstance(items, list) else 0
+
+
+def pack_queries(
+    queries: Iterable[T],
+    max_queries: int,
+    max_items: int | None,
+    size: Callable[[Any], int] | None = None,
+) -> Iterator[list[T]]:
+    """:class:`QueryPacker` over a stream of queries."""
+    packer = QueryPacker(max_queries, max_items, size)
+    for q in queries:
+        full = packer.add(q)
+        if full:
+            yield full
+    last = packer.flush()
+    if last:
+        yield last

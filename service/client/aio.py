@@ -14,6 +14,7 @@ error answer; 502/503/504 and broken connections are retried first (see
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
@@ -25,7 +26,9 @@ import httpx
 from service.client._core import (
     DEFAULT_URL,
     Call,
+    QueryPacker,
     RetryPolicy,
+    artifact_source,
     auth_headers,
     batched,
     create_body,
@@ -182,11 +185,19 @@ class AsyncClient:
         queries: Iterable[dict[str, Any]] | AsyncIterable[dict[str, Any]],
         *,
         batch_size: int = 100,
+        max_items: int | None = None,
+        on_batch: OnBatch | None = None,
     ) -> UpdateSummary:
-        """Rankers: ``{"qid", "items": [{"x", "relevance"}]}`` queries, in batches."""
+        """Rankers: ``{"qid", "items": [{"x", "relevance"}]}`` queries, in requests of at
+        most ``batch_size`` queries and (``max_items``) that many items; a query is never
+        split (a bigger one goes alone). Each request has its own Idempotency-Key;
+        ``on_batch(result, batch)`` after each."""
         summary = UpdateSummary(model)
-        async for batch in _abatched(queries, batch_size):
-            summary.add(*await self._update(model, "queries", batch, None))
+        async for batch in _apacked(queries, QueryPacker(batch_size, max_items)):
+            result, retries = await self._update(model, "queries", batch, None)
+            summary.add(result, retries)
+            if on_batch is not None:
+                on_batch(result, batch)
         return summary
 
     async def label(
@@ -231,9 +242,14 @@ class AsyncClient:
         return rank_result(await self._json(json_call("POST", model_path(model, "/predict"), body)))
 
     # ------------------------------------------------------------ batch models
-    async def deploy(self, name: str, artifact: bytes | Path) -> DeployResult:
-        """Upload an artifact (``learnserve train ...``) as the model's next version."""
-        blob = artifact.read_bytes() if isinstance(artifact, Path) else artifact
+    async def deploy(
+        self, name: str, artifact: str | os.PathLike[str] | bytes | bytearray | memoryview
+    ) -> DeployResult:
+        """Upload an artifact (``learnserve train ...``) as the model's next version:
+        ``artifact`` is the file's path (``str`` or ``pathlib.Path``, read off the event
+        loop) or its bytes."""
+        source = artifact_source(artifact)
+        blob = await asyncio.to_thread(source.read_bytes) if isinstance(source, Path) else source
         call = Call("PUT", model_path(name, "/artifact"), blob, "application/octet-stream",
                     idempotent=False)  # fmt: skip
         return deploy_result(await self._json(call))
@@ -288,3 +304,22 @@ async def _abatched(
             batch = []
     if batch:
         yield batch
+
+
+async def _apacked(
+    queries: Iterable[Any] | AsyncIterable[Any], packer: QueryPacker
+) -> AsyncIterator[list[Any]]:
+    """:class:`QueryPacker` over a sync or async iterable of queries."""
+    if isinstance(queries, AsyncIterable):
+        async for q in queries:
+            full = packer.add(q)
+            if full:
+                yield full
+    else:
+        for q in queries:
+            full = packer.add(q)
+            if full:
+                yield full
+    last = packer.flush()
+    if last:
+        yield last

@@ -6,8 +6,9 @@ model's feature config (:class:`Target`):
 - ``svmlight`` (``label idx:val ...``, ``# comments``): sparse models get
   ``{"idx": val}`` with the index moved from the file's base to the model's (a 1-based
   file into a 0-based model: ``idx - 1``), dense models a list of ``dim`` values,
-  hashed models ``{"idx": val}`` as written (names). ``qid:`` is refused (rankers take
-  queries: send JSON lines).
+  hashed models ``{"idx": val}`` as written (names). ``label qid:Q idx:val ...`` gives
+  the row its query (rankers only: :mod:`service.client.query_files` groups the rows);
+  a file read for any other model refuses ``qid:``.
 - ``csv``: a header row; the label is the last column or the one named; sparse models
   get the non-zero columns by position (from the model's base), dense models the
   row as numbers, hashed models ``{column: value}`` (a non-numeric value is the
@@ -52,6 +53,9 @@ class Target:
     dim: int | None
     model_base: int = 0
     file_base: int = 0
+    # SVMlight indices past the model's last feature: dropped instead of refused (a
+    # tree model never tests them; `learnserve evaluate` ignores them the same way)
+    ignore_beyond: bool = False
 
     @classmethod
     def of_model(cls, features: dict[str, Any], file_base: int | None) -> Target:
@@ -71,6 +75,7 @@ class Row:
     id: str | None = None
     where: str = ""  # file:line
     obj: dict[str, Any] | None = None  # JSON lines: the line's object as written
+    qid: str | int | None = None  # SVMlight ``qid:`` (files read for a ranker)
 
     def example(self) -> dict[str, Any]:
         """The ``/update`` example: a JSON line as written, else ``{"x", "y"}``."""
@@ -123,13 +128,36 @@ def _number(token: str, where: str) -> float:
 
 def parse_svmlight_line(line: str, t: Target, where: str) -> tuple[str | int, Any] | None:
     """``(label, x)`` of one line, ``None`` for a blank or comment line."""
+    parsed = parse_svmlight_row(line, t, where, queries=False)
+    return None if parsed is None else parsed[:2]
+
+
+def parse_svmlight_row(
+    line: str, t: Target, where: str, queries: bool
+) -> tuple[str | int, Any, str | int | None] | None:
+    """``(label, x, qid)`` of one line (``qid`` from a ``qid:Q`` second token when
+    ``queries``, else refused), ``None`` for a blank or comment line."""
     if "#" in line:
         line = line.split("#", 1)[0]
     parts = line.split()
     if not parts:
         return None
-    idx, vals = _pairs(parts[1:], where)
-    return parse_label(parts[0]), svmlight_x(idx, vals, t, where)
+    qid = None
+    tokens = parts[1:]
+    if queries and tokens and tokens[0].startswith("qid:"):
+        qid = parse_qid(tokens[0][4:], where)
+        tokens = tokens[1:]
+    idx, vals = _pairs(tokens, where)
+    return parse_label(parts[0]), svmlight_x(idx, vals, t, where), qid
+
+
+def parse_qid(token: str, where: str) -> str | int:
+    """``qid:7`` -> 7 (an integer the service takes as JSON), anything else as written."""
+    if not token:
+        raise FileFormatError(f"{where}: qid: without a value")
+    if token.isdigit() and int(token) < 2**53:
+        return int(token)
+    return token
 
 
 def _pairs(tokens: list[str], where: str) -> tuple[list[int], list[float]]:
@@ -155,7 +183,8 @@ def _pairs_checked(tokens: list[str], where: str) -> tuple[list[int], list[float
         key, sep, value = tok.partition(":")
         if key == "qid":
             raise FileFormatError(
-                f"{where}: qid: rows are ranking queries; send them as JSON lines of queries"
+                f"{where}: qid: rows are ranking queries: only a ranker (ranksvm, lambdamart) "
+                "takes them, and qid: must come right after the label"
             )
         if not sep or not key.isdigit():
             raise FileFormatError(f"{where}: {tok!r} is not index:value")
@@ -169,6 +198,9 @@ def svmlight_x(idx: list[int], vals: list[float], t: Target, where: str) -> Any:
         return dict(zip(map(str, idx), vals, strict=True))
     assert t.dim is not None
     lo, hi = t.file_base, t.dim + t.file_base - 1
+    if t.ignore_beyond and idx and max(idx) > hi:
+        keep = [i for i, j in enumerate(idx) if j <= hi]
+        idx, vals = [idx[i] for i in keep], [vals[i] for i in keep]
     if idx and (min(idx) < lo or max(idx) > hi):
         j = next(j for j in idx if not lo <= j <= hi)
         raise FileFormatError(
@@ -198,9 +230,10 @@ class ExampleFile:
         *,
         label_column: str | None = "",
         id_column: str | None = None,
+        queries: bool = False,
     ) -> None:
         """``label_column``: ``""`` the last column, a name, or ``None`` for no label
-        (CSV only)."""
+        (CSV only); ``queries``: SVMlight ``qid:`` tokens are read (a ranker's file)."""
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
         self.path = path
@@ -208,6 +241,7 @@ class ExampleFile:
         self.target = target
         self.label_column = label_column
         self.id_column = id_column
+        self.queries = queries
         self.size = path.stat().st_size
         self._raw: IO[bytes] | None = None
 
@@ -220,22 +254,49 @@ class ExampleFile:
     def __iter__(self) -> Iterator[Row]:
         with open(self.path, "rb") as raw:
             self._raw = raw
-            stream: Any = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
-            text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
-            if self.fmt == "svmlight":
-                yield from self._svmlight(text)
-            elif self.fmt == "csv":
-                yield from self._csv(text)
-            else:
-                yield from self._jsonl(text)
+            text = self._text(raw)
+            try:
+                if self.fmt == "svmlight":
+                    yield from self._svmlight(text)
+                elif self.fmt == "csv":
+                    yield from self._csv(text)
+                else:
+                    yield from self._jsonl(text)
+            except UnicodeDecodeError as e:
+                raise self._not_text(e) from None
+
+    def _not_text(self, e: UnicodeDecodeError) -> FileFormatError:
+        return FileFormatError(
+            f"{self.path}: not a {self.fmt} text file (not UTF-8: {e.reason}); a binary "
+            "file such as MNIST's idx is read only for the model kinds trained from it (llsvm)"
+        )
+
+    def _text(self, raw: IO[bytes]) -> IO[str]:
+        stream: Any = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
+        return io.TextIOWrapper(stream, encoding="utf-8", newline="")
+
+    def count_rows(self) -> int:
+        """The rows the file holds (a pass over its lines, nothing parsed): the lines that
+        are not blank or comments (SVMlight), not blank (JSON lines), or the CSV records
+        after the header."""
+        with open(self.path, "rb") as raw:
+            text = self._text(raw)
+            try:
+                if self.fmt == "csv":
+                    return max(sum(1 for cells in csv.reader(text) if cells) - 1, 0)
+                if self.fmt == "svmlight":
+                    return sum(1 for line in text if line.split("#", 1)[0].strip())
+                return sum(1 for line in text if line.strip())
+            except UnicodeDecodeError as e:
+                raise self._not_text(e) from None
 
     def _svmlight(self, text: IO[str]) -> Iterator[Row]:
         name = str(self.path)
         for lineno, line in enumerate(text, 1):
             where = f"{name}:{lineno}"
-            parsed = parse_svmlight_line(line, self.target, where)
+            parsed = parse_svmlight_row(line, self.target, where, self.queries)
             if parsed is not None:
-                yield Row(parsed[1], parsed[0], where=where)
+                yield Row(parsed[1], parsed[0], where=where, qid=parsed[2])
 
     def _csv(self, text: IO[str]) -> Iterator[Row]:
         reader = csv.reader(text)

@@ -14,6 +14,7 @@ error answer; 502/503/504 and broken connections are retried first (see
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from service.client._core import (
     DEFAULT_URL,
     Call,
     RetryPolicy,
+    artifact_source,
     auth_headers,
     batched,
     create_body,
@@ -38,6 +40,7 @@ from service.client._core import (
     may_retry_status,
     may_retry_transport,
     model_path,
+    pack_queries,
     transport_failure,
     update_call,
 )
@@ -176,12 +179,24 @@ class Client:
         return summary
 
     def update_queries(
-        self, model: str, queries: Iterable[dict[str, Any]], *, batch_size: int = 100
+        self,
+        model: str,
+        queries: Iterable[dict[str, Any]],
+        *,
+        batch_size: int = 100,
+        max_items: int | None = None,
+        on_batch: OnBatch | None = None,
     ) -> UpdateSummary:
-        """Rankers: ``{"qid", "items": [{"x", "relevance"}]}`` queries, in batches."""
+        """Rankers: ``{"qid", "items": [{"x", "relevance"}]}`` queries, in requests of at
+        most ``batch_size`` queries and (``max_items``) that many items; a query is never
+        split (a bigger one goes alone). Each request has its own Idempotency-Key;
+        ``on_batch(result, batch)`` after each."""
         summary = UpdateSummary(model)
-        for batch in batched(queries, batch_size):
-            summary.add(*self._update(model, "queries", batch, None))
+        for batch in pack_queries(queries, batch_size, max_items):
+            result, retries = self._update(model, "queries", batch, None)
+            summary.add(result, retries)
+            if on_batch is not None:
+                on_batch(result, batch)
         return summary
 
     def label(
@@ -224,9 +239,13 @@ class Client:
         return rank_result(self._json(json_call("POST", model_path(model, "/predict"), body)))
 
     # ------------------------------------------------------------ batch models
-    def deploy(self, name: str, artifact: bytes | Path) -> DeployResult:
-        """Upload an artifact (``learnserve train ...``) as the model's next version."""
-        blob = artifact.read_bytes() if isinstance(artifact, Path) else artifact
+    def deploy(
+        self, name: str, artifact: str | os.PathLike[str] | bytes | bytearray | memoryview
+    ) -> DeployResult:
+        """Upload an artifact (``learnserve train ...``) as the model's next version:
+        ``artifact`` is the file's path (``str`` or ``pathlib.Path``) or its bytes."""
+        source = artifact_source(artifact)
+        blob = source.read_bytes() if isinstance(source, Path) else source
         call = Call("PUT", model_path(name, "/artifact"), blob, "application/octet-stream",
                     idempotent=False)  # fmt: skip
         return deploy_result(self._json(call))

@@ -154,17 +154,17 @@ def test_a_lost_answer_is_retried_and_the_batch_learned_once(server) -> None:
 
 def test_a_not_ready_service_is_waited_for(server) -> None:
     """503 not_ready with Retry-After: 1 (a starting service) until it is ready."""
-    registry = server.app.state.engine
+    registry = server.app.state.engine.registry  # the engine's `ready` reads it
     with Client(server.url, retry=FAST) as c:
         c.create_model("waits", "pa", {"kind": "sparse", "dim": DIM})
-        registry.registry.ready = False
+        registry.ready = False
         timer = threading.Timer(0.3, lambda: setattr(registry, "ready", True))
         timer.start()
         try:
             summary = c.update("waits", stream(10), batch_size=10)
         finally:
             timer.join()
-            registry.registry.ready = True
+            registry.ready = True
         assert summary.retries >= 1 and summary.replayed_batches == 0
         assert (c.describe("waits").version, c.describe("waits").examples_learned) == (1, 10)
 
