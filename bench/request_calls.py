@@ -75,12 +75,14 @@ def _child(n: int) -> dict[str, dict[str, float]]:
     # hook counts only while a request's context says so.
     threading.setprofile(hook)
     with TestClient(counted) as c:
-        for _ in range(600):  # restored and warm (the replicator readies the service)
+        # Restored and warm (a baseline's export compiles its numba kernels cold).
+        for _ in range(18000):
             if c.get("/readyz").status_code == 200:
                 break
             threading.Event().wait(0.1)
         body = {"algorithm": "arow", "features": {"kind": "dense", "dim": 28}}
-        assert c.put("/models/m", json=body).status_code in (200, 201)
+        r = c.put("/models/m", json=body)
+        assert r.status_code in (200, 201), r.text
         for path, b in bodies.values():  # warm every path once (kernels compiled)
             for _ in range(3):
                 assert c.post(path, json=b).status_code == 200, c.post(path, json=b).text
