@@ -27,7 +27,9 @@ ABSENT = "scope-probe-absent"
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["metrics-public", "metrics-private"])
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     data_dir: Path = tmp_path_factory.mktemp("scopes")
     settings = Settings(data_dir=str(data_dir), api_keys=KEYS, metrics_public=request.param)
     with ServerThread(settings) as srv:
