@@ -96,7 +96,7 @@ def route_scopes(app: FastAPI) -> dict[tuple[str, str], str]:
             dep = stack.pop()
             name = getattr(dep.call, "__name__", "")
             if name.startswith("require_"):
-                for method in route.methods:
+                for method in route.methods or ():
                     out[(method.lower(), route.path)] = name.removeprefix("require_")
             stack.extend(dep.dependencies)
     return out

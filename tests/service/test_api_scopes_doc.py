@@ -58,7 +58,7 @@ def operations(spec: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]
 
 def test_documented_scope_is_the_enforced_scope(server: str) -> None:
     spec = httpx.get(f"{server}/openapi.json", timeout=30).json()
-    both = [{"bearerAuth": []}, {"apiKeyHeader": []}]
+    both: list[dict[str, list[str]]] = [{"bearerAuth": []}, {"apiKeyHeader": []}]
     checked, wrong = 0, []
     for method, path, op in operations(spec):
         concrete = path.replace("{name}", ABSENT).replace("{version}", "1")
