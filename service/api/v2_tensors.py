@@ -167,31 +167,6 @@ class Tensor(NamedTuple):
     data: np.ndarray | list[str]  # a list for BYTES
 
 
-def requested_outputs(req: dict[str, Any], available: list[str]) -> list[tuple[str, bool]]:
-    """(name, as binary) of each output to answer: those asked for, else all available.
-    Binary when the output's ``binary_data`` says so, else the request's
-    ``binary_data_output`` (the binary tensor data extension)."""
-    params = req.get("parameters")
-    params = params if type(params) is dict else {}
-    default = params.get("binary_data_output") is True
-    asked = req.get("outputs")
-    if asked is None:
-        return [(n, default) for n in available]
-    if type(asked) is not list:
-        raise bad(f"must be an array of {{'name': ...}}, got {type_name(asked)}", "outputs")
-    out = []
-    for i, o in enumerate(asked):
-        name = o.get("name") if type(o) is dict else None
-        if name not in available:
-            raise bad(
-                f"{name!r:.80} is not one of this model's outputs {available}", f"outputs[{i}].name"
-            )
-        p = o.get("parameters")
-        binary = p.get("binary_data") if type(p) is dict else None
-        out.append((name, default if binary is None else binary is True))
-    return out
-
-
 def encode_response(head: dict[str, Any], tensors: list[tuple[Tensor, bool]]) -> tuple[bytes, int]:
     """The response body and the JSON's length (the ``Inference-Header-Content-Length``
     when binary tensors follow it; then equal to the body's length without them)."""
