@@ -24,7 +24,9 @@ KEY = {"X-API-Key": "charset-key"}
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data_dir: Path = tmp_path_factory.mktemp("charset")
-    settings = Settings(data_dir=str(data_dir), api_keys="charset-key=predict+update+admin")
+    settings = Settings(
+        data_dir=str(data_dir), api_keys={"charset-key": ["predict", "update", "admin"]}
+    )
     with ServerThread(settings) as srv:
         yield srv.url
 
