@@ -165,7 +165,8 @@ def _v2_http_error(
     if exc.status_code == 404:
         message = f"{what} is not served: {V2_SERVED}"
     elif exc.status_code == 405:
-        message = f"{what}: the method is not allowed; allowed: {headers and headers['Allow']}"
+        allowed = (headers or {}).get("Allow", "")
+        message = f"{what}: the method is not allowed; allowed: {allowed}"
     else:
         message = f"{what}: {exc.detail}"
     return v2_error_response(request, exc.status_code, code, message, headers)
