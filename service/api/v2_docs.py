@@ -20,7 +20,7 @@ Absent = SkipJsonSchema[None]  # optional, but null is refused: the schema says 
 
 
 def _no_null_defaults(schema: dict[str, Any]) -> None:
-    """Optional fields written without ``"default": null`` (null is refused)."""
+    """Optional fields written without ``"default": null`` (no default is sent)."""
     for prop in schema.get("properties", {}).values():
         if prop.get("default", 0) is None:
             del prop["default"]
@@ -81,10 +81,10 @@ class V2RequestInput(BaseModel):
 class V2OutputParameters(BaseModel):
     # shared memory is not supported
     model_config = ConfigDict(extra="forbid", json_schema_extra=_no_null_defaults)
-    binary_data: bool | Absent = Field(
+    binary_data: bool | None = Field(
         None, description="answer this output as binary data (default: binary_data_output)"
     )
-    classification: Annotated[int, Field(ge=1)] | Absent = Field(
+    classification: Annotated[int, Field(ge=1)] | None = Field(
         None,
         description="on 'scores' only (the classification extension): answer the top k "
         "classes of each row instead, BYTES [batch, min(k, classes)], each "
@@ -95,12 +95,12 @@ class V2OutputParameters(BaseModel):
 class V2RequestOutput(BaseModel):
     model_config = ConfigDict(json_schema_extra=_no_null_defaults)
     name: Literal["label", "score", "scores", "classes", "confidence", "probability"]
-    parameters: V2OutputParameters | Absent = None
+    parameters: V2OutputParameters | None = None
 
 
 class V2RequestParameters(BaseModel):
     model_config = ConfigDict(extra="allow", json_schema_extra=_no_null_defaults)
-    binary_data_output: bool | Absent = Field(
+    binary_data_output: bool | None = Field(
         None, description="answer every output as binary data (the binary tensor data extension)"
     )
 
@@ -121,10 +121,10 @@ def _infer_request_extra(schema: dict[str, Any]) -> None:
 class V2InferRequest(BaseModel):
     model_config = ConfigDict(json_schema_extra=_infer_request_extra)
     id: str | Absent = Field(None, description="echoed in the response")
-    parameters: V2RequestParameters | Absent = None
+    parameters: V2RequestParameters | None = None
     inputs: list[V2RequestInput] = Field(min_length=1, max_length=1)
-    outputs: list[V2RequestOutput] | Absent = Field(
-        None, description="default (absent or empty): all of them; each named at most once"
+    outputs: list[V2RequestOutput] | None = Field(
+        None, description="default (absent, null or empty): all of them; each named at most once"
     )
 
 

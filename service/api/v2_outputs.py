@@ -11,7 +11,7 @@ Rankers (dense RankSVM, LambdaMART): ``score`` ``[batch]``, and ``probability``
 ``POST /predict`` answers for the same rows (the same ``predict_batch``).
 
 What a request asks of its outputs (:func:`requested_outputs`) is done or refused
-(400 naming the part), never ignored: ``binary_data`` (per output) and
+(400 naming the part), never ignored (null is the same as absent): ``binary_data`` (per output) and
 ``binary_data_output`` (the request's default) must be booleans (the binary tensor
 data extension); ``classification: k`` on ``scores`` answers the classification
 extension's top-k instead: BYTES ``[batch, min(k, classes)]``, each element
@@ -102,13 +102,13 @@ _OUTPUT_PARAMS = ("binary_data", "classification")
 def requested_outputs(req: dict[str, Any], available: list[str]) -> tuple[list[Wanted], bool]:
     """The outputs to answer: those the request names, else (no ``outputs``, or an empty
     list) all ``available``; and whether it named them."""
-    params = req.get("parameters", {})
+    params = _absent(req.get("parameters"), {})
     if type(params) is not dict:
         raise bad(f"must be an object, got {type_name(params)}", "parameters")
-    default = params.get("binary_data_output", False)
+    default = _absent(params.get("binary_data_output"), False)
     if type(default) is not bool:
         raise bad(_not_bool(default), "parameters.binary_data_output")
-    asked = req.get("outputs", [])
+    asked = _absent(req.get("outputs"), [])
     if type(asked) is not list:
         raise bad(f"must be an array of {{'name': ...}}, got {type_name(asked)}", "outputs")
     if not asked:
@@ -126,7 +126,7 @@ def requested_outputs(req: dict[str, Any], available: list[str]) -> tuple[list[W
         if name in first:
             raise bad(f"{name!r} is asked for twice (also outputs[{first[name]}])", at)
         first[name] = i
-        out.append(_wanted(name, o.get("parameters", {}), default, available, where))
+        out.append(_wanted(name, _absent(o.get("parameters"), {}), default, available, where))
     return out, True
 
 
@@ -142,7 +142,7 @@ def _wanted(name: str, p: Any, default: bool, available: list[str], where: str) 
                 else f"not an output parameter of this server ({', '.join(_OUTPUT_PARAMS)})"
             )
             raise bad(why, f"{where}.{key[:40]}")
-    binary = p.get("binary_data", default)
+    binary = _absent(p.get("binary_data"), default)
     if type(binary) is not bool:
         raise bad(_not_bool(binary), f"{where}.binary_data")
     k = p.get("classification")
@@ -156,6 +156,11 @@ def _wanted(name: str, p: Any, default: bool, available: list[str], where: str) 
     if type(k) is not int or k < 1:
         raise bad(f"must be a count of classes (an integer >= 1), got {k!r:.40}", where)
     return Wanted(name, binary, k)
+
+
+def _absent(v: Any, default: Any) -> Any:
+    """``default`` for an absent field or a null one (as for ``inputs[0].parameters``)."""
+    return default if v is None else v
 
 
 def _not_bool(v: Any) -> str:

@@ -273,7 +273,7 @@ def test_binary_data_output_true_answers_bytes(url: str) -> None:
     assert res.as_numpy("label").tolist() == plain["label"]
 
 
-@pytest.mark.parametrize("value", ["true", 1, 0, None, [], {}])
+@pytest.mark.parametrize("value", ["true", 1, 0, [], {}])
 def test_binary_flags_must_be_booleans(url: str, value: Any) -> None:
     r = infer_raw(url, body_with(parameters={"binary_data_output": value}))
     refused(r, "parameters.binary_data_output", "true or false")
@@ -326,3 +326,15 @@ def test_no_outputs_or_an_empty_list_answers_all(url: str) -> None:
     assert names == {"label", "score", "scores", "classes", "confidence"}
     r = infer_raw(url, body_with(outputs=[]))
     assert {o["name"] for o in r.json()["outputs"]} == names
+
+
+def test_null_is_absent(url: str) -> None:
+    body = body_with(parameters={"binary_data_output": None})
+    body["outputs"] = None
+    r = infer_raw(url, body)
+    assert r.status_code == 200 and len(r.json()["outputs"]) == 5, r.text
+    nulls = {"binary_data": None, "classification": None}
+    outs = [{"name": "label", "parameters": None}, {"name": "scores", "parameters": nulls}]
+    r = infer_raw(url, {**body_with(outs), "parameters": None})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
+    assert [o["shape"] for o in r.json()["outputs"]] == [[len(ROWS)], [len(ROWS), 3]]

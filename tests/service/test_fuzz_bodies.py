@@ -311,7 +311,7 @@ def report(counts: dict[str, Counter[str]], known: Counter[str]) -> None:
     print(f"\nfuzz: {total} cases, seed {SEED}, {PER_FIELD} values per field")
     for route, t in sorted(counts.items()):
         n = t["2xx"] + t["4xx"] + t["5xx"]
-        print(f"  {route:34} {n:5}  2xx {t['2xx']:5}  4xx {t['4xx']:5}  5xx {t['5xx']:3}"
+        print(f"  {route:50} {n:5}  2xx {t['2xx']:5}  4xx {t['4xx']:5}  5xx {t['5xx']:3}"
               f" (known {t['5xx known']})")  # fmt: skip
     for why, n in known.items():
         print(f"  known 500 ({n}x): {why}")
