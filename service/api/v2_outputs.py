@@ -11,9 +11,9 @@ Rankers (dense RankSVM, LambdaMART): ``score`` ``[batch]``, and ``probability``
 ``POST /predict`` answers for the same rows (the same ``predict_batch``).
 
 What a request asks of its outputs (:func:`requested_outputs`) is done or refused
-(400 naming the part), never ignored (null is the same as absent): ``binary_data`` (per output) and
-``binary_data_output`` (the request's default) must be booleans (the binary tensor
-data extension); ``classification: k`` on ``scores`` answers the classification
+(400 naming the part), never ignored (null is the same as absent): ``binary_data``
+(per output) and ``binary_data_output`` (the request's default) must be booleans (the
+binary tensor data extension); ``classification: k`` on ``scores`` answers the classification
 extension's top-k instead: BYTES ``[batch, min(k, classes)]``, each element
 ``"<score>:<index>:<label>"`` (index: the class's column in ``scores``), best first,
 ties by index. Shared memory is refused, as is an output named twice.
