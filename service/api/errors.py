@@ -5,6 +5,8 @@ Every 4xx/5xx body is ``{"detail": {"error": CODE, "message": TEXT, "field": PAT
 where ``field`` (when present) names the offending part of the request, e.g.
 ``examples[3].x["17"]``. A kind maps to one status (:data:`STATUS`); a retry hint
 becomes ``Retry-After``, a replayed idempotent answer ``Idempotent-Replayed: true``.
+The Open Inference Protocol's paths (``/v2...``) answer its ``{"error": message,
+"code": CODE}`` instead, also for a path or method no route serves (404, 405).
 """
 
 from __future__ import annotations
@@ -126,6 +128,50 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(methods, key=lambda m: order.index(m) if m in order else len(order))
 
 
+# The Open Inference Protocol's paths (service.api.v2), whose errors are {"error": message}.
+V2_PREFIX = "/v2"
+# What a /v2 path that no route serves is told (tritonclient shows the "error" text).
+V2_SERVED = (
+    "this server implements the Open Inference Protocol's health (/v2/health/live, "
+    "/v2/health/ready), server and model metadata (/v2, /v2/models/{name}[/versions/{v}]), "
+    "model readiness (.../ready) and inference (.../infer), with the binary tensor data "
+    "and classification extensions; not the model configuration, statistics, repository, "
+    "shared-memory, logging or trace extensions"
+)
+
+
+def is_v2_path(scope: Any) -> bool:
+    """The request is for a path of the Open Inference Protocol (below any root path)."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path == V2_PREFIX or path.startswith(V2_PREFIX + "/")
+
+
+def v2_error_response(
+    request: Request, status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    """The protocol's error body ``{"error": message, "code": code}``."""
+    request.scope.setdefault("state", {})["error_code"] = code  # for the error metrics
+    return json_response({"error": message, "code": code}, status, headers)
+
+
+def _v2_http_error(
+    request: Request, exc: StarletteHTTPException, headers: dict[str, str] | None
+) -> Response:
+    code = _CODES.get(exc.status_code, "error")
+    what = f"{request.method} {request.url.path[:200]}"
+    if exc.status_code == 404:
+        message = f"{what} is not served: {V2_SERVED}"
+    elif exc.status_code == 405:
+        allowed = (headers or {}).get("Allow", "")
+        message = f"{what}: the method is not allowed; allowed: {allowed}"
+    else:
+        message = f"{what}: {exc.detail}"
+    return v2_error_response(request, exc.status_code, code, message, headers)
+
+
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> Response:
@@ -141,6 +187,8 @@ def install_handlers(app: FastAPI) -> None:
             if request.method == "OPTIONS":
                 return Response(status_code=204, headers=allow)
             headers = {**(headers or {}), **allow}
+        if is_v2_path(request.scope):  # the protocol's error body, which its clients read
+            return _v2_http_error(request, exc, headers)
         code = _CODES.get(exc.status_code, "error")
         msg = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return error_response(exc.status_code, code, msg, headers=headers)
@@ -157,4 +205,7 @@ def install_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> Response:
         # A bug on our side, never the client's input: log it with the traceback.
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal_error", "internal error (see the server log)")
+        message = "internal error (see the server log)"
+        if is_v2_path(request.scope):
+            return v2_error_response(request, 500, "internal", message)
+        return error_response(500, "internal_error", message)

@@ -21,7 +21,10 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 
+from service.api.hot import MODEL_ROUTES
+from service.api.hot import ROUTES as HOT_ROUTES
 from service.api.model_schemas import MODEL_CREATE, MODEL_CREATE_EXAMPLES
 from service.api.schemas import DOC_MODELS
 from service.api.v2_docs import DOC_MODELS as V2_DOC_MODELS
@@ -58,18 +61,45 @@ SECURITY_SCHEMES = {
 
 
 def required_scope(method: str, path: str, settings: Settings) -> str | None:
-    """The API-key scope an operation needs (``service.api.auth``), None for none."""
+    """The API-key scope an operation needs, None for none: what the code checking the key
+    asks (``tests/service/test_api_scopes_doc.py`` probes every operation against this).
+
+    The routes :mod:`service.api.hot` serves check the scope of its tables; the FastAPI
+    routes say theirs as a dependency (:func:`route_scopes` reads those); the v2 routes
+    ask ``predict`` in code, except health."""
     if path in ("/healthz", "/readyz") or path.startswith("/v2/health/"):
         return None
     if path == "/metrics":
         return None if settings.metrics_public else "admin"
-    if path == "/update":
-        return "update"
+    if method == "post" and path in HOT_ROUTES:
+        return HOT_ROUTES[path][0]
+    if method == "post" and path.startswith("/models/{name}/"):
+        hot = MODEL_ROUTES.get(path.removeprefix("/models/{name}/"))
+        if hot is not None:
+            return hot[0]
     if path == "/models/{name}/state":  # a full copy of the model
         return "admin"
     if path == "/predict" or method == "get" or path.startswith("/v2"):
         return "predict"
     return "admin"
+
+
+def route_scopes(app: FastAPI) -> dict[tuple[str, str], str]:
+    """(method, path) -> the scope of the ``require_<scope>`` dependency of each FastAPI
+    route that has one (:mod:`service.api.auth`)."""
+    out: dict[tuple[str, str], str] = {}
+    for route in app.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        stack = list(route.dependant.dependencies)
+        while stack:
+            dep = stack.pop()
+            name = getattr(dep.call, "__name__", "")
+            if name.startswith("require_"):
+                for method in route.methods or ():
+                    out[(method.lower(), route.path)] = name.removeprefix("require_")
+            stack.extend(dep.dependencies)
+    return out
 
 
 def install_openapi(app: FastAPI, settings: Settings) -> None:
@@ -108,9 +138,11 @@ def build(app: FastAPI, settings: Settings) -> dict[str, Any]:
         schemas.pop(name, None)
     components["securitySchemes"] = SECURITY_SCHEMES
     paths = schema.get("paths", {})
+    declared = route_scopes(app)
     for path, item in paths.items():
         for method, op in item.items():
-            _complete(op, method, path, settings)
+            scope = declared.get((method, path)) or required_scope(method, path, settings)
+            _complete(op, method, path, settings, scope)
     _add_links(paths)
     return schema
 
@@ -149,10 +181,11 @@ def _write_limits(schemas: dict[str, Any], settings: Settings) -> None:
         prop.pop("default", None)
 
 
-def _complete(op: dict[str, Any], method: str, path: str, settings: Settings) -> None:
+def _complete(
+    op: dict[str, Any], method: str, path: str, settings: Settings, scope: str | None
+) -> None:
     responses: dict[str, Any] = op.setdefault("responses", {})
     codes: set[int] = set()
-    scope = required_scope(method, path, settings)
     if scope is not None and settings.auth_enabled:
         op["security"] = [{"bearerAuth": []}, {"apiKeyHeader": []}]
         codes |= {401, 403}

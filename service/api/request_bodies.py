@@ -48,14 +48,16 @@ JSON_TYPE = "application/json"
 OCTETS_TYPE = "application/octet-stream"
 
 
-def check_content_type(value: str | None, expected: str = JSON_TYPE) -> None:
-    """Raise 415 unless the ``Content-Type`` header is ``expected`` (parameters
-    allowed; a ``charset`` must be ``utf-8``)."""
+def check_content_type(value: str | None, expected: str | tuple[str, ...] = JSON_TYPE) -> None:
+    """Raise 415 unless the ``Content-Type`` header is ``expected`` (or one of them;
+    parameters allowed, but a ``charset``, if any, must be ``utf-8``: one rule for every
+    route that reads JSON)."""
+    send = expected if isinstance(expected, str) else " or ".join(expected)
     if value is None or not value.strip():
-        raise unsupported_type(f"Content-Type is missing; send {expected}")
+        raise unsupported_type(f"Content-Type is missing; send {send}")
     media, *params = value.split(";")
-    if media.strip().lower() != expected:
-        raise unsupported_type(f"Content-Type {value[:100]!r} is not supported; send {expected}")
+    if media.strip().lower() not in ((expected,) if isinstance(expected, str) else expected):
+        raise unsupported_type(f"Content-Type {value[:100]!r} is not supported; send {send}")
     for param in params:
         key, _, v = param.partition("=")
         if key.strip().lower() == "charset" and v.strip().strip('"').lower() not in (

@@ -84,7 +84,7 @@ async def server_metadata(request: Request) -> Response:
             {
                 "name": "learnserve",
                 "version": request.app.version,
-                "extensions": ["binary_tensor_data"],
+                "extensions": ["binary_tensor_data", "classification"],
             }
         )
 

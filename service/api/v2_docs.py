@@ -4,9 +4,10 @@ write bytes themselves) and the responses of each route."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from service.api.v2_tensors import NUMERIC
 
@@ -15,6 +16,14 @@ Datatype = Literal[
 ]
 assert set(Datatype.__args__) == set(NUMERIC)  # type: ignore[attr-defined]
 Scalar = float | int | str | bool
+Absent = SkipJsonSchema[None]  # optional, but null is refused: the schema says no null
+
+
+def _no_null_defaults(schema: dict[str, Any]) -> None:
+    """Optional fields written without ``"default": null`` (no default is sent)."""
+    for prop in schema.get("properties", {}).values():
+        if prop.get("default", 0) is None:
+            del prop["default"]
 
 
 class V2Error(BaseModel):
@@ -69,35 +78,54 @@ class V2RequestInput(BaseModel):
     )
 
 
+class V2OutputParameters(BaseModel):
+    # shared memory is not supported
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_no_null_defaults)
+    binary_data: bool | None = Field(
+        None, description="answer this output as binary data (default: binary_data_output)"
+    )
+    classification: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        description="on 'scores' only (the classification extension): answer the top k "
+        "classes of each row instead, BYTES [batch, min(k, classes)], each "
+        "'<score>:<index>:<label>' (index: the class's column in 'scores'), best first",
+    )
+
+
 class V2RequestOutput(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_no_null_defaults)
     name: Literal["label", "score", "scores", "classes", "confidence", "probability"]
-    parameters: dict[str, Scalar] | None = Field(None, description="binary_data: true|false")
+    parameters: V2OutputParameters | None = None
+
+
+class V2RequestParameters(BaseModel):
+    model_config = ConfigDict(extra="allow", json_schema_extra=_no_null_defaults)
+    binary_data_output: bool | None = Field(
+        None, description="answer every output as binary data (the binary tensor data extension)"
+    )
+
+
+_INFER_EXAMPLE = {
+    "id": "r1",
+    "inputs": [
+        {"name": "x", "shape": [2, 3], "datatype": "FP64", "data": [0.1, 0.2, 0.3, 1.0, 0.0, -1.0]}
+    ],
+}
+
+
+def _infer_request_extra(schema: dict[str, Any]) -> None:
+    schema["examples"] = [_INFER_EXAMPLE]
+    _no_null_defaults(schema)
 
 
 class V2InferRequest(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "id": "r1",
-                    "inputs": [
-                        {
-                            "name": "x",
-                            "shape": [2, 3],
-                            "datatype": "FP64",
-                            "data": [0.1, 0.2, 0.3, 1.0, 0.0, -1.0],
-                        }
-                    ],
-                }
-            ]
-        }
-    )
-    id: str | None = Field(None, description="echoed in the response")
-    parameters: dict[str, Scalar] | None = Field(
-        None, description="binary_data_output: answer every output as binary data"
-    )
+    model_config = ConfigDict(json_schema_extra=_infer_request_extra)
+    id: str | Absent = Field(None, description="echoed in the response")
+    parameters: V2RequestParameters | None = None
     inputs: list[V2RequestInput] = Field(min_length=1, max_length=1)
-    outputs: list[V2RequestOutput] | None = Field(None, description="default: all of them")
+    outputs: list[V2RequestOutput] | None = Field(
+        None, description="default (absent, null or empty): all of them; each named at most once"
+    )
 
 
 class V2ResponseOutput(BaseModel):

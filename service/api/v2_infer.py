@@ -23,13 +23,18 @@ from starlette.types import Receive, Send
 
 from service.api.deps import ready_engine
 from service.api.errors import ApiError, http_headers, http_status
-from service.api.request_bodies import ClientGone, receive_body, type_name, unsupported_type
-from service.api.v2_outputs import output_names, output_tensors
+from service.api.request_bodies import (
+    ClientGone,
+    check_content_type,
+    receive_body,
+    type_name,
+    unsupported_type,
+)
+from service.api.v2_outputs import output_names, output_tensors, requested_outputs
 from service.api.v2_tensors import (
     bad,
     encode_response,
     input_matrix,
-    requested_outputs,
     split_request,
 )
 from service.engine.facade import Engine
@@ -110,8 +115,8 @@ async def infer_answer(
     ctype = headers.get("content-type", "")
     # tritonclient sends no Content-Type; infer changes no model, so the
     # cross-site-form reason to insist on one (service.api.request_bodies) does not apply.
-    if ctype.strip() and ctype.split(";")[0].strip().lower() not in _INFER_TYPES:
-        raise unsupported_type(f"Content-Type {ctype[:100]!r}: send application/json")
+    if ctype.strip():  # else the JSON routes' rule (a charset must be utf-8)
+        check_content_type(ctype, _INFER_TYPES)
     encoding = headers.get("content-encoding", "identity").strip().lower()
     if encoding != "identity":  # tritonclient's request_compression_algorithm
         raise unsupported_type(f"Content-Encoding {encoding[:40]!r}: send the body as is")
@@ -121,14 +126,14 @@ async def infer_answer(
     req, binary = split_request(raw, headers.get("inference-header-content-length"))
     h, width = await served(engine, name, version, rstate)
     X = input_matrix(req, binary, width, settings.max_batch_examples)
-    wanted = requested_outputs(req, output_names(h.adapter))
+    wanted, named = requested_outputs(req, output_names(h.adapter))
     preds = h.adapter.predict_batch(dense_batch(X))  # no await since: one version
     head: dict[str, Any] = {"model_name": h.name, "model_version": str(h.version)}
     if "id" in req:  # echoed, as the protocol asks
         if type(req["id"]) is not str:
             raise bad(f"must be a string, got {type_name(req['id'])}", "id")
         head["id"] = req["id"]
-    body, n = encode_response(head, output_tensors(preds, wanted, "outputs" in req))
+    body, n = encode_response(head, output_tensors(preds, wanted, named))
     if n == len(body):
         return body, {"content-type": _JSON}
     return body, {"content-type": "application/octet-stream",

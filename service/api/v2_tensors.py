@@ -194,33 +194,6 @@ class Tensor(NamedTuple):
     data: np.ndarray | list[str]  # a list for BYTES
 
 
-def requested_outputs(req: dict[str, Any], available: list[str]) -> list[tuple[str, bool]]:
-    """(name, as binary) of each output to answer: those asked for, else all available.
-    Binary when the output's ``binary_data`` says so, else the request's
-    ``binary_data_output`` (the binary tensor data extension)."""
-    params = _object(req.get("parameters"), "parameters")
-    default = _flag(params, "binary_data_output", "parameters") is True
-    asked = req.get("outputs")
-    if asked is None:
-        return [(n, default) for n in available]
-    if type(asked) is not list:
-        raise bad(f"must be an array of {{'name': ...}}, got {type_name(asked)}", "outputs")
-    out = []
-    for i, o in enumerate(asked):
-        at = f"outputs[{i}]"
-        if type(o) is not dict:
-            raise bad(f"must be an object {{'name': ...}}, got {type_name(o)}", at)
-        name = o.get("name")
-        if type(name) is not str:
-            raise bad(f"must be a string, got {type_name(name)}", f"{at}.name")
-        if name not in available:
-            raise bad(f"{name!r:.80} is not one of this model's outputs {available}", f"{at}.name")
-        binary = _flag(_object(o.get("parameters"), f"{at}.parameters"), "binary_data",
-                       f"{at}.parameters")  # fmt: skip
-        out.append((name, default if binary is None else binary))
-    return out
-
-
 def encode_response(head: dict[str, Any], tensors: list[tuple[Tensor, bool]]) -> tuple[bytes, int]:
     """The response body and the JSON's length (the ``Inference-Header-Content-Length``
     when binary tensors follow it; then equal to the body's length without them)."""
