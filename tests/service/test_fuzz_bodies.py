@@ -16,9 +16,8 @@ field added (unknown keys, and known ones where they do not belong).
 The invariant, checked after every case with ``GET /models`` (every model's
 ``version`` and ``state_digest``): a 4xx changed no model (and created none); so did
 any answer of a route that only reads (predict, infer). A 2xx of a writing route
-moves the reference on. A 5xx fails the test, except the two known defects above
-(fixed on another branch; recognised by the traceback the server logs, counted and
-reported).
+moves the reference on. A 5xx fails the test, except a defect listed in ``KNOWN``
+(recognised by the traceback the server logs, counted and reported; none now).
 
 Seeded and deterministic: ``FUZZ_SEED`` (default 20) and ``FUZZ_PER_FIELD`` (values
 per field, default 3) change the cases. The counts are printed (``-s``).
@@ -199,11 +198,11 @@ class Tracebacks(logging.Handler):
             self.seen.append(record.exc_info[1])
 
 
-# 500s fixed on another branch (issue #20 defects 1 and 2): (exception, innermost function).
-KNOWN = {
-    ("IndexError", "_shift"): "defect 1: 1-based LambdaMART, a batch of feature-less rows",
-    ("TypeError", "input_matrix"): "defect 2: v2 infer, a datatype that is not a string",
-}
+# 500s known and not fixed yet: (exception, innermost function) -> why. Empty: every 5xx
+# fails. (Issue #20's defects 1 and 2, found by this fuzzer, are fixed: a 1-based
+# LambdaMART given feature-less rows, IndexError in _shift; a v2 datatype that is not a
+# string, TypeError in input_matrix.)
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def known_defect(exc: BaseException) -> str | None:
