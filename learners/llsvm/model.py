@@ -76,10 +76,22 @@ def _shifted(progress: AnchorProgress, offset: int, total: int) -> AnchorProgres
 
 
 def _unit_rows(b: Batch) -> Batch:
-    """Rows scaled to unit Euclidean norm (all-zero rows stay zero)."""
+    """Rows scaled to unit Euclidean norm (all-zero rows stay zero).
+
+    A row whose sum of squares overflows (values past ~1e154) or underflows to 0 (values
+    below ~1e-162) is measured scaled by its largest magnitude first, so it is still
+    scaled to unit norm instead of collapsing to zeros (or staying tiny)."""
     counts = np.diff(b.indptr)
-    sq = np.bincount(np.repeat(np.arange(b.n_rows), counts), b.values * b.values, b.n_rows)
+    rows = np.repeat(np.arange(b.n_rows), counts)
+    with np.errstate(over="ignore", under="ignore"):  # such rows are measured again below
+        sq = np.bincount(rows, b.values * b.values, b.n_rows)
     norm = np.sqrt(sq)
+    nonzero = np.bincount(rows, b.values != 0.0, b.n_rows) > 0
+    odd = ~np.isfinite(norm) | ((norm == 0.0) & nonzero)
+    for r in np.flatnonzero(odd):
+        v = b.values[b.indptr[r] : b.indptr[r + 1]]
+        top = np.max(np.abs(v))
+        norm[r] = top * np.sqrt(np.sum((v / top) ** 2))
     norm[norm == 0.0] = 1.0
     return Batch(b.indptr, b.indices, b.values / np.repeat(norm, counts), b.dim)
 

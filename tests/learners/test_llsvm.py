@@ -298,3 +298,19 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module), verbose=False)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_rows_of_huge_or_tiny_values_are_still_scaled_to_unit_norm() -> None:
+    """A sum of squares that overflows (1e200) or underflows (1e-200) must not turn a row
+    into zeros or leave it unscaled: it scores as the same row at an ordinary scale."""
+    from learners.features import Batch
+    from learners.llsvm.model import _unit_rows
+
+    v = np.array([1e200, 0.0, 1.0, 3.0, 4.0, 1e-200, 2e-200, 0.0])
+    b = Batch(np.array([0, 3, 5, 7, 8]), np.array([0, 1, 2, 0, 1, 0, 1, 0]), v, 3)
+    out = _unit_rows(b).values
+    np.testing.assert_allclose(out[:3], [1.0, 0.0, 1e-200])
+    np.testing.assert_allclose(out[3:5], [0.6, 0.8])
+    np.testing.assert_allclose(out[5:7], [1 / np.sqrt(5), 2 / np.sqrt(5)])
+    assert out[7] == 0.0
+    assert np.all(np.isfinite(out))
