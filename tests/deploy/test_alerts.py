@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,15 @@ def _route_labels(scraped: str) -> set[str]:
     return set(re.findall(count, scraped, re.M))
 
 
+def _scraped(c: Any, known: set[str], expected: int) -> set[str]:
+    deadline = time.monotonic() + 10
+    while True:
+        new = _route_labels(c.get("/metrics").text) - known - {"/metrics"}
+        if len(new) >= expected or time.monotonic() > deadline:
+            return new
+        time.sleep(0.05)
+
+
 def test_the_latency_alert_covers_every_learning_route_the_service_labels(tmp_path: Path) -> None:
     """The route labels come from the service's metrics middleware (the route templates):
     every learning and inference route, KServe v2 infer included, matches the alert's
@@ -164,10 +174,12 @@ def test_the_latency_alert_covers_every_learning_route_the_service_labels(tmp_pa
         before = _route_labels(c.get("/metrics").text)
         for method, path in LEARNING_PATHS:
             c.request(method, path, json={})
-        learning = _route_labels(c.get("/metrics").text) - before - {"/metrics"}
+        # A request's series are recorded once its answer is sent: the scrape that
+        # follows may come first, so read until every route has shown up (or 10 s).
+        learning = _scraped(c, before, len(LEARNING_PATHS))
         for method, path in ADMIN_PATHS:
             c.request(method, path, json={})
-        admin = _route_labels(c.get("/metrics").text) - learning - before - {"/metrics"}
+        admin = _scraped(c, before | learning, len(ADMIN_PATHS))
     assert {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer"} <= learning
     assert len(learning) == len(LEARNING_PATHS) and len(admin) == len(ADMIN_PATHS)
     assert [r for r in sorted(learning) if not re.fullmatch(regex[1], r)] == []
