@@ -92,7 +92,11 @@ class UpdateResponse(BaseModel):
         }
     )
     model: str
-    applied: int
+    applied: int = Field(
+        description="examples this batch learned; an {id, y} whose id was labelled before "
+        "(with this label) is not learned again and not counted, except that a batch of "
+        "nothing but such repeats is answered as the first time"
+    )
     version: int = Field(description="the model's log position after this batch")
     correct: int | None = Field(
         None,
@@ -311,8 +315,10 @@ refused batch changes nothing. Examples with and without `x` mix in one batch; a
 `Idempotency-Key` makes such a batch learned at most once as a whole (its `x`
 examples too), as for any batch.
 
-`correct` in the answer: examples predicted right (progressive for `{x, y}`, the
-served prediction for `{id, y}`).
+`applied` and `correct` in the answer count what the batch learned: examples
+predicted right (progressive for `{x, y}`, the served prediction for `{id, y}`); an
+id labelled before is not learned again and not counted (a batch of nothing but such
+repeats is answered as the first time).
 """
 
 IDEMPOTENCY_KEY_PARAM: dict[str, Any] = {
