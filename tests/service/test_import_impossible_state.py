@@ -58,7 +58,7 @@ def recrafted(blob: bytes, change: Any) -> bytes:
 
 def trained(algorithm: str, spec: FeatureSpec, **params: Any) -> Any:
     clf = make_classifier(algorithm, spec.dim, params)
-    rows = [{"age": 1.0, "job=clerk": 1.0}, {"age": -1.0, "city=x": 2.0}] * 3
+    rows: list[Any] = [{"age": 1.0, "job=clerk": 1.0}, {"age": -1.0, "city=x": 2.0}] * 3
     if spec.kind == "dense":
         rows = [[1.0, 0.0, 2.0, 0.5], [0.0, 1.0, -1.0, 0.0]] * 3
     clf.update(spec.encode(rows), ["a", "b"] * 3)
@@ -94,7 +94,8 @@ def test_a_learned_zero_variance_round_trips(service: httpx.Client) -> None:
     spec = FeatureSpec.dense(2)
     clf = make_classifier("arow", 2, {})
     clf.update(spec.encode([[1e8, 1.0], [-1e8, 1.0]]), ["a", "b"])
-    assert clf.state().sigma is not None and clf.state().sigma[0, 0] == 0.0
+    sigma = clf.state().sigma
+    assert sigma is not None and sigma[0, 0] == 0.0
     clf.features_ = spec
     r = put(service, "zero-var", clf.to_bytes())
     assert r.status_code == 201, r.text
