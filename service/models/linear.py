@@ -103,7 +103,11 @@ def online_model_config(
 
     ``build(algorithm, spec, params)`` constructs the learner once, so bad
     hyperparameters are refused here with the learner's own message
-    (``params.r: must be > 0``) instead of when the first update arrives."""
+    (``params.r: must be > 0``) instead of when the first update arrives. The config
+    keeps the learner's hyperparameters, every one (defaults filled in): a stored model
+    says what it is, whatever later defaults become (``{"r": 1.0}`` and ``{}`` are
+    one AROW model; configs stored before this kept the body's params, and compare
+    equal by ``service.models.config_compare``)."""
     extra = set(body) - CONFIG_KEYS
     if extra:
         raise invalid(f"unknown field(s) {sorted(extra)}", sorted(extra)[0])
@@ -121,12 +125,13 @@ def online_model_config(
     params = {k: json_int(v) if k in INTEGER_PARAMS else v for k, v in params.items()}
     spec = feature_spec(body, settings)
     try:
-        build(algorithm, spec, dict(params))
+        learner = build(algorithm, spec, dict(params))
     except (ValueError, TypeError) as e:
         msg = str(e)
         field = msg.split(":", 1)[0] if msg.startswith("params.") else "params"
         raise invalid(msg if msg.startswith("params") else f"params: {msg}", field) from None
-    config = {"kind": kind, "algorithm": algorithm, "params": params, "features": spec.to_config()}
+    config = {"kind": kind, "algorithm": algorithm, "params": dict(learner.params),
+              "features": spec.to_config()}  # fmt: skip
     if body.get("metrics") is not None:  # kept only when sent: an older model's body stays equal
         metrics = metrics_config(body["metrics"])
         if metrics:
