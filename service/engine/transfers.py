@@ -111,7 +111,14 @@ def load_online_artifact(
     learned = service.get("examples_learned") if isinstance(service, dict) else None
     if isinstance(learned, bool) or not isinstance(learned, int) or learned < 0:
         learned = int(getattr(model, "n_seen_", 0))
-    return cls, config, cls(config, model), learned, rewrite
+    adapter = cls(config, model)
+    load_calibration = getattr(adapter, "load_calibration", None)
+    if load_calibration is not None:  # a binary classifier's probability map, when exported
+        try:
+            load_calibration(art.meta)
+        except ValueError as e:
+            raise _refuse(str(e)) from None
+    return cls, config, adapter, learned, rewrite
 
 
 def check_state(sigma: np.ndarray | None, model: Any) -> None:
