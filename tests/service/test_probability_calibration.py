@@ -173,6 +173,8 @@ def test_binary_predictions_answer_the_served_probability(
         assert (p["label"], p["score"], p["confidence"]) == (w.label, w.score, w.confidence)
         assert p["probability"] == (f if p["label"] == model.labels_[0] else g)
     assert np.mean([p["probability"] for p in preds]) > 0.7  # a separable problem
+    one = c.post("/predict", json={"model": "m", "instances": [{"x": xs[0]}]})  # the hot path
+    assert one.status_code == 200 and one.json()["predictions"] == preds[:1]
     with Client(srv.url) as client:  # the client's typed result carries it too
         typed = client.predict("m", xs[:20]).predictions
     assert [t.probability for t in typed] == [p["probability"] for p in preds]
