@@ -74,9 +74,14 @@ LINK = {"pa": "logistic", "pa1": "logistic", "pa2": "logistic",
 # The most recent progressive scores the probability map is fit on (about the default
 # metrics window: old scores describe older states of the model).
 CALIBRATION_EXAMPLES = 1000
-# The map's Gaussian prior, worth about one example: a slope of PRIOR_SLOPE (the link
-# itself) and no intercept, so a model that has learned little serves its link.
+# The map's Gaussian prior, worth about one example: the link's own slope
+# (``prior_slope``) and no intercept, so a model that has learned little serves its link.
 PRIOR_PRECISION = 1.0
+# Bounds a fit always keeps: its objective at its minimum is at most that at (0, 0),
+# n·ln 2 + a0²/2, so |a − a0| and |b| stay below √(2·1000·ln 2 + 1.702²) = 37.3.
+MAX_COEFFICIENT = 100.0
+# Scores are kept (for the fit) within ±MAX_Z: beyond it every map gives 0 or 1 anyway.
+MAX_Z = 1e4
 
 # The link's score z of each algorithm (of the true label, before learning it).
 _Z = {
@@ -316,6 +321,9 @@ def fit_logistic(z, y, a, b, a0, prior):  # pragma: no cover - numba
     objective, until the step or the decrease it promises is below the rounding of
     the sums. The same entries from the same start give the same bits."""
     f, ga, gb, haa, hab, hbb = _pass(z, y, a, b, a0, prior)
+    if not math.isfinite(f):  # a start far off for these scores: from the prior instead
+        a, b = a0, 0.0
+        f, ga, gb, haa, hab, hbb = _pass(z, y, a, b, a0, prior)
     for _ in range(50):
         det = haa * hbb - hab * hab
         da = (hbb * ga - hab * gb) / det
@@ -378,11 +386,12 @@ class ProbabilityMap:
 
     def learn(self, z: np.ndarray, positive: np.ndarray) -> np.ndarray:
         served = self.logits(z)
-        keep = np.isfinite(served)  # a link's z is finite; never let one poison the fit
         zs = np.asarray(z, dtype=np.float64)
         ys = np.asarray(positive, dtype=np.bool_)
+        keep = np.isfinite(zs)  # a link's z is finite; never let one poison the fit
         if not keep.all():
             zs, ys = zs[keep], ys[keep]
+        zs = np.clip(zs, -MAX_Z, MAX_Z)
         n, size = zs.shape[0], self.size
         if not n:
             return served
@@ -433,6 +442,8 @@ class ProbabilityMap:
             v = data[key]
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValueError(f"{key}: must be a finite number, got {v!r}")
+            if abs(v) > MAX_COEFFICIENT:  # no fit reaches it (see MAX_COEFFICIENT)
+                raise ValueError(f"{key}: must be within ±{MAX_COEFFICIENT:g}, got {v!r}")
         examples, pending = data["examples"], data["pending"]
         for key, v in (("examples", examples), ("pending", pending)):
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= max(examples, 0):
@@ -444,8 +455,8 @@ class ProbabilityMap:
             raise ValueError("z and y: must be base64 of float64 and uint8 values") from None
         if z.shape != y.shape or z.shape[0] > min(size, examples):
             raise ValueError(f"z and y: must hold as many values, at most {size} and examples")
-        if not np.isfinite(z).all() or (y > 1).any():
-            raise ValueError("z: must be finite; y: 0 or 1")
+        if not (np.abs(z) <= MAX_Z).all() or (y > 1).any():
+            raise ValueError(f"z: must be within ±{MAX_Z:g}; y: 0 or 1")
         out = cls(algorithm, size)
         n = z.shape[0]
         out.z[:n], out.y[:n], out.count = z, y.astype(np.bool_), n

@@ -68,8 +68,9 @@ def test_the_ring_keeps_the_last_scores_oldest_first() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [None, {"a": 1.0}, {"a": float("nan")}, {"examples": -1}, {"pending": 10**9},
-     {"z": "not base64!"}, {"y": "AgI="}, {"examples": 1}],
+    [None, {"a": 1.0}, {"a": float("nan")}, {"b": 1e3}, {"examples": -1}, {"pending": 10**9},
+     {"z": "not base64!"}, {"y": "AgI="}, {"examples": 1},
+     {"z": "AAAAAAAA8H8=", "y": "AQ=="}, {"z": "AAAAAACI00A=", "y": "AQ=="}],
 )  # fmt: skip
 def test_from_json_refuses_what_to_json_cannot_write(bad: dict | None) -> None:
     m = ProbabilityMap("cw", size=8)
@@ -100,3 +101,17 @@ def test_served_probabilities_are_the_map_of_the_links_score(
     assert first == pytest.approx(sigmoid(t), rel=1e-12)
     assert second == pytest.approx(sigmoid(-t), rel=1e-12)
     assert first[-1] == pytest.approx(sigmoid(np.array([-0.2]))[0])
+
+
+def test_extreme_scores_do_not_stall_the_map() -> None:
+    """Scores of 1e300 (a PA margin of huge feature values) are kept as ±1e4 for the fit,
+    and a fit from a start whose objective overflows restarts from the prior."""
+    m = ProbabilityMap("pa", size=50)
+    served = m.learn(np.array([1e300, -1e300, np.inf, 3.0]), np.array([True, False, True, True]))
+    assert served[:2].tolist() == [1e300, -1e300] and m.examples == 3
+    assert np.isfinite([m.a, m.b]).all() and abs(m.a) <= 100 and abs(m.b) <= 100
+    z = np.array([0.5, -0.5] * 20)
+    a, b = fit_logistic(np.full(4, 1e4), np.ones(4, np.bool_), 1e300, 0.0, 1.0, 1.0)
+    assert np.isfinite([a, b]).all()
+    m.learn(z, z > 0)
+    assert np.isfinite([m.a, m.b]).all() and m.a > 1.0
