@@ -1,5 +1,5 @@
 """``probability`` in a binary linear model's predictions: the calibrated probability of
-the predicted label (:class:`learners.linear.calibration.ProbabilityMap`).
+the predicted label (:class:`learners.linear.probability_map.ProbabilityMap`).
 
 The adapter keeps one map per model. Every applied log entry teaches it the entry's
 progressive scores (``learn``: the same entries in the same order on every replica,
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from learners.base import UpdateResult
-from learners.linear.calibration import ProbabilityMap, served_probabilities
+from learners.linear.probability_map import ProbabilityMap, served_probabilities
 
 __all__ = ["META_KEY", "add_probabilities", "describe", "learn", "read_map"]
 

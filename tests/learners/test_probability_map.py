@@ -1,4 +1,4 @@
-"""``learners.linear.calibration.ProbabilityMap``: the fit, its ring, its JSON form, and the
+"""``learners.linear.probability_map.ProbabilityMap``: the fit, its ring, its JSON form, and the
 served probabilities (issue #20)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 
 from learners.features import FeatureSpec
 from learners.linear import make_classifier
-from learners.linear.calibration import (
+from learners.linear.probability_map import (
     PRIOR_PRECISION,
     ProbabilityMap,
     fit_logistic,

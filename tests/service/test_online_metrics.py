@@ -21,7 +21,8 @@ import pytest
 
 from learners.io.svmlight import read_svmlight
 from learners.linear import make_classifier
-from learners.linear.calibration import ProbabilityMap, log_loss_sum, roc_auc
+from learners.linear.calibration import log_loss_sum, roc_auc
+from learners.linear.probability_map import ProbabilityMap
 from service.models.progressive_metrics import EvalWindow
 from service.settings import Settings
 from tests.conftest import require_data

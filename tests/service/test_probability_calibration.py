@@ -27,7 +27,7 @@ import pytest
 import learners
 from learners.artifact import dumps, loads
 from learners.io.svmlight import read_svmlight
-from learners.linear.calibration import served_probabilities
+from learners.linear.probability_map import served_probabilities
 from service.client import Client
 from service.models.linear import LinearAdapter
 from service.settings import Settings
