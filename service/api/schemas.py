@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.api.prediction_docs import CONFIDENCE_DOC, PROBABILITY_DOC
+
 Features = list[float] | dict[str, float | str]
 Label = str | int
 
@@ -92,7 +94,11 @@ class UpdateResponse(BaseModel):
         }
     )
     model: str
-    applied: int
+    applied: int = Field(
+        description="examples this batch learned; an {id, y} whose id was labelled before "
+        "(with this label) is not learned again and not counted, except that a batch of "
+        "nothing but such repeats is answered as the first time"
+    )
     version: int = Field(description="the model's log position after this batch")
     correct: int | None = Field(
         None,
@@ -151,7 +157,8 @@ class PredictionOut(BaseModel):
     label: Label
     score: float
     scores: dict[str, float] = Field(description="by label; JSON keys are always strings")
-    confidence: float | None = Field(None, description="online classifiers only")
+    confidence: float | None = Field(None, description=CONFIDENCE_DOC)
+    probability: float | None = Field(None, ge=0.0, le=1.0, description=PROBABILITY_DOC)
 
 
 class RankingOut(BaseModel):
@@ -180,7 +187,7 @@ class PredictResponse(BaseModel):
             "examples": [
                 {"model": "adult", "version": 17, "predictions": [
                     {"label": "+1", "score": 1.7, "scores": {"+1": 1.7, "-1": -1.7},
-                     "confidence": 0.96}]},
+                     "confidence": 0.96, "probability": 0.83}]},
                 {"model": "web-ranker", "version": 3, "predictions": [
                     {"qid": "q1", "scores": [0.12, 1.5], "order": [1, 0]}]},
             ]
@@ -231,8 +238,9 @@ class ModelInfo(BaseModel):
             "online models only: progressive (predict-then-learn) figures over the window "
             "(window_size from the config's metrics.window; window_examples): accuracy, "
             "loss (hinge), for "
-            "binary classifiers log_loss of the calibrated probability (probability says "
-            "how the margin maps to it) and roc_auc; ndcg_at_10 for rankers; cumulative: "
+            "binary classifiers log_loss and roc_auc of the probability /predict serves "
+            "(probability says how the margin maps to it; each log entry scored by the map "
+            "as it was before the entry); ndcg_at_10 for rankers; cumulative: "
             "the same since the model was created (no AUC), kept across restarts"
         ),
         json_schema_extra={
@@ -241,11 +249,20 @@ class ModelInfo(BaseModel):
                 "loss": 0.429, "log_loss": 0.368, "ndcg_at_10": None, "roc_auc": 0.888,
                 "cumulative": {"examples": 6000, "accuracy": 0.832, "loss": 0.433,
                                "log_loss": 0.379, "ndcg_at_10": None},
-                "probability": "Phi(m / sqrt(v + r)), m = y·(mu·x), v = x'Sigma x "
-                               "(AROW's Gaussian predictive)",
+                "probability": "1 / (1 + exp(-(a·z + b))), z = m / sqrt(v + r), "
+                               "m = y·(mu·x), v = x'Sigma x; (a, b): the logistic regression "
+                               "of the last 1000 progressive scores (GET /models/{name}: "
+                               "calibration)",
             }]
         },
     )  # fmt: skip
+    calibration: dict[str, Any] | None = Field(
+        None,
+        description="binary online classifiers: the map from the link's score z to the "
+        "probability /predict serves, P(labels[0]) = 1 / (1 + exp(-(a*z + b))): a, b, "
+        "fit_on (the progressive examples it is fit on, at most 1000) and examples (all it "
+        "has learned); absent for other models",
+    )
     last_checkpoint: dict[str, Any] | None = Field(None, description="online models only")
     # While checkpoints fail: {"failures", "retry_in_seconds", "last_error"}
     checkpoint_backoff: dict[str, Any] | None = None
@@ -311,8 +328,10 @@ refused batch changes nothing. Examples with and without `x` mix in one batch; a
 `Idempotency-Key` makes such a batch learned at most once as a whole (its `x`
 examples too), as for any batch.
 
-`correct` in the answer: examples predicted right (progressive for `{x, y}`, the
-served prediction for `{id, y}`).
+`applied` and `correct` in the answer count what the batch learned: examples
+predicted right (progressive for `{x, y}`, the served prediction for `{id, y}`); an
+id labelled before is not learned again and not counted (a batch of nothing but such
+repeats is answered as the first time).
 """
 
 IDEMPOTENCY_KEY_PARAM: dict[str, Any] = {

@@ -108,9 +108,10 @@ class UpdateSummary:
 @dataclass(frozen=True)
 class Prediction:
     """One instance's answer. Classifiers: ``label``, ``score``, ``scores`` (by label,
-    keys are strings), ``confidence``; rankers scoring instances: ``score``; FastXML:
-    ``labels`` (the artifact's label names, else ids), ``ids`` and ``scores`` (best
-    first); ``id`` as sent."""
+    keys are strings), ``confidence``, and for binary ones ``probability`` (calibrated,
+    of the predicted label); rankers scoring instances: ``score`` (and ``probability``
+    for a binary LightGBM import); FastXML: ``labels`` (the artifact's label names, else
+    ids), ``ids`` and ``scores`` (best first); ``id`` as sent."""
 
     label: Label | None = None
     score: float | None = None
@@ -119,12 +120,13 @@ class Prediction:
     labels: list[Label] | None = None
     id: str | None = None
     ids: list[int] | None = None
+    probability: float | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Prediction:
         return cls(
             d.get("label"), d.get("score"), d.get("scores"), d.get("confidence"),
-            d.get("labels"), d.get("id"), d.get("ids"),
+            d.get("labels"), d.get("id"), d.get("ids"), d.get("probability"),
         )  # fmt: skip
 
 

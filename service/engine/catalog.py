@@ -21,6 +21,7 @@ from service.engine import batch_versions, log_application, update_outcomes
 from service.engine.model_handle import ModelHandle, unpack_checkpoint
 from service.engine.registry import Registry
 from service.errors import Kind, ServiceError, not_found, store_unavailable
+from service.models import config_compare
 from service.models.base import ModelAdapter
 from service.models.kinds import adapter_class
 from service.observability import metrics as M
@@ -121,20 +122,22 @@ async def create(
     checkpoint: bytes | memoryview | None = None,
 ) -> tuple[ModelHandle, bool]:
     """Create the model (``checkpoint``: its starting state, an import, stored with it
-    atomically) and load it here as every worker does: from the store."""
+    atomically) and load it here as every worker does: from the store. An existing
+    model of that name is the answer when it is the same model (its config with
+    defaults filled in, ``service.models.config_compare``), else a 409 naming the
+    first field that differs."""
     try:
-        if checkpoint is None:
-            created = await registry.store.create_model(name, config)
-        else:
-            created = await registry.store.create_model_from_checkpoint(name, config, checkpoint)
+        try:
+            if checkpoint is None:
+                created = await registry.store.create_model(name, config)
+            else:
+                created = await registry.store.create_model_from_checkpoint(
+                    name, config, checkpoint
+                )
+        except ConfigConflict:
+            config = await _same_model(registry, name, config)
+            created = False
         generation = await registry.store.get_generation(name) or ""
-    except ConfigConflict:
-        raise ServiceError(
-            Kind.CONFLICT,
-            "conflict",
-            f"model {name!r} already exists with a different configuration",
-            "name",
-        ) from None
     except StoreUnavailable as e:
         registry.health.failed("create_model", e)
         raise store_unavailable() from e
@@ -158,6 +161,21 @@ async def create(
                     registry.on_guest(h)
     registry.update_kind_gauge()
     return h, created
+
+
+async def _same_model(registry: Registry, name: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The stored config of ``name`` when it is the model ``config`` asks for (the two
+    differ in spelled-out defaults only); else a 409 naming the field and both values."""
+    stored = await registry.store.get_config(name)
+    found = None if stored is None else config_compare.difference(stored, config)
+    if stored is not None and found is None:
+        return stored
+    if found is None:  # deleted meanwhile: nothing to compare with (send the PUT again)
+        message, field = f"model {name!r} was being deleted or re-created; send it again", "name"
+    else:
+        message = config_compare.conflict_message(name, *found)
+        field = config_compare.field_of(found[0], config)
+    raise ServiceError(Kind.CONFLICT, "conflict", message, field)
 
 
 async def delete(registry: Registry, name: str) -> None:

@@ -14,8 +14,10 @@ An ``/update`` example ``{"id", "y"}`` (no ``x``) learns those features with ``y
 - progressive metrics of the example score the prediction that was served (true
   online evaluation), not the model's at learn time;
 - an unknown or expired id is 422, another label for a labelled id 409 (both naming
-  ``examples[i].id``); the same label again changes nothing and is answered as the
-  first time. A refused batch changes nothing.
+  ``examples[i].id``); the same label again changes nothing: a batch of nothing but
+  such repeats is answered as the first time, and in a batch that learns something
+  else they are not counted (``applied`` and ``correct`` count what the batch's
+  entry learned). A refused batch changes nothing.
 """
 
 from __future__ import annotations
@@ -138,7 +140,6 @@ async def update_with_ids(
     ids = _ids(examples, "examples")
     adapter = _adapter(h, "examples", ids)
     ttl = settings.idempotency_ttl_seconds
-    once = None if keyed is None else KeyGuard(keyed[0], keyed[1], len(examples), ttl)
     for i, (ex, fid) in enumerate(zip(examples, ids, strict=True)):
         if fid is not None and "x" in ex:
             loc = f"examples[{i}].x"
@@ -190,6 +191,9 @@ async def update_with_ids(
             src.append(k)
             mark = orjson.dumps({"y": labels[k], "c": correct}).decode()
             marks.append((fid, record_digest(fb.record), mark))
+        # The key records what the entry learns (its answer's "applied"), as for a batch
+        # of x examples; ids labelled before are not learned again, so not counted.
+        once = None if keyed is None else KeyGuard(keyed[0], keyed[1], len(rows) or n, ttl)
         if not rows:  # nothing new to learn: answered as the first time
             first = None if once is None else await _replay(engine, h, once, state)
             if first is not None:
@@ -216,15 +220,17 @@ async def update_with_ids(
             position, replayed = await engine.submit_labelled(h, entry, marks, once)
         except FeedbackConflict:
             continue  # read again: the id is now labelled (or gone, or predicted again)
-        if replayed:  # this key's own first attempt, appended meanwhile
-            return _replayed(h, n, position, state)
+        if replayed:  # this key's own first attempt, appended meanwhile: its answer
+            first = await _replay(engine, h, once, state) if once is not None else None
+            return first or _replayed(h, len(rows), position, state)
         M.EXAMPLES_ACCEPTED.labels(h.name).inc(len(rows))
-        learned = h.correct_at.get(position)
+        # What this entry learned: its rows (the ids labelled before are not among them;
+        # "correct" of the entry counts its own rows only).
         return {
             "model": h.name,
-            "applied": n,
+            "applied": len(rows),
             "version": position,
-            "correct": None if learned is None else learned + answered,
+            "correct": h.correct_at.get(position),
         }
     raise conflict(
         "conflict", "the ids of this batch kept changing meanwhile; send it again", "examples"

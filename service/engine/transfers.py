@@ -23,8 +23,11 @@ import asyncio
 import time
 from typing import Any
 
-from learners.artifact import ArtifactError, ArtifactTooLarge
+import numpy as np
+
+from learners.artifact import Artifact, ArtifactError, ArtifactTooLarge
 from learners.artifact import loads as artifact_loads
+from learners.feature_keys import hashed_indices
 from learners.feature_names import FeatureNames
 from learners.features import FeatureSpec
 from service.engine import catalog
@@ -37,6 +40,7 @@ from service.settings import Settings
 
 ONLINE_KINDS = ("linear", "ranksvm")
 FIELD = "artifact"
+_FULL_HASH = 0xFFFFFFFF  # feature names are kept with their full 32-bit hash
 
 
 def _refuse(message: str) -> ServiceError:
@@ -89,12 +93,14 @@ def load_online_artifact(
         raise ServiceError(Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", FIELD) from None
     except (ArtifactError, ValueError, KeyError, TypeError) as e:
         raise _refuse(str(e)) from None
+    check_state(art.arrays.get("sigma") if art.kind == "linear" else None, model)
     try:
         config = cls.normalize_config(body, settings)
     except ServiceError as e:  # e.g. a dimension over this server's max_dim
         raise _refuse(f"its config is refused here: {e.message}") from None
     if FeatureSpec.from_config(config["features"]).dim != model.dim:
         raise _refuse("meta.features does not match the model's dimension")
+    check_digest(art, model)
     names = model.feature_names_
     if names is not None and len(names) > settings.max_feature_names:
         model.feature_names_ = _first(names, settings.max_feature_names)
@@ -105,7 +111,67 @@ def load_online_artifact(
     learned = service.get("examples_learned") if isinstance(service, dict) else None
     if isinstance(learned, bool) or not isinstance(learned, int) or learned < 0:
         learned = int(getattr(model, "n_seen_", 0))
-    return cls, config, cls(config, model), learned, rewrite
+    adapter = cls(config, model)
+    load_calibration = getattr(adapter, "load_calibration", None)
+    if load_calibration is not None:  # a binary classifier's probability map, when exported
+        try:
+            load_calibration(art.meta)
+        except ValueError as e:
+            raise _refuse(str(e)) from None
+    return cls, config, adapter, learned, rewrite
+
+
+def check_state(sigma: np.ndarray | None, model: Any) -> None:
+    """Refuse (422 naming the array or field) a state the learners cannot reach, though
+    the container's checksum holds (a crafted artifact):
+
+    - a negative variance in ``sigma`` (CW, AROW, SCW: every update multiplies a
+      variance by a factor in [0, 1]; 0 itself is reachable, by rounding, e.g. AROW
+      after one example with a feature value of 1e8, so it is accepted);
+    - a ``feature_names_hash`` entry that is not the hash of its name (the names
+      would then be shown under other weights than those they feed);
+    - a ``meta.service.state_digest`` (what an export records) that is not the digest
+      of the state the artifact holds.
+    """
+    if sigma is not None:
+        var = sigma if sigma.ndim == 2 else np.diagonal(sigma, axis1=1, axis2=2)
+        bad = np.argwhere(var < 0.0)
+        if bad.size:
+            r, j = (int(v) for v in bad[0])
+            at = f"sigma[{r}, {j}]" if sigma.ndim == 2 else f"sigma[{r}, {j}, {j}]"
+            raise _refuse(
+                f"array 'sigma' holds a negative variance ({at} = {float(var[r, j])!r}); "
+                "the variances of a confidence-weighted model are >= 0"
+            )
+    names = getattr(model, "feature_names_", None)
+    if names is not None and len(names):
+        listed = names.names()
+        held = names.to_arrays()["feature_names_hash"].astype(np.int64)
+        want = hashed_indices(listed, _FULL_HASH)
+        wrong = np.flatnonzero(held != want)
+        if wrong.size:
+            i = int(wrong[0])
+            raise _refuse(
+                f"array 'feature_names_hash' does not match the names: entry {i} "
+                f"({listed[i]!r}) holds {int(held[i])}, the name hashes to {int(want[i])} "
+                f"({wrong.size} of {len(listed)} entries differ)"
+            )
+
+
+def check_digest(art: Artifact, model: Any) -> None:
+    """``meta.service.state_digest`` (when the artifact records one) against the state."""
+    service = art.meta.get("service")
+    if not isinstance(service, dict) or "state_digest" not in service:
+        return  # not an export of this service (e.g. written with learners' to_bytes)
+    recorded = service["state_digest"]
+    actual = model.state_digest()
+    if recorded != actual:
+        held = sorted(k for k in art.arrays if not k.startswith("feature_names"))
+        raise _refuse(
+            f"meta.service.state_digest is {recorded!r}, but the state the artifact holds "
+            f"(arrays {held}, labels and counts) has the digest {actual!r}: "
+            "the state was changed after the export"
+        )
 
 
 def _first(names: FeatureNames, n: int) -> FeatureNames:

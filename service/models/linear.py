@@ -25,6 +25,7 @@ from learners.features import Batch, FeatureError, FeatureSpec
 from learners.linear import NotFittedError
 from service.errors import Kind, ServiceError, invalid
 from service.models import feature_names as names
+from service.models import probability
 from service.models.base import FastUpdate, ModelAdapter
 from service.models.example_weights import WEIGHT_FIELD, check_weight, entry_weights, weights_meta
 from service.models.feedback_rows import encode_record, update_with_served
@@ -103,7 +104,11 @@ def online_model_config(
 
     ``build(algorithm, spec, params)`` constructs the learner once, so bad
     hyperparameters are refused here with the learner's own message
-    (``params.r: must be > 0``) instead of when the first update arrives."""
+    (``params.r: must be > 0``) instead of when the first update arrives. The config
+    keeps the learner's hyperparameters, every one (defaults filled in): a stored model
+    says what it is, whatever later defaults become (``{"r": 1.0}`` and ``{}`` are
+    one AROW model; configs stored before this kept the body's params, and compare
+    equal by ``service.models.config_compare``)."""
     extra = set(body) - CONFIG_KEYS
     if extra:
         raise invalid(f"unknown field(s) {sorted(extra)}", sorted(extra)[0])
@@ -121,12 +126,13 @@ def online_model_config(
     params = {k: json_int(v) if k in INTEGER_PARAMS else v for k, v in params.items()}
     spec = feature_spec(body, settings)
     try:
-        build(algorithm, spec, dict(params))
+        learner = build(algorithm, spec, dict(params))
     except (ValueError, TypeError) as e:
         msg = str(e)
         field = msg.split(":", 1)[0] if msg.startswith("params.") else "params"
         raise invalid(msg if msg.startswith("params") else f"params: {msg}", field) from None
-    config = {"kind": kind, "algorithm": algorithm, "params": params, "features": spec.to_config()}
+    config = {"kind": kind, "algorithm": algorithm, "params": dict(learner.params),
+              "features": spec.to_config()}  # fmt: skip
     if body.get("metrics") is not None:  # kept only when sent: an older model's body stays equal
         metrics = metrics_config(body["metrics"])
         if metrics:
@@ -163,6 +169,8 @@ class LinearAdapter(ModelAdapter):
         names.attach(model, self.spec)
         # check_update's decoded entries, by id() of their bytes, until apply takes them
         self._checked: dict[int, tuple[bytes, Batch, dict[str, Any], CheckedBatch]] = {}
+        # the probability a binary model serves (service.models.probability)
+        self.calibration = probability.read_map(model, {})
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -187,9 +195,23 @@ class LinearAdapter(ModelAdapter):
 
     @classmethod
     def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> LinearAdapter:
+        from learners.artifact import read_header
         from learners.linear import LinearClassifier
 
-        return cls(config, LinearClassifier.from_bytes(blob))
+        adapter = cls(config, LinearClassifier.from_bytes(blob))
+        adapter.load_calibration(read_header(blob).get("meta") or {})
+        return adapter
+
+    def load_calibration(self, meta: dict[str, Any]) -> None:
+        """The probability map an artifact's ``meta`` carries (``ValueError`` naming
+        ``meta.calibration`` when malformed); a fresh one when it has none."""
+        self.calibration = probability.read_map(self.model, meta)
+
+    def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes | memoryview]:
+        # the map's state (a few kB) taken now, with the weights, into the artifact's meta
+        own = {**(meta or {}), probability.META_KEY: self.calibration.to_json()}
+        dump: Callable[[], bytes | memoryview] = self.model.snapshot(own)
+        return dump
 
     @classmethod
     def warmup(cls) -> None:
@@ -203,7 +225,11 @@ class LinearAdapter(ModelAdapter):
         dense = FeatureSpec.dense(4).encode([[1.0, 0.0, 2.0, 0.0]] * 4)  # the whole-state copy
         for algorithm in ALGORITHMS:
             clf = make_classifier(algorithm, dim=4, params={})
-            window.add_result(clf.update(batch, ["a", "b", "a"], [1.0, 2.0, 0.5]))
+            pmap = probability.read_map(clf, {})  # the map's fit, and its variance kernels
+            window.add_result(
+                probability.learn(pmap, clf.update(batch, ["a", "b", "a"], [1.0, 2.0, 0.5]))
+            )
+            probability.add_probabilities(clf, pmap, batch, cls._answers(clf, batch))
             first_nonfinite_row(clf, batch, ["a", "b", "a"])  # the dry run's kernel
             first_nonfinite_row(clf, dense, ["a", "b", "a", "b"], [1.0, 2.0, 0.5, 1.0])
             clf.update(batch, ["a", "b", 1])
@@ -357,7 +383,7 @@ class LinearAdapter(ModelAdapter):
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
             raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
         names.record(self.model, meta)
-        return result
+        return probability.learn(self.calibration, result)
 
     # ------------------------------------------------------------ read path
     def predict(
@@ -375,16 +401,21 @@ class LinearAdapter(ModelAdapter):
 
     def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
         try:
-            preds = self.model.predict_details(batch)
+            answers = self._answers(self.model, batch)
         except NotFittedError:
             raise ServiceError(
                 Kind.CONFLICT,
                 "not_fitted",
                 "the model has not learned any label yet; send /update first",
             ) from None
+        probability.add_probabilities(self.model, self.calibration, batch, answers)
+        return answers
+
+    @staticmethod
+    def _answers(model: Any, batch: Batch) -> list[dict[str, Any]]:
         return [
             {"label": p.label, "score": p.score, "scores": p.scores, "confidence": p.confidence}
-            for p in preds
+            for p in model.predict_details(batch)
         ]
 
     # ------------------------------------------------------------ delayed labels
@@ -421,7 +452,11 @@ class LinearAdapter(ModelAdapter):
 
     def describe(self) -> dict[str, Any]:
         labels = getattr(self.model, "labels_", None)
-        return {"labels": list(labels) if labels is not None else [], "dim": self.spec.dim}
+        out = {"labels": list(labels) if labels is not None else [], "dim": self.spec.dim}
+        calibration = probability.describe(self.model, self.calibration)
+        if calibration is not None:
+            out["calibration"] = calibration
+        return out
 
 
 def shift_down(batch: Batch, base: int) -> Batch | None:

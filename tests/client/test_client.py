@@ -53,7 +53,7 @@ def test_models_lifecycle_and_typed_results(server) -> None:
             0,
             0,
         )
-        assert info.config["params"] == {"r": 0.5}
+        assert info.config["params"] == {"r": 0.5, "covariance": "diagonal"}  # defaults filled
         # the same config again: no change; another config: 409
         assert (
             c.create_model("life", "arow", {"kind": "sparse", "dim": DIM}, {"r": 0.5}).version == 0

@@ -39,7 +39,8 @@ def test_create_is_idempotent_and_conflicts(client: httpx.Client) -> None:
     assert r.status_code == 201, r.text
     info = r.json()
     assert info["name"] == "m-create" and info["kind"] == "linear" and info["version"] == 0
-    assert info["config"]["algorithm"] == "arow" and info["config"]["params"] == {"r": 0.5}
+    assert info["config"]["algorithm"] == "arow"
+    assert info["config"]["params"] == {"r": 0.5, "covariance": "diagonal"}  # defaults filled
     assert info["config"]["features"] == {"kind": "dense", "dim": 4}
     assert len(info["state_digest"]) == 64
     r2 = client.put("/models/m-create", json=body)
