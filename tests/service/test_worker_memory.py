@@ -45,9 +45,10 @@ def test_a_models_memory_does_not_grow_with_entries_applied() -> None:
     assert h.version == 5200
     # the answer's count of a recent entry is still there, an old one's is not
     assert h.correct_at.get(5200) in (0, 1) and h.correct_at.get(100) is None
-    # before: ~116 bytes per entry (4096 of them kept: ~475 KB); now the ring is
-    # allocated whole with the handle
-    assert held < 20_000, held
+    # before: ~116 bytes per entry (4096 of them kept: ~475 KB); now a ring of at most
+    # 4096 slots of 12 bytes (48 KB)
+    assert held < 60_000, held
+    assert h.correct_at.nbytes == 4096 * 12
 
 
 def test_recent_counts() -> None:
@@ -66,4 +67,11 @@ def test_recent_counts() -> None:
         280,
         290,
     ]
-    assert rc.get(-1) is None and rc.get(0) is None and rc.nbytes == 128
+    assert rc.get(-1) is None and rc.get(0) is None and rc.nbytes == 8 * 12
+    # it grows as entries come: a model that learns little holds little
+    small = RecentCounts(4096)
+    assert small.nbytes == 16 * 12
+    for p in range(1, 101):
+        small.put(p, p % 7)
+    assert small.nbytes == 128 * 12
+    assert [small.get(p) for p in (1, 50, 100, 101)] == [1, 1, 2, None]
