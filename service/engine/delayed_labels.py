@@ -216,6 +216,8 @@ async def update_with_ids(
             position, replayed = await engine.submit_labelled(h, entry, marks, once)
         except FeedbackConflict:
             continue  # read again: the id is now labelled (or gone, or predicted again)
+        finally:  # applied, or never to be by this object: what the dry run kept goes
+            adapter.forget_checked(entry)
         if replayed:  # this key's own first attempt, appended meanwhile
             return _replayed(h, n, position, state)
         M.EXAMPLES_ACCEPTED.labels(h.name).inc(len(rows))

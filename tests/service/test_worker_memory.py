@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from pathlib import Path
 
 from service.engine.model_handle import ModelHandle
 from service.engine.recent_counts import RecentCounts
 from service.models.linear import LinearAdapter
 from service.settings import Settings
+from tests.service.serving import ServerThread, dense_model
 
 
 def _held_after(h: ModelHandle, payloads: list[bytes], start: int, n: int) -> int:
@@ -75,3 +77,26 @@ def test_recent_counts() -> None:
         small.put(p, p % 7)
     assert small.nbytes == 128 * 12
     assert [small.get(p) for p in (1, 50, 100, 101)] == [1, 1, 2, None]
+
+
+def test_nothing_of_a_dry_run_is_kept_once_a_request_is_answered(tmp_path: Path) -> None:
+    """The dry run keeps its decoded entry for ``apply`` (by the bytes object); an
+    entry that is not applied through that object (a replayed key, a refused append,
+    an entry the apply loop took from the store first) must not stay there: before,
+    up to 64 of them a model (~10 KB each) stayed until newer ones pushed them out."""
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
+        assert c.put("/models/m", json=dense_model(3)).status_code == 201
+        adapter = srv.app.state.engine.models["m"].adapter
+        body = {"model": "m", "examples": [{"x": [1, 0, 0], "y": "a"}, {"x": [0, 1, 0], "y": "b"}]}
+        assert c.post("/update", json=body).status_code == 200
+        for _ in range(3):  # the first time, then two replays of the key
+            r = c.post("/update", json=body, headers={"Idempotency-Key": "k1"})
+            assert r.status_code == 200, r.text
+        other = {"model": "m", "examples": [{"x": [0, 0, 1], "y": "a"}]}
+        r = c.post("/update", json=other, headers={"Idempotency-Key": "k1"})
+        assert r.status_code == 409, r.text  # the key with another body: refused
+        assert c.post("/predict", json={"model": "m", "instances": [
+            {"x": [1, 1, 0], "id": "i1"}]}).status_code == 200  # fmt: skip
+        r = c.post("/update", json={"model": "m", "examples": [{"id": "i1", "y": "a"}]})
+        assert r.status_code == 200, r.text
+        assert len(adapter._checked) == 0, list(adapter._checked)
