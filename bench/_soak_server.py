@@ -102,6 +102,11 @@ def _snapshot() -> dict[str, Any]:
         else:
             diff = snap.compare_to(_state["base"], "lineno")
             doc["tracemalloc"]["growth"] = [_stat(s) for s in diff[:_TOP]]
+            tb = snap.compare_to(_state["base"], "traceback")[:10]
+            doc["tracemalloc"]["growth_tracebacks"] = [
+                {**_stat(s), "traceback": [f"{f.filename}:{f.lineno}" for f in s.traceback]}
+                for s in tb
+            ]
             doc["tracemalloc"]["since"] = _state["base_time"]
         _state.setdefault("base_time", doc["time"])
     elif _FRAMES:

@@ -43,6 +43,7 @@ sys.path.insert(0, str(_HERE.parent))
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import collections  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
@@ -66,7 +67,7 @@ from tests.service.procs import (  # noqa: E402
 
 REPO = _HERE.parent
 HOST = "127.0.0.1"
-ALGORITHMS = ("arow", "cw", "scw", "pa")
+ALGORITHMS = ("arow", "cw", "scw1", "pa")
 DIM = 28
 # (operation, weight): the share of requests of each kind
 MIX = (("update", 30), ("update_keyed", 15), ("update_keyed_retry", 5), ("predict_ids", 25),
@@ -238,7 +239,7 @@ async def run_load(port: int, load: Load, rate: float, seconds: float, connectio
     start = time.monotonic()
     next_sample = start + sample
     k = 0
-    while (now := time.monotonic()) < start + seconds:
+    while (now := time.monotonic()) < start + seconds and not _STOP:
         if now >= next_sample:
             w, win[0] = win[0], Window()
             await on_sample(w.summary(now - next_sample + sample))
@@ -253,9 +254,17 @@ async def run_load(port: int, load: Load, rate: float, seconds: float, connectio
         op, req, ids = load.next()
         win[0].sent += 1
         queue.put_nowait((op, req, ids, time.monotonic()))
-    await queue.join()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(queue.join(), 60)
     for t in tasks:
         t.cancel()
+
+
+_STOP: list[int] = []
+
+
+def _stop(signum: int, frame: Any) -> None:
+    _STOP.append(signum)
 
 
 # ----------------------------------------------------------------------- processes
@@ -326,17 +335,24 @@ def create_models(port: int, n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     names = []
     with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
+
+        def call(method: str, path: str, body: Any) -> None:
+            deadline = time.monotonic() + 900
+            while True:  # a worker still compiling answers 503 not_ready
+                r = c.request(method, path, json=body)
+                if r.status_code != 503 or time.monotonic() > deadline:
+                    assert r.status_code in (200, 201), r.text
+                    return
+                time.sleep(1)
+
         for name, config in model_names(n):
-            r = c.put(f"/models/{name}", json=config)
-            assert r.status_code in (200, 201), r.text
+            call("PUT", f"/models/{name}", config)
             names.append(name)
         for _ in range(4):  # both workers compile their kernels (the kernel spreads accepts)
             for name in names:
                 ex = [{"x": x_of(rng, name), "y": y} for y in ("s", "b")]
-                r = c.post("/update", json={"model": name, "examples": ex})
-                assert r.status_code == 200, r.text
-                r = c.post("/predict", json={"model": name, "instances": [{"x": ex[0]["x"]}]})
-                assert r.status_code == 200, r.text
+                call("POST", "/update", {"model": name, "examples": ex})
+                call("POST", "/predict", {"model": name, "instances": [{"x": ex[0]["x"]}]})
     return names
 
 
@@ -458,7 +474,7 @@ def main() -> None:
     ap.add_argument("--costs-n", type=int, default=5000, help="keys/ids for --costs")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers too
+    signal.signal(signal.SIGTERM, _stop)  # the load ends, the JSON is written, servers stop
     if args.costs:
         args.out = args.out or "soak-costs"
         costs(args)
