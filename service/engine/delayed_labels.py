@@ -220,6 +220,8 @@ async def update_with_ids(
             position, replayed = await engine.submit_labelled(h, entry, marks, once)
         except FeedbackConflict:
             continue  # read again: the id is now labelled (or gone, or predicted again)
+        finally:  # applied, or never to be by this object: what the dry run kept goes
+            adapter.forget_checked(entry)
         if replayed:  # this key's own first attempt, appended meanwhile: its answer
             first = await _replay(engine, h, once, state) if once is not None else None
             return first or _replayed(h, len(rows), position, state)

@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 
 from learners.linear.calibration import PROBABILITY
+from service.engine.recent_counts import RecentCounts
 from service.models.base import ModelAdapter, state_nbytes
 from service.models.progressive_metrics import EvalWindow, window_size
 from service.observability import metrics as M
@@ -69,7 +70,7 @@ class ModelHandle:
         self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
         # Examples predicted right, by position, of the last entries applied here (for
         # the /update answer's "correct"; classifiers only).
-        self.correct_at: collections.OrderedDict[int, int] = collections.OrderedDict()
+        self.correct_at = RecentCounts(_FAILED_KEEP)
         # This worker's own appended entries not applied yet, by position, with the
         # chain head the store gave them (None: not told) and the payload's digest
         # (hashed once, for the append): catching up through them needs no read from
@@ -141,9 +142,7 @@ class ModelHandle:
             self.entries_skipped += 1
         else:
             if not r.n_groups:
-                self.correct_at[position] = r.correct
-                if len(self.correct_at) > _FAILED_KEEP:
-                    self.correct_at.popitem(last=False)
+                self.correct_at.put(position, r.correct)
             self.examples_learned += r.applied
             self.window.add_result(r)
             self._m_learned.inc(r.applied)

@@ -82,16 +82,19 @@ async def update_body(
         # answered as the first request was, not refused anew on today's state.
         if key is None or not await engine.key_recorded(h, key):
             raise
-    if key is None:
-        version = await engine.submit_update(h, payload)
-    else:
-        # The request's own bytes, not the log entry: both parse paths must see one
-        # body as one body (they may encode it differently, e.g. -0.0 as 0.0).
-        digest = await _off_loop_if_big(settings, raw, _sha256, raw)
-        version, n, replayed = await engine.submit_update_once(h, payload, key, digest, n)
-        if replayed:
-            state["replayed"] = True
-            return answer(h, n, version)
+    try:
+        if key is None:
+            version = await engine.submit_update(h, payload)
+        else:
+            # The request's own bytes, not the log entry: both parse paths must see one
+            # body as one body (they may encode it differently, e.g. -0.0 as 0.0).
+            digest = await _off_loop_if_big(settings, raw, _sha256, raw)
+            version, n, replayed = await engine.submit_update_once(h, payload, key, digest, n)
+            if replayed:
+                state["replayed"] = True
+                return answer(h, n, version)
+    finally:  # applied, or never to be by this object: what the dry run kept goes
+        h.adapter.forget_checked(payload)
     M.EXAMPLES_ACCEPTED.labels(h.name).inc(n)
     return answer(h, n, version)
 

@@ -67,6 +67,14 @@ async def submit_update(registry: Registry, h: ModelHandle, payload: bytes) -> i
     return position
 
 
+def labelled_mark_seconds(registry: Registry) -> float:
+    """How long a labelled id's mark is kept from its label: as long as idempotency
+    records at least (a retry of the label then is answered as the first time), and as
+    long as predictions (an id is used once within the time-to-live of ids)."""
+    s = registry.settings
+    return max(s.feedback_ttl_seconds, s.idempotency_ttl_seconds)
+
+
 async def submit_labelled(
     registry: Registry,
     h: ModelHandle,
@@ -81,7 +89,9 @@ async def submit_labelled(
     ``(position, replayed)``."""
     try:
         with _appending(registry, h), _key_reused(h):
-            position, head = await registry.store.append_labelled(h.name, payload, labels, once)
+            position, head = await registry.store.append_labelled(
+                h.name, payload, labels, once, keep_seconds=labelled_mark_seconds(registry)
+            )
     except KeyReplayed as r:
         registry.health.ok()
         assert once is not None

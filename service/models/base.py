@@ -109,6 +109,11 @@ class ModelAdapter(ABC):
         entry whole (every replica skips it alike)."""
         return None  # kinds whose weights cannot overflow need no dry run
 
+    def forget_checked(self, payload: bytes) -> None:
+        """Drop what ``check_update`` kept of ``payload`` for ``apply`` (the caller
+        is done with it: applied, or never to be applied by this very object)."""
+        return None
+
     @abstractmethod
     def apply(self, payload: bytes) -> UpdateResult: ...
 

@@ -362,6 +362,14 @@ class LinearAdapter(ModelAdapter):
             if len(kept) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
                 del kept[next(iter(kept))]
 
+    def forget_checked(self, payload: bytes) -> None:
+        # An entry applied from the store's copy (the apply loop was first), a replayed
+        # key, a refused append: else it stays until 64 newer ones push it out, ~10 KB
+        # each, and a worker's memory crept up for tens of minutes (issue 20, defect 10).
+        hit = self._checked.get(id(payload))
+        if hit is not None and hit[0] is payload:
+            del self._checked[id(payload)]
+
     def _decode(self, payload: bytes) -> tuple[Batch, dict[str, Any], CheckedBatch | None]:
         hit = self._checked.pop(id(payload), None)
         if hit is not None and hit[0] is payload:

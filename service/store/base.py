@@ -376,6 +376,7 @@ class Store(ABC):
         payload: bytes,
         labels: list[tuple[str, str, str]],
         once: KeyGuard | None = None,
+        keep_seconds: float = 0.0,
     ) -> tuple[int, str]:
         """``append_entry`` that also marks ids labelled, in the same atomic step.
 
@@ -383,7 +384,11 @@ class Store(ABC):
         must be stored, unexpired, unlabelled and still hold that record, else
         ``FeedbackConflict`` names the first that does not and nothing is appended or
         marked. Otherwise the entry is appended, and each id gets ``mark`` and the
-        entry's position; its record is dropped (the mark stays until the id expires).
+        entry's position; its record is dropped. The mark (label and position) stays
+        ``keep_seconds`` from now, or until the prediction's expiry if that is later:
+        the service keeps it as long as idempotency records at least, so a label sent
+        again after the prediction's time-to-live is still answered as the first time,
+        and the id still cannot be predicted with again.
         So an id is learned at most once, whichever worker labels it, and an append
         that fails leaves no id marked. Raises ModelNotFound like ``append``.
 

@@ -138,5 +138,6 @@ class RedisStore(RedisCatalog, RedisIdempotency, RedisArtifacts):
         payload: bytes,
         labels: list[tuple[str, str, str]],
         once: KeyGuard | None = None,
+        keep_seconds: float = 0.0,
     ) -> tuple[int, str]:
-        return await redis_feedback.append_labelled(self, name, payload, labels, once)
+        return await redis_feedback.append_labelled(self, name, payload, labels, once, keep_seconds)

@@ -8,9 +8,11 @@ Keys (beside the model's others, removed with them by ``delete_model``)::
     ls:{NAME}:fbexp   zset  id, scored by its expiry (ms, Redis TIME)
     ls:{NAME}:fblab   hash  id -> "<generation> <position> <mark>" once labelled
 
-Expiry is the zset's score, checked by every script; expired ids are dropped by the
-next ``put_feedback`` (a few more than it adds), and the three keys expire with the
-last id to expire, so a model that stops predicting with ids leaves nothing behind.
+Expiry is the zset's score, checked by every script (a label moves its id's score to
+``keep_seconds`` from the label when that is later: the mark outlives the prediction);
+expired ids are dropped by the next ``put_feedback`` (a few more than it adds), and the
+three keys expire with the last id to expire, so a model that stops predicting with
+ids leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ async def append_labelled(
     payload: bytes,
     labels: list[tuple[str, str, str]],
     once: KeyGuard | None = None,
+    keep_seconds: float = 0.0,
 ) -> tuple[int, str]:
     """One script on its own round trip (not group-committed), as ``append_once``."""
     check_payload(payload)
@@ -114,6 +117,7 @@ async def append_labelled(
         args += ["", "", 0, 0]
     else:
         args += [once.key, once.payload_hash, int(once.n), max(1, int(once.ttl_seconds * 1000))]
+    args.append(max(0, int(keep_seconds * 1000)))
     if store.wake_in_script:
         keys.append(wake_key(name))
         args.append(name)

@@ -89,12 +89,13 @@ return out
 # KEYS: config, seq, log, head, gen, fb, fbexp, fblab, idem, idemexp, idempos, idemout
 #   [, wake]
 # ARGV: payload, sha1hex(payload), m, then id, sha1hex(record), mark for each, then an
-#   idempotency key ('' for none), its hash, n, ttl ms[, name]
+#   idempotency key ('' for none), its hash, n, ttl ms, the mark's keep ms[, name]
 #   ->  {-1} no model; {0, "<pos> <n> <hash> <gen>"} the key is recorded (nothing is
 #       appended or marked); {-2, j} the j-th id is unknown or expired, {-3, j} labelled,
 #       {-4, j} holds another record than the one read; {1, position, head} appended
 # (the append as in APPEND), every id marked with the position and its record dropped,
-# and the key recorded as APPEND_ONCE records it: a keyed retry of a batch that mixes
+# its expiry moved to keep ms from now if later (fb, fbexp, fblab expire then at the
+# latest), and the key recorded as APPEND_ONCE records it: a keyed retry of a batch that mixes
 # ids and x learns it once, although its ids are labelled by then.
 APPEND_LABELLED = (
     _FB_NOW
@@ -120,18 +121,22 @@ local pos = redis.call('INCR', KEYS[2])
 local head = redis.sha1hex((redis.call('GET', KEYS[4]) or '') .. ARGV[2])
 redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
 redis.call('SET', KEYS[4], head)
+local keep = now + tonumber(ARGV[b + 5])
 for j = 1, m do
   local id = ARGV[1 + 3 * j]
   redis.call('HSET', KEYS[8], id, gen .. ' ' .. pos .. ' ' .. ARGV[3 + 3 * j])
   redis.call('HDEL', KEYS[6], id)
+  if keep > tonumber(redis.call('ZSCORE', KEYS[7], id)) then
+    redis.call('ZADD', KEYS[7], keep, id)
+  end
 end
-fb_expire({KEYS[8]}, KEYS[7])
+fb_expire({KEYS[6], KEYS[7], KEYS[8]}, KEYS[7])
 if key ~= '' then
   idem_record(KEYS[9], KEYS[10], KEYS[11], KEYS[12], key, pos, ARGV[b + 3], ARGV[b + 2],
               gen, now, tonumber(ARGV[b + 4]))
 end
 if KEYS[13] then
-  redis.call('XADD', KEYS[13], 'MAXLEN', '~', 10000, '*', 'm', ARGV[b + 5], 'p', pos)
+  redis.call('XADD', KEYS[13], 'MAXLEN', '~', 10000, '*', 'm', ARGV[b + 6], 'p', pos)
 end
 return {1, pos, head}
 """

@@ -115,12 +115,20 @@ class SQLiteStore(SQLiteCatalog, SQLiteIdempotency, SQLiteArtifacts):
         payload: bytes,
         labels: list[tuple[str, str, str]],
         once: KeyGuard | None = None,
+        keep_seconds: float = 0.0,
     ) -> tuple[int, str]:
         """One transaction of its own (not group-committed), as ``append_once``."""
         check_payload(payload)
         check_feedback_labels(labels)
         done = await self._run(
-            sqlite_feedback.append, self._tx, self._append_row, name, bytes(payload), labels, once
+            sqlite_feedback.append,
+            self._tx,
+            self._append_row,
+            name,
+            bytes(payload),
+            labels,
+            once,
+            max(0.0, keep_seconds),
         )
         self._wake_waiters()
         return done

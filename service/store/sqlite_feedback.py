@@ -4,11 +4,13 @@ thread (``tx`` is the store's write transaction, ``BEGIN IMMEDIATE``).
 
 One row per (model, id) in the ``feedback`` table: the record until the id is
 labelled, then its mark and the position of the entry that learned it (the record
-is dropped). A row is alive while ``expires_at`` is in the future and its
-``generation`` is the model's (a row of a model deleted by a learnserve that did not
-know this table never answers for the model created again). Expired rows are swept
-by ``put`` (a few more than it adds) and by ``sweep``, which the service calls now
-and then, so a model that stops predicting with ids does not keep them on disk.
+is dropped; the mark is kept ``keep`` seconds from the label, or until the
+prediction's expiry if later: ``Store.append_labelled``). A row is alive while
+``expires_at`` is in the future and its ``generation`` is the model's (a row of a
+model deleted by a learnserve that did not know this table never answers for the
+model created again). Expired rows are swept by ``put`` (a few more than it adds) and
+by ``sweep``, which the service calls now and then, so a model that stops predicting
+with ids does not keep them on disk.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def append(
     payload: bytes,
     labels: list[tuple[str, str, str]],
     once: KeyGuard | None = None,
+    keep: float = 0.0,
 ) -> tuple[int, str]:
     now = time.time()
     with tx() as db:
@@ -129,8 +132,9 @@ def append(
             raise ModelNotFound(name)
         pos, head = int(done[0]), str(done[1])
         db.executemany(
-            "UPDATE feedback SET mark = ?, position = ?, record = NULL WHERE name = ? AND id = ?",
-            [(mark, pos, name, fid) for fid, _, mark in labels],
+            "UPDATE feedback SET mark = ?, position = ?, record = NULL,"
+            " expires_at = max(expires_at, ?) WHERE name = ? AND id = ?",
+            [(mark, pos, now + keep, name, fid) for fid, _, mark in labels],
         )
         if once is not None:
             record_key(db, name, once.key, pos, int(once.n), once.payload_hash, gen, now,
