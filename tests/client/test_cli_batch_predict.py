@@ -81,7 +81,7 @@ def lambdamart(server: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_letor(d / "train.letor", letor_lines(12, 0), qid=True)
     run("train", "lambdamart", "--train", d / "train.letor", "--trees", 5,
         "--min-data-in-leaf", 5, "--min-sum-hessian-in-leaf", 0, "-o", d / "m.lsart")  # fmt: skip
-    deployed(server, "lm", d / "m.lsart")
+    deployed(server, "cli-lm", d / "m.lsart")
     return d
 
 
@@ -95,7 +95,7 @@ def test_lambdamart_predict_ranks_queries_and_prints_ndcg(
     write_letor(test, rows, qid=groups == "qid")
     query = [] if groups == "qid" else ["--test-query", test.with_name(test.name + ".query")]
     out = d / f"pred-{groups}.jsonl"
-    p, full = predict_matches_evaluate(server, "lm", test, out, [d / "m.lsart", "--test", test,
+    p, full = predict_matches_evaluate(server, "cli-lm", test, out, [d / "m.lsart", "--test", test,
                                        *query], [])  # fmt: skip
     if groups == "sidecar":
         assert "query groups from test-sidecar.letor.query (found beside" in p.stderr
@@ -111,7 +111,7 @@ def test_lambdamart_predict_ranks_queries_and_prints_ndcg(
         assert got == pytest.approx(full[f"ndcg@{k}"], abs=1e-12)
     # CSV: one row per item with its rank in the query
     csv_out = d / f"pred-{groups}.csv"
-    run("predict", "lm", "--file", test, "-o", csv_out, "--url", server.url)
+    run("predict", "cli-lm", "--file", test, "-o", csv_out, "--url", server.url)
     table = csv_out.read_text().splitlines()
     assert table[0] == "qid,y,score,rank" and len(table) == 41
 
@@ -119,7 +119,7 @@ def test_lambdamart_predict_ranks_queries_and_prints_ndcg(
 def test_lambdamart_without_groups_scores_each_line(server: Any, lambdamart: Path) -> None:
     test = lambdamart / "plain.svm"
     test.write_text("1 1:0.5 2:0.1\n0 1:-1 2:0.9\n")
-    p = run("predict", "lm", "--file", test, "--url", server.url)
+    p = run("predict", "cli-lm", "--file", test, "--url", server.url)
     assert "no query groups" in p.stderr and "predicted 2 instances" in p.stderr
     assert [set(orjson.loads(line)) for line in p.stdout.splitlines()] == [{"y", "score"}] * 2
 

@@ -148,17 +148,26 @@ ADMIN_PATHS = (
 )
 
 
-def _route_labels(scraped: str) -> set[str]:
-    count = r'^learnserve_request_duration_seconds_count\{[^}]*route="([^"]*)"'
-    return set(re.findall(count, scraped, re.M))
+def _route_counts(scraped: str) -> dict[str, float]:
+    """Requests counted per route label (summed over the other labels)."""
+    count = r'^learnserve_request_duration_seconds_count\{[^}]*route="([^"]*)"[^}]*\} (\S+)'
+    out: dict[str, float] = {}
+    for route, n in re.findall(count, scraped, re.M):
+        out[route] = out.get(route, 0.0) + float(n)
+    return out
 
 
-def _scraped(c: Any, known: set[str], expected: int) -> set[str]:
+def _scraped(c: Any, before: dict[str, float], expected: int) -> tuple[set[str], dict[str, float]]:
+    """The routes whose count grew since ``before`` (the metrics are process-wide: other
+    in-process servers may have counted the same routes already). A request's series are
+    recorded once its answer is sent: the scrape right after may come first, so read until
+    ``expected`` routes have grown (or 10 s)."""
     deadline = time.monotonic() + 10
     while True:
-        new = _route_labels(c.get("/metrics").text) - known - {"/metrics"}
-        if len(new) >= expected or time.monotonic() > deadline:
-            return new
+        now = _route_counts(c.get("/metrics").text)
+        grown = {r for r, n in now.items() if n > before.get(r, 0.0)} - {"/metrics"}
+        if len(grown) >= expected or time.monotonic() > deadline:
+            return grown, now
         time.sleep(0.05)
 
 
@@ -171,15 +180,13 @@ def test_the_latency_alert_covers_every_learning_route_the_service_labels(tmp_pa
     regex = re.search(r'route=~"([^"]+)"', rule["expr"])
     assert regex is not None
     with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
-        before = _route_labels(c.get("/metrics").text)
+        before = _route_counts(c.get("/metrics").text)
         for method, path in LEARNING_PATHS:
             c.request(method, path, json={})
-        # A request's series are recorded once its answer is sent: the scrape that
-        # follows may come first, so read until every route has shown up (or 10 s).
-        learning = _scraped(c, before, len(LEARNING_PATHS))
+        learning, after = _scraped(c, before, len(LEARNING_PATHS))
         for method, path in ADMIN_PATHS:
             c.request(method, path, json={})
-        admin = _scraped(c, before | learning, len(ADMIN_PATHS))
+        admin, _ = _scraped(c, after, len(ADMIN_PATHS))
     assert {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer"} <= learning
     assert len(learning) == len(LEARNING_PATHS) and len(admin) == len(ADMIN_PATHS)
     assert [r for r in sorted(learning) if not re.fullmatch(regex[1], r)] == []

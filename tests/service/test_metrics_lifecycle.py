@@ -185,7 +185,11 @@ def test_two_workers_deleted_models_leave_no_series(redis_url: str, tmp_path: Pa
             # one of the entries the first cycle made on the other worker).
             # (The once-a-second gauges may have had their first turn later.)
             extra = distinct(file_keys(prom_dir)) - first_keys
-            periodic = ('["learnserve_log_lag_entries"', '["learnserve_checkpoint_age_seconds"')
+            periodic = (  # the gauges the once-a-second loop sets
+                '["learnserve_log_lag_entries"',
+                '["learnserve_checkpoint_age_seconds"',
+                '["learnserve_online_roc_auc"',
+            )
             assert all(k.startswith(periodic) for _, k in extra), extra
             for i in range(5):  # new names (these do add file entries): /metrics stays
                 cycle(c, [f"u{i}"])
