@@ -5,6 +5,12 @@ by the APPEND script, which also advances ``seq`` and the chain ``head``. Concur
 appends are group-committed: whatever is queued while one pipeline is in flight goes
 out as the next pipeline of scripts (in call order). Other workers learn of appends
 from the wake streams (:mod:`service.store.redis_wakes`).
+
+On a single Redis with a plain ``redis://`` or ``unix://`` URL the pipelines go over a
+:class:`~service.store.redis_wire.Wire` of their own (one connection, the scripts by
+SHA: ``EVALSHA``, and those Redis does not know, after a restart or ``SCRIPT FLUSH``,
+sent again with their text: a ``NOSCRIPT`` reply means the script did not run);
+otherwise through redis-py.
 """
 
 from __future__ import annotations
@@ -14,28 +20,35 @@ import contextlib
 import functools
 from typing import Any
 
+from redis import exceptions as rex
+
 from service.store import redis_scripts as scripts
 from service.store.base import LogEntry, ModelNotFound, check_payload, payload_digest
 from service.store.redis_connection import _UNAVAILABLE, RedisConnection
 from service.store.redis_keys import _keys, _pos, _text
 from service.store.redis_wakes import WakeStreams, wake_key
+from service.store.redis_wire import Wire, pack, supported
 
 # (name, payload, payload_digest(payload), the caller's future)
 _Pending = tuple[str, bytes, str, "asyncio.Future[tuple[int, str]]"]
 _MAX_GROUP = 500  # appends per pipeline
 _MAX_GROUP_BYTES = 8 << 20  # ... and payload bytes per pipeline
+_APPEND_SHA = scripts.sha(scripts.APPEND)
+
+
+def _append_args(name: str, payload: bytes, digest: str, wake: bool) -> tuple[Any, ...]:
+    """numkeys, KEYS and ARGV of the APPEND script; ``wake``: add the model's wake in the
+    same script (a single Redis; on a cluster the wake stream is in another slot)."""
+    p = f"ls:{{{name}}}:"
+    if wake:
+        return (5, p + "config", p + "seq", p + "log", p + "head", wake_key(name),
+                payload, digest, name)  # fmt: skip
+    return (4, p + "config", p + "seq", p + "log", p + "head", payload, digest)
 
 
 def _append_command(name: str, payload: bytes, digest: str, wake: bool = False) -> tuple[Any, ...]:
-    """The APPEND script call; ``wake``: add the model's wake in the same script (a
-    single Redis; on a cluster the wake stream is in another slot)."""
-    k = _keys(name)
-    keys = [k["config"], k["seq"], k["log"], k["head"]]
-    args: list[Any] = [payload, digest]
-    if wake:
-        keys.append(wake_key(name))
-        args.append(name)
-    return ("EVAL", scripts.APPEND, len(keys), *keys, *args)
+    """The APPEND script call, with the script's text."""
+    return ("EVAL", scripts.APPEND, *_append_args(name, payload, digest, wake))
 
 
 class RedisLog(RedisConnection):
@@ -43,6 +56,8 @@ class RedisLog(RedisConnection):
     _flusher: asyncio.Task[None] | None  # sends the queued appends
     wakes: WakeStreams
     wake_in_script: bool  # appends add their wakes themselves (see APPEND)
+    _use_wire = True  # a single Redis (not a cluster): the hot path on Wire connections
+    _wire: Wire | None = None  # the appends' connection, made at the first append
 
     async def append_entry(
         self, name: str, payload: bytes, digest: str | None = None
@@ -97,7 +112,15 @@ class RedisLog(RedisConnection):
                 else:
                     fut.set_result((int(res[0]), _text(res[1])))
 
+    def _append_wire(self) -> Wire | None:
+        if self._wire is None and self._use_wire and supported(self.url):
+            self._wire = Wire(self.url, self.connect_timeout)
+        return self._wire
+
     async def _send_appends(self, batch: list[_Pending]) -> list[Any]:
+        wire = self._append_wire()
+        if wire is not None:
+            return await self._send_appends_wire(wire, batch)
         acks = self._ack_commands()
         async with self.r.pipeline(transaction=False) as p:
             for name, payload, digest, _ in batch:
@@ -112,6 +135,27 @@ class RedisLog(RedisConnection):
             del results[-len(acks) :]
         return list(results)
 
+    async def _send_appends_wire(self, wire: Wire, batch: list[_Pending]) -> list[Any]:
+        """The group as one write on the appends' connection: the scripts by SHA, then
+        the acks (which cover the connection's earlier writes: the whole group)."""
+        acks = [pack(cmd) for cmd in self._ack_commands()]
+        timeout = self.socket_timeout + (self.wait_timeout if acks else 0.0)
+        cmds = [pack(("EVALSHA", _APPEND_SHA, *_append_args(n, p, d, True)))
+                for n, p, d, _ in batch]  # fmt: skip
+        results = await wire.call(cmds + acks, timeout)
+        if acks:
+            self._check_acks(results[len(cmds) :])
+            del results[len(cmds) :]
+        redo = [i for i, r in enumerate(results) if isinstance(r, rex.NoScriptError)]
+        if redo:  # Redis does not know the script (restarted, flushed): it did not run
+            cmds = [pack(_append_command(*batch[i][:3], wake=True)) for i in redo]
+            again = await wire.call(cmds + acks, timeout)
+            if acks:
+                self._check_acks(again[len(cmds) :])
+            for i, r in zip(redo, again, strict=False):
+                results[i] = r
+        return results
+
     async def close(self) -> None:
         await self.wakes.stop()
         if self._flusher is not None and not self._flusher.done():
@@ -119,6 +163,9 @@ class RedisLog(RedisConnection):
             with contextlib.suppress(Exception):
                 await self._flusher
         self._flusher = None
+        if self._wire is not None:
+            self._wire.close()
+            self._wire = None
         await super().close()
 
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:

@@ -1,8 +1,17 @@
 """The Lua scripts of :class:`service.store.redis.RedisStore`, one per atomic step.
 
 Each runs on the keys of one model (one ``{name}`` hash-tag slot) and is named by
-what it does; the comment above each gives its KEYS, ARGV and results.
+what it does; the comment above each gives its KEYS, ARGV and results. :func:`sha` is
+the name Redis caches a script under (``EVALSHA``).
 """
+
+import hashlib
+
+
+def sha(src: str) -> str:
+    """The SHA-1 Redis names a script by (``SCRIPT LOAD``, ``EVALSHA``)."""
+    return hashlib.sha1(src.encode()).hexdigest()
+
 
 # KEYS: config, seq, log, head[, wake]   ARGV: payload, sha1hex(payload)[, name]
 #   ->  {position, head}, or -1 if the model is missing
