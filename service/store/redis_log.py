@@ -36,17 +36,20 @@ _MAX_GROUP_BYTES = 8 << 20  # ... and payload bytes per pipeline
 _APPEND_SHA = scripts.sha(scripts.APPEND)
 
 
-def _append_args(name: str, payload: bytes, digest: str, wake: bool) -> tuple[Any, ...]:
-    """numkeys, KEYS and ARGV of the APPEND script; ``wake``: add the model's wake in the
-    same script (a single Redis; on a cluster the wake stream is in another slot)."""
+def _append_args(name: str, payload: bytes, digest: str, wake: str | None) -> tuple[Any, ...]:
+    """numkeys, KEYS and ARGV of the APPEND script; ``wake``: the writer's token, to add
+    the model's wake in the same script (a single Redis; on a cluster the wake stream is
+    in another slot)."""
     p = f"ls:{{{name}}}:"
-    if wake:
+    if wake is not None:
         return (5, p + "config", p + "seq", p + "log", p + "head", wake_key(name),
-                payload, digest, name)  # fmt: skip
+                payload, digest, name, wake)  # fmt: skip
     return (4, p + "config", p + "seq", p + "log", p + "head", payload, digest)
 
 
-def _append_command(name: str, payload: bytes, digest: str, wake: bool = False) -> tuple[Any, ...]:
+def _append_command(
+    name: str, payload: bytes, digest: str, wake: str | None = None
+) -> tuple[Any, ...]:
     """The APPEND script call, with the script's text."""
     return ("EVAL", scripts.APPEND, *_append_args(name, payload, digest, wake))
 
@@ -102,6 +105,8 @@ class RedisLog(RedisConnection):
                 self.wakes.publish(self.r, stored)
             for (name, _, _, fut), res in zip(batch, results, strict=False):
                 if fut.done():  # the caller was cancelled; the entry is stored anyway
+                    if isinstance(res, list):  # so nobody here applies it: wake ourselves
+                        self.wakes.wake_self(name, int(res[0]))
                     continue
                 if isinstance(res, _UNAVAILABLE):
                     fut.set_exception(self._unavailable(res))
@@ -124,7 +129,7 @@ class RedisLog(RedisConnection):
         acks = self._ack_commands()
         async with self.r.pipeline(transaction=False) as p:
             for name, payload, digest, _ in batch:
-                p.execute_command(*_append_command(name, payload, digest, wake=True))
+                p.execute_command(*_append_command(name, payload, digest, self.wakes.token))
             # WAIT/WAITAOF cover the earlier writes of *this connection*, i.e. the
             # whole pipeline: one wait for the group.
             for cmd in acks:
@@ -140,7 +145,8 @@ class RedisLog(RedisConnection):
         the acks (which cover the connection's earlier writes: the whole group)."""
         acks = [pack(cmd) for cmd in self._ack_commands()]
         timeout = self.socket_timeout + (self.wait_timeout if acks else 0.0)
-        cmds = [pack(("EVALSHA", _APPEND_SHA, *_append_args(n, p, d, True)))
+        token = self.wakes.token
+        cmds = [pack(("EVALSHA", _APPEND_SHA, *_append_args(n, p, d, token)))
                 for n, p, d, _ in batch]  # fmt: skip
         results = await wire.call(cmds + acks, timeout)
         if acks:
@@ -148,7 +154,7 @@ class RedisLog(RedisConnection):
             del results[len(cmds) :]
         redo = [i for i, r in enumerate(results) if isinstance(r, rex.NoScriptError)]
         if redo:  # Redis does not know the script (restarted, flushed): it did not run
-            cmds = [pack(_append_command(*batch[i][:3], wake=True)) for i in redo]
+            cmds = [pack(_append_command(*batch[i][:3], token)) for i in redo]
             again = await wire.call(cmds + acks, timeout)
             if acks:
                 self._check_acks(again[len(cmds) :])

@@ -11,6 +11,11 @@ worker reads the streams with XREAD BLOCK from the last id it saw (one reader ov
 streams on a single Redis; one reader per stream on a cluster, where a multi-key XREAD
 would cross slots) and hands the names to its apply-loop.
 
+A wake names its writer (``w``, a token per process and store): a worker's readers skip
+its own wakes, so its own appends (applied by the requests that made them) never wake
+its apply-loop. An entry stored for a request that then did not apply it (the caller was
+cancelled while it was stored) is handed to the apply-loop here (``wake_self``).
+
 A wake is a hint, never the source of truth: it is sent after the append (it can be
 lost if the appender dies in between), a reader that fell behind the cap or lost its
 connection may miss some. So the reader reports "check everything" after any error,
@@ -22,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +60,13 @@ class WakeStreams:
         self.queue: asyncio.Queue[Wake] | None = None
         self._readers: list[asyncio.Task[None]] = []
         self._sends: set[asyncio.Task[None]] = set()
+        self.token = os.urandom(8).hex()  # names this process's wakes (field w)
+        self._own = self.token.encode()
+
+    def wake_self(self, name: str, position: int) -> None:
+        """Our own apply-loop is to apply ``name`` up to ``position`` (no round trip)."""
+        if self.queue is not None and self.queue.qsize() < _QUEUE_MAX:
+            self.queue.put_nowait((name, position))
 
     # ------------------------------------------------------------ publishing
     def publish(self, client: Any, positions: dict[str, int]) -> None:
@@ -65,12 +78,12 @@ class WakeStreams:
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)
 
-    @staticmethod
-    async def _send(client: Any, positions: dict[str, int]) -> None:
+    async def _send(self, client: Any, positions: dict[str, int]) -> None:
         try:
             async with client.pipeline(transaction=False) as p:
                 for name, pos in positions.items():
-                    p.xadd(wake_key(name), {"m": name, "p": pos}, maxlen=_MAXLEN, approximate=True)
+                    fields = {"m": name, "p": pos, "w": self.token}
+                    p.xadd(wake_key(name), fields, maxlen=_MAXLEN, approximate=True)
                 await p.execute(raise_on_error=False)
         except Exception as e:  # a hint only: the others reconcile
             log.debug("wakes not sent: %s", e)
@@ -106,6 +119,8 @@ class WakeStreams:
                     key = stream.decode() if isinstance(stream, bytes) else stream
                     for eid, fields in entries:
                         ids[key] = eid.decode() if isinstance(eid, bytes) else eid
+                        if fields.get(b"w") == self._own:
+                            continue  # our own append: the request that made it applies it
                         if q.qsize() < _QUEUE_MAX:  # nobody reading: "check all" instead
                             q.put_nowait((fields[b"m"].decode(), int(fields[b"p"])))
                     if len(entries) >= _COUNT or q.qsize() >= _QUEUE_MAX:
