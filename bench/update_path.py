@@ -156,17 +156,19 @@ def start_server(
     workers: int = 1,
     models: bool = True,
     cprofile: Path | None = None,
+    redis: RedisServer | None = None,
 ) -> tuple[Any, RedisServer, int]:
-    """A learnserve from ``code`` on its own redis-server (both pinned to ``cpus`` if
-    given), the scenarios' models created and their update path compiled; ``cprofile``:
-    run under ``bench._profile.serve_profiled`` writing its stats there."""
-    server = find_redis_server()
-    if server is None:
-        sys.exit("redis-server not found: install it or set LEARNSERVE_REDIS_SERVER")
-    redis = RedisServer(server, Path(tempfile.mkdtemp(prefix="bench-update-redis-")))
-    redis.start()
-    if cpus is not None and redis.proc is not None:
-        pin(redis.proc.pid, cpus)
+    """A learnserve from ``code`` on its own redis-server (or ``redis``; both pinned to
+    ``cpus`` if given), the scenarios' models created and their update path compiled;
+    ``cprofile``: run under ``bench._profile.serve_profiled`` writing its stats there."""
+    if redis is None:
+        server = find_redis_server()
+        if server is None:
+            sys.exit("redis-server not found: install it or set LEARNSERVE_REDIS_SERVER")
+        redis = RedisServer(server, Path(tempfile.mkdtemp(prefix="bench-update-redis-")))
+        redis.start()
+        if cpus is not None and redis.proc is not None:
+            pin(redis.proc.pid, cpus)
     port = free_port()
     env = {
         "PYTHONPATH": str(code),

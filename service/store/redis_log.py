@@ -54,6 +54,12 @@ def _append_command(
     return ("EVAL", scripts.APPEND, *_append_args(name, payload, digest, wake))
 
 
+def _entry(eid: bytes, fields: list[bytes]) -> LogEntry:
+    """An XRANGE row (RESP2: the id and the flat field list) as a LogEntry."""
+    f = dict(zip(fields[::2], fields[1::2], strict=True))
+    return LogEntry(_pos(eid), f[b"p"], _text(f.get(b"h", b"")))
+
+
 class RedisLog(RedisConnection):
     _pending: list[_Pending]  # appends waiting for the next pipeline
     _flusher: asyncio.Task[None] | None  # sends the queued appends
@@ -61,6 +67,8 @@ class RedisLog(RedisConnection):
     wake_in_script: bool  # appends add their wakes themselves (see APPEND)
     _use_wire = True  # a single Redis (not a cluster): the hot path on Wire connections
     _wire: Wire | None = None  # the appends' connection, made at the first append
+    _read_wire: Wire | None = None  # reads of the log and positions (not behind a WAIT)
+    _wake_wire: Wire | None = None  # the wake readers' XREAD BLOCK
 
     async def append_entry(
         self, name: str, payload: bytes, digest: str | None = None
@@ -122,6 +130,20 @@ class RedisLog(RedisConnection):
             self._wire = Wire(self.url, self.connect_timeout)
         return self._wire
 
+    def _reads(self) -> Wire | None:
+        if self._read_wire is None and self._use_wire and supported(self.url):
+            self.r  # noqa: B018 -- raises if the store is not open
+            self._read_wire = Wire(self.url, self.connect_timeout)
+        return self._read_wire
+
+    async def _read(self, *command: Any) -> Any:
+        """One command on the reads' connection (an error reply raised)."""
+        assert self._read_wire is not None
+        (reply,) = await self._read_wire.call([pack(command)], self.socket_timeout)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
     async def _send_appends(self, batch: list[_Pending]) -> list[Any]:
         wire = self._append_wire()
         if wire is not None:
@@ -169,16 +191,23 @@ class RedisLog(RedisConnection):
             with contextlib.suppress(Exception):
                 await self._flusher
         self._flusher = None
-        if self._wire is not None:
-            self._wire.close()
-            self._wire = None
+        for wire in (self._wire, self._read_wire, self._wake_wire):
+            if wire is not None:
+                wire.close()
+        self._wire = self._read_wire = self._wake_wire = None
         await super().close()
 
     async def read_log(self, name: str, after: int, limit: int = 1000) -> list[LogEntry]:
         if limit <= 0:
             return []
+        key = f"ls:{{{name}}}:log"
+        if self._reads() is not None:
+            flat: Any = await self._call(
+                lambda: self._read("XRANGE", key, f"{after + 1}-0", "+", "COUNT", limit)
+            )
+            return [_entry(eid, fields) for eid, fields in flat]
         rows: Any = await self._call(
-            lambda: self.r.xrange(_keys(name)["log"], min=f"{after + 1}-0", max="+", count=limit)
+            lambda: self.r.xrange(key, min=f"{after + 1}-0", max="+", count=limit)
         )
         return [
             LogEntry(_pos(eid), bytes(fields[b"p"]), _text(fields.get(b"h", b"")))
@@ -186,7 +215,10 @@ class RedisLog(RedisConnection):
         ]
 
     async def last_position(self, name: str) -> int:
-        return int(await self._call(lambda: self.r.get(_keys(name)["seq"])) or 0)
+        key = f"ls:{{{name}}}:seq"
+        if self._reads() is not None:
+            return int(await self._call(lambda: self._read("GET", key)) or 0)
+        return int(await self._call(lambda: self.r.get(key)) or 0)
 
     async def trim_log(self, name: str, upto: int) -> None:
         if upto < 1:
@@ -203,14 +235,25 @@ class RedisLog(RedisConnection):
         (``service.store.redis_wakes``); None when some wakes may have been missed."""
         if self._blocking is None:
             raise RuntimeError("RedisStore is not open (call await store.open())")
-        q = self.wakes.start(lambda: self._blocking)
+        if self._wake_wire is None and self._use_wire and supported(self.url):
+            self._wake_wire = Wire(self.url, self.connect_timeout)
+        q = self.wakes.start(lambda: self._blocking, self._wake_wire)
         return await self.wakes.next_changes(q, timeout)
 
     async def last_positions(self, names: list[str]) -> dict[str, int]:
         """One pipeline of GETs per 1,000 models."""
         out: dict[str, int] = {}
+        wire = self._reads()
         for i in range(0, len(names), 1000):
             chunk = names[i : i + 1000]
+            if wire is not None:
+                cmds = [pack(("GET", f"ls:{{{n}}}:seq")) for n in chunk]
+                got = await self._call(functools.partial(wire.call, cmds, self.socket_timeout))
+                for v in got:
+                    if isinstance(v, Exception):
+                        raise self._unavailable(v) if isinstance(v, _UNAVAILABLE) else v
+                out.update((n, int(v or 0)) for n, v in zip(chunk, got, strict=True))
+                continue
 
             async def q(chunk: list[str] = chunk) -> list[Any]:
                 async with self.r.pipeline(transaction=False) as p:

@@ -75,11 +75,12 @@ def supported(url: str) -> bool:
 
 
 class _Call:
-    __slots__ = ("future", "n", "replies")
+    __slots__ = ("deadline", "future", "n", "replies")
 
-    def __init__(self, future: asyncio.Future[list[Any]], n: int) -> None:
+    def __init__(self, future: asyncio.Future[list[Any]], n: int, deadline: float) -> None:
         self.future = future
         self.n = n
+        self.deadline = deadline  # loop.time(); inf: no limit
         self.replies: list[Any] = []
 
 
@@ -89,6 +90,9 @@ class _Protocol(asyncio.Protocol):
         self.reader = hiredis.Reader()
         self.waiting: collections.deque[_Call] = collections.deque()
         self.closed = False
+        # One timer for all the calls in flight (not one per call): it fires at the
+        # earliest deadline it knows of and then looks again.
+        self.watchdog: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -112,9 +116,26 @@ class _Protocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.fail(ConnectionError(f"redis connection lost: {exc or 'closed by the server'}"))
 
+    def watch(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        if self.watchdog is None and deadline != _NEVER:
+            self.watchdog = loop.call_at(deadline, self._check, loop)
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.watchdog = None
+        now = loop.time()
+        first = min((c.deadline for c in self.waiting), default=_NEVER)
+        if first <= now:
+            # The replies may still come: nobody could tell them from the next call's.
+            self.fail(TimeoutError("redis did not answer in time"))
+        else:
+            self.watch(loop, first)
+
     def fail(self, exc: BaseException) -> None:
         """Fail every call in flight and drop the connection."""
         self.closed = True
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
         if self.transport is not None:
             self.transport.abort()
         while self.waiting:
@@ -160,36 +181,35 @@ class Wire:
 
     async def _connect(self) -> _Protocol:
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(self._connect_timeout):
-            if self._unix is not None:
-                _, proto = await loop.create_unix_connection(_Protocol, self._unix)
-            else:
-                _, proto = await loop.create_connection(_Protocol, self._host, self._port)
-            hello: list[bytes] = []
-            if self._password is not None:
-                auth = (self._user, self._password) if self._user else (self._password,)
-                hello.append(pack(("AUTH", *auth)))
-            if self._db:
-                hello.append(pack(("SELECT", self._db)))
-            hello.append(pack(("CLIENT", "SETNAME", self._name)))
-            for reply in await _send(proto, hello):
-                if isinstance(reply, Exception):
-                    proto.fail(ConnectionError("redis refused the connection"))
-                    raise reply
+        proto: _Protocol | None = None
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                if self._unix is not None:
+                    _, proto = await loop.create_unix_connection(_Protocol, self._unix)
+                else:
+                    _, proto = await loop.create_connection(_Protocol, self._host, self._port)
+                hello: list[bytes] = []
+                if self._password is not None:
+                    auth = (self._user, self._password) if self._user else (self._password,)
+                    hello.append(pack(("AUTH", *auth)))
+                if self._db:
+                    hello.append(pack(("SELECT", self._db)))
+                hello.append(pack(("CLIENT", "SETNAME", self._name)))
+                for reply in await _send(proto, hello, None):
+                    if isinstance(reply, Exception):
+                        raise reply
+        except BaseException:
+            if proto is not None:
+                proto.fail(ConnectionError("redis connection not set up"))
+            raise
         self._proto = proto
         return proto
 
     async def call(self, commands: list[bytes], timeout: float | None) -> list[Any]:
-        proto = await self._connected()
-        if timeout is None:
-            return await _send(proto, commands)
-        try:
-            async with asyncio.timeout(timeout):
-                return await _send(proto, commands)
-        except TimeoutError:
-            # The replies may still come: nobody could tell them from the next call's.
-            proto.fail(TimeoutError("redis did not answer in time"))
-            raise TimeoutError(f"redis did not answer within {timeout:g}s") from None
+        proto = self._proto
+        if proto is None or proto.closed:
+            proto = await self._connected()
+        return await _send(proto, commands, timeout)
 
     def close(self) -> None:
         if self._proto is not None:
@@ -199,11 +219,17 @@ class Wire:
             self._connecting.cancel()
 
 
-async def _send(proto: _Protocol, commands: list[bytes]) -> list[Any]:
+_NEVER = float("inf")
+
+
+async def _send(proto: _Protocol, commands: list[bytes], timeout: float | None) -> list[Any]:
     if proto.closed or proto.transport is None:
         raise ConnectionError("redis connection lost")
-    fut: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-    proto.waiting.append(_Call(fut, len(commands)))
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[list[Any]] = loop.create_future()
+    deadline = _NEVER if timeout is None else loop.time() + timeout
+    proto.waiting.append(_Call(fut, len(commands), deadline))
+    proto.watch(loop, deadline)
     proto.transport.write(b"".join(commands) if len(commands) > 1 else commands[0])
     replies = await fut
     # Error replies at the top level (the scripts never nest one in a table).
