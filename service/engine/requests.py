@@ -92,7 +92,7 @@ async def update_body(
         if replayed:
             state["replayed"] = True
             return answer(h, n, version)
-    M.EXAMPLES_ACCEPTED.labels(h.name).inc(n)
+    M.examples_accepted(h.name).inc(n)
     return answer(h, n, version)
 
 

@@ -42,6 +42,12 @@ def stored_not_applied(registry: Registry, e: StoreUnavailable) -> ServiceError:
     )
 
 
+def _store_ok(registry: Registry) -> None:
+    """The store answered: healthy (its gauge is set only when that changes)."""
+    if not registry.health.up:
+        registry.health.ok()
+
+
 @contextlib.contextmanager
 def _appending(registry: Registry, h: ModelHandle) -> Iterator[None]:
     """The API's answers to an append the store refused: a 503 when it is unreachable
@@ -62,7 +68,7 @@ async def submit_update(registry: Registry, h: ModelHandle, payload: bytes) -> i
     digest = payload_digest(payload)
     with _appending(registry, h):
         position, head = await registry.store.append_entry(h.name, payload, digest)
-    registry.health.ok()
+    _store_ok(registry)
     await apply_own(registry, h, position, payload, head, digest)
     return position
 
@@ -83,11 +89,11 @@ async def submit_labelled(
         with _appending(registry, h), _key_reused(h):
             position, head = await registry.store.append_labelled(h.name, payload, labels, once)
     except KeyReplayed as r:
-        registry.health.ok()
+        _store_ok(registry)
         assert once is not None
         await replay(registry, h, once.key, r.position)
         return r.position, True
-    registry.health.ok()
+    _store_ok(registry)
     await apply_own(registry, h, position, payload, head)
     return position, False
 
@@ -137,7 +143,7 @@ async def submit_update_once(
         position, n, replayed = await registry.store.append_once(
             h.name, payload, key, payload_hash, n, registry.settings.idempotency_ttl_seconds
         )
-    registry.health.ok()
+    _store_ok(registry)
     if replayed:
         await replay(registry, h, key, position)
     else:

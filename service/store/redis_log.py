@@ -77,9 +77,11 @@ class RedisLog(RedisConnection):
         scripts (group commit): one round trip and one connection for many appends, in
         the order they were called. A single append is sent at once."""
         check_payload(payload)
-        await self._ready_to_append()
+        if self._r is None or (self.waitaof_requested and self.server_version is None):
+            await self._ready_to_append()
         fut: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
-        payload = bytes(payload)
+        if type(payload) is not bytes:
+            payload = bytes(payload)
         self._pending.append((name, payload, digest or payload_digest(payload), fut))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_appends())
