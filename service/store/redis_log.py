@@ -57,7 +57,8 @@ def _append_command(
 def _entry(eid: bytes, fields: list[bytes]) -> LogEntry:
     """An XRANGE row (RESP2: the id and the flat field list) as a LogEntry."""
     f = dict(zip(fields[::2], fields[1::2], strict=True))
-    return LogEntry(_pos(eid), f[b"p"], _text(f.get(b"h", b"")))
+    d = f.get(b"d")
+    return LogEntry(_pos(eid), f[b"p"], _text(f.get(b"h", b"")), None if d is None else _text(d))
 
 
 class RedisLog(RedisConnection):
@@ -212,7 +213,12 @@ class RedisLog(RedisConnection):
             lambda: self.r.xrange(key, min=f"{after + 1}-0", max="+", count=limit)
         )
         return [
-            LogEntry(_pos(eid), bytes(fields[b"p"]), _text(fields.get(b"h", b"")))
+            LogEntry(
+                _pos(eid),
+                bytes(fields[b"p"]),
+                _text(fields.get(b"h", b"")),
+                _text(fields[b"d"]) if b"d" in fields else None,
+            )
             for eid, fields in rows
         ]
 

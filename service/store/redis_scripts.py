@@ -16,7 +16,9 @@ def sha(src: str) -> str:
 # KEYS: config, seq, log, head[, wake]   ARGV: payload, sha1hex(payload)[, name, writer]
 #   ->  {position, head}, or -1 if the model is missing
 # head = sha1hex(previous head .. sha1hex(payload)) (service.store.base.chain_head): kept
-# beside seq and in the entry (field h), so a worker notices a log that lost its tail.
+# beside seq and in the entry (field h), so a worker notices a log that lost its tail;
+# the entry keeps the payload's digest too (field d), so a worker applying it checks the
+# chain without hashing the payload again.
 # With a wake key (a single Redis only: it is in another slot) the wake is added in the
 # same step (service.store.redis_wakes): no wake is ever lost, no extra round trip. The
 # wake names its writer (w), whose own reader skips it: a worker is not woken by its own
@@ -25,7 +27,7 @@ APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local pos = redis.call('INCR', KEYS[2])
 local head = redis.sha1hex((redis.call('GET', KEYS[4]) or '') .. ARGV[2])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head, 'd', ARGV[2])
 redis.call('SET', KEYS[4], head)
 if KEYS[5] then
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', 10000, '*', 'm', ARGV[3], 'p', pos, 'w', ARGV[4])
@@ -90,7 +92,7 @@ local rec = idem_live(KEYS[4], KEYS[5], KEYS[7], KEYS[8], ARGV[2], gen, now)
 if rec then return {0, rec} end
 local pos = redis.call('INCR', KEYS[2])
 local head = redis.sha1hex((redis.call('GET', KEYS[9]) or '') .. ARGV[6])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head, 'd', ARGV[6])
 redis.call('SET', KEYS[9], head)
 idem_record(KEYS[4], KEYS[5], KEYS[7], KEYS[8], ARGV[2], pos, ARGV[4], ARGV[3], gen, now,
             tonumber(ARGV[5]))

@@ -230,3 +230,26 @@ def test_wire_urls(url: str, ok: bool) -> None:
     assert supported(url) is ok
     if ok:
         Wire(url, 1.0)
+
+
+def test_log_entries_carry_their_payload_digest(redis_url: str) -> None:
+    """Each entry keeps the digest its appender computed: a worker applying another's
+    entry checks the chain without hashing the payload again (plain and keyed appends)."""
+    from service.store.base import chain_head, payload_digest
+
+    async def t() -> list[tuple[bytes, str | None, str]]:
+        s = RedisStore(redis_url)
+        await s.open()
+        try:
+            await s.create_model("m", CFG)
+            await s.append("m", b"plain")
+            await s.append_once("m", b"keyed", "k1", "h1", 1, 60.0)
+            return [(e.payload, e.digest, e.head) for e in await s.read_log("m", 0, 10)]
+        finally:
+            await s.close()
+
+    head = ""
+    for payload, digest, stored_head in run(t()):
+        assert digest == payload_digest(payload)
+        head = chain_head(head, payload, digest)
+        assert head == stored_head
