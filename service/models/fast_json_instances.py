@@ -27,10 +27,11 @@ the batch is theirs bit for bit).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from learners.csr_batch import Batch, canonical_rows
-from service.models.fast_json_maps import ROW_CAP, _table
 from service.models.json_scan_bytes import (
     _K_MODEL,
     _K_X,
@@ -51,6 +52,23 @@ from service.models.json_scan_numbers import _number
 __all__ = ["scan_sparse_instances", "warmup"]
 
 _INSTANCES = np.frombuffer(b'"instances"', dtype=np.uint8)
+# Features of one row the scanner takes (a longer row goes the general way), as in
+# fast_json_maps: the per-row duplicate table stays a small reused scratch.
+_ROW_CAP = 1 << 13
+_scratch = threading.local()
+
+
+def _table(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Per-thread scratch for ``size`` (<= _ROW_CAP) features per row: (rowkeys, tstamp,
+    tpos, the first stamp of this call). Stamps only grow: the table needs no clearing."""
+    tsize = 1 << max(4, (2 * size - 1).bit_length())
+    t = getattr(_scratch, "table", None)
+    if t is None or t[1].shape[0] < tsize or t[0].shape[0] < 3 * size:
+        t = _scratch.table = (
+            np.empty(3 * size, np.int64), np.zeros(tsize, np.int64), np.empty(tsize, np.int64)
+        )  # fmt: skip
+        _scratch.stamp = 1
+    return t[0], t[1], t[2], _scratch.stamp
 
 
 @_inline
@@ -215,7 +233,7 @@ def scan_sparse_instances(
         return None
     rcap = min(max_rows, size // 12 + 1)  # an instance takes >= 12 bytes ({"x":{"0":0}})
     cap = size // 5 + 1  # a feature ("0":0 and a separator) >= 5
-    rowcap = min(max_features, cap, ROW_CAP)
+    rowcap = min(max_features, cap, _ROW_CAP)
     indptr = np.empty(rcap + 1, np.int64)
     indices = np.empty(cap, np.int64)
     values = np.empty(cap, np.float64)
@@ -224,7 +242,7 @@ def scan_sparse_instances(
         raw, dim, base, max_rows, max_features,
         indptr, indices, values, rowkeys, tstamp, tpos, stamp0, _INSTANCES,
     )  # fmt: skip
-    _advance_stamp(tstamp, stamp0 + rcap + 1)
+    _scratch.stamp = stamp0 + rcap + 1
     if rows <= 0:
         return None
     try:
@@ -235,15 +253,6 @@ def scan_sparse_instances(
     if unsorted:  # keys sent out of order: sorted as the encoders sort them
         ip, ix, vs = canonical_rows(ip.copy(), ix, vs)
     return model, Batch(ip, ix.copy(), vs.copy(), dim)
-
-
-def _advance_stamp(tstamp: np.ndarray, stamp: int) -> None:
-    """The next call's first stamp (the per-thread table of ``fast_json_maps``)."""
-    from service.models import fast_json_maps
-
-    scratch = fast_json_maps._scratch
-    if getattr(scratch, "table", None) is not None and scratch.table[1] is tstamp:
-        scratch.stamp = stamp
 
 
 def warmup() -> None:
