@@ -11,7 +11,7 @@ SUM := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 STAMP := $(VENV)/.installed-$(SUM)
 TEST_STAMP := $(VENV)/.installed-test-$(SUM)
 
-.PHONY: venv test-venv warmup serve system-deps test test-slow lint format bench clean
+.PHONY: venv test-venv warmup serve system-deps bench-system-deps test test-slow lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -77,7 +77,12 @@ lint: test-venv
 format: test-venv
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-bench: venv
+# What the benchmarks run besides Python, never the tests: wrk (bench/http.py --load wrk,
+# bench/update_path.py --load wrk / --profile), from Debian's package when missing.
+bench-system-deps:
+	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends wrk) || echo "warning: could not install wrk; --load wrk is unavailable"
+
+bench: venv bench-system-deps
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python bench/online.py
 

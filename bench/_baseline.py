@@ -13,7 +13,8 @@ Shared by ``bench/http.py`` and ``bench/update_path.py`` (``--baseline REF``):
   current directory first, so a baseline started from a checkout would run the
   checkout's code). Pass ``PYTHONPATH=<code>`` in the environment too
   (:func:`code_env`).
-- :func:`cpu_seconds` reads a process's CPU time from ``/proc``.
+- :func:`cpu_seconds` reads a process's CPU time from ``/proc``; :func:`tree_cpu_seconds`
+  that of a process and its children (uvicorn's worker processes).
 """
 
 from __future__ import annotations
@@ -75,11 +76,13 @@ def code_env(code: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(code)}
 
 
-def learnserve_args(code: Path, port: int, host: str = HOST) -> list[str]:
-    """uvicorn serving ``service.app:factory`` from ``code``, 1 worker, access log off."""
-    return [sys.executable, "-P", "-m", "uvicorn", "service.app:factory", "--factory",
+def learnserve_args(code: Path, port: int, host: str = HOST, workers: int = 1) -> list[str]:
+    """uvicorn serving ``service.app:factory`` from ``code``, ``workers`` worker
+    processes (1: the server is the uvicorn process itself), access log off."""
+    args = [sys.executable, "-P", "-m", "uvicorn", "service.app:factory", "--factory",
             "--app-dir", str(code), "--host", host, "--port", str(port),
             "--log-level", "warning", "--no-access-log"]  # fmt: skip
+    return args + (["--workers", str(workers)] if workers > 1 else [])
 
 
 def imported_from(code: Path) -> bool | None:
@@ -103,3 +106,20 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int) -> list[int]:
+    """Direct child processes of ``pid`` (uvicorn's workers), from /proc."""
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return out
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid`` and of its live children (a worker that exited is not counted:
+    read it before and after a run in which none exits)."""
+    return cpu_seconds(pid) + sum(cpu_seconds(c) for c in child_pids(pid))

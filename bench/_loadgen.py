@@ -24,12 +24,16 @@ class LoadResult:
     statuses: dict[int, int] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    # Percentiles given by the generator itself (wrk), when it keeps no latency list.
+    fixed_percentiles: dict[float, float] = field(default_factory=dict)
 
     @property
     def rps(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
 
     def percentile(self, q: float) -> float:
+        if q in self.fixed_percentiles:
+            return self.fixed_percentiles[q]
         if not self.latencies:
             return float("nan")
         xs = sorted(self.latencies)

@@ -56,6 +56,8 @@ import json  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
 import httpx  # noqa: E402
@@ -71,9 +73,12 @@ from bench._baseline import (  # noqa: E402
     learnserve_args,
     remove_exports,
     short_label,
+    tree_cpu_seconds,
 )
 from bench._common import fmt_rate, fmt_ratio, print_table, write_results  # noqa: E402
 from bench._loadgen import LoadResult, build_request, run_load  # noqa: E402
+from bench._stall import checkpoint_stall, print_stall  # noqa: E402
+from bench._wrk import find_wrk, pin, two_cores, wrk_load  # noqa: E402
 from tests.service.procs import (  # noqa: E402
     RedisServer,
     find_redis_server,
@@ -116,9 +121,40 @@ def named_rows(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def load(port: int, requests: list[bytes], connections: int, duration: float) -> LoadResult:
-    asyncio.run(run_load(HOST, port, requests, connections, min(1.0, duration)))  # warm-up
-    return asyncio.run(run_load(HOST, port, requests, connections, duration))
+@dataclass(frozen=True)
+class LoadGen:
+    """Where the load comes from: the asyncio generator in this process (``wrk=False``),
+    or ``wrk`` on core ``cpu`` (None: not pinned)."""
+
+    wrk: bool = False
+    cpu: int | None = None
+    threads: int = 1
+
+    def run(
+        self, port: int, requests: list[bytes], connections: int, duration: float
+    ) -> LoadResult:
+        if self.wrk:
+            return wrk_load(HOST, port, requests, connections, duration, self.cpu, self.threads)
+        return asyncio.run(run_load(HOST, port, requests, connections, duration))
+
+
+ASYNCIO = LoadGen()
+
+
+def load(
+    port: int,
+    requests: list[bytes],
+    connections: int,
+    duration: float,
+    gen: LoadGen = ASYNCIO,
+    timed: Callable[[], None] | None = None,
+) -> LoadResult:
+    """A warm-up of ``min(1, duration)`` s, then the timed run; ``timed()`` is called in
+    between (to read CPU counters over the timed run only)."""
+    gen.run(port, requests, connections, min(1.0, duration))  # warm-up
+    if timed is not None:
+        timed()
+    return gen.run(port, requests, connections, duration)
 
 
 def summarise(name: str, res: LoadResult, examples_per_request: int) -> dict[str, Any]:
@@ -136,181 +172,25 @@ def summarise(name: str, res: LoadResult, examples_per_request: int) -> dict[str
     }
 
 
-async def probe_during(port: int, action: Any, seconds: float | None = None) -> dict[str, Any]:
-    """Back-to-back GET /healthz on one connection while ``action()`` runs (or for ``seconds``)."""
-    reader, writer = await asyncio.open_connection(HOST, port)
-    req = build_request("GET", "/healthz")
-    lat: list[float] = []
-    done = asyncio.Event()
-
-    async def run_action() -> Any:
-        try:
-            if action is None:
-                await asyncio.sleep(seconds or 1.0)
-                return None
-            return await action()
-        finally:
-            done.set()
-
-    task = asyncio.create_task(run_action())
-    from bench._loadgen import _read_response
-
-    while not done.is_set():
-        t0 = time.perf_counter()
-        writer.write(req)
-        await _read_response(reader)
-        lat.append(time.perf_counter() - t0)
-    writer.close()
-    result = await task
-    lat.sort()
-    return {
-        "probes": len(lat),
-        "p50_ms": lat[len(lat) // 2] * 1e3 if lat else None,
-        "p99_ms": lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1e3 if lat else None,
-        "max_ms": lat[-1] * 1e3 if lat else None,
-        "action": result,
-    }
-
-
-_LAG_METRIC = "learnserve_event_loop_lag_seconds"
-
-
-def loop_lag_buckets(metrics_text: str) -> dict[str, float]:
-    """Cumulative ``learnserve_event_loop_lag_seconds`` bucket counts by ``le`` (summed
-    over any other labels, e.g. one series per worker), from ``GET /metrics`` text."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(metrics_text):
-        if family.name != _LAG_METRIC:
-            continue
-        for sample in family.samples:
-            if sample.name == _LAG_METRIC + "_bucket":
-                le = sample.labels["le"]
-                out[le] = out.get(le, 0.0) + sample.value
-    return out
-
-
-def loop_lag_between(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
-    """The server's loop-lag samples observed between two reads of /metrics: how many,
-    how many above 10 ms, and the bucket the largest one fell in (its upper bound)."""
-    delta = {le: after[le] - before.get(le, 0.0) for le in after}
-    bounds = sorted(delta, key=float)  # "+Inf" sorts last
-    total = delta.get("+Inf", 0.0)
-    above = total - delta.get("0.01", 0.0)
-    max_le = next((le for le in bounds if delta[le] >= total), None) if total else None
-    lower = bounds[bounds.index(max_le) - 1] if max_le and bounds.index(max_le) > 0 else "0"
-    return {
-        "samples": int(total),
-        "samples_above_10ms": int(above),
-        "max_lag_bucket": None if max_le is None else [lower, max_le],  # (lower, upper] in s
-        "bucket_deltas": {le: int(delta[le]) for le in bounds},
-    }
-
-
-def _fmt_bucket(b: list[str] | None) -> str:
-    if b is None:
-        return "-"
-    lo, hi = (f"{float(x) * 1e3:g}" if x != "+Inf" else "inf" for x in b)
-    return f"({lo}, {hi}]"
-
-
-def checkpoint_stall(port: int, repeats: int) -> dict[str, Any]:
-    """Probe latency and the server's own loop lag (learnserve_event_loop_lag_seconds,
-    sampled every 1 ms: the server runs with LEARNSERVE_LOOP_LAG_INTERVAL_SECONDS=0.001)
-    during checkpoints of a 2**20-dimension model."""
-    base = f"http://{HOST}:{port}"
-    with httpx.Client(base_url=base, timeout=120) as c:
-        r = c.put(
-            "/models/big",
-            json={"algorithm": "arow", "features": {"kind": "hashed", "bits": 20}},
-        )
-        assert r.status_code in (200, 201), r.text
-        rng = np.random.default_rng(7)
-        for _ in range(5):  # touch many dimensions so the state is not trivial
-            ex = [
-                {"x": {f"f{int(k)}": 1.0 for k in rng.integers(0, 10**7, 50)}, "y": int(t)}
-                for t in rng.integers(0, 2, 500)
-            ]
-            assert c.post("/update", json={"model": "big", "examples": ex}).status_code == 200
-
-    async def checkpoint(ac: httpx.AsyncClient) -> dict[str, Any]:
-        async with ac:
-            # A checkpoint only writes when the version moved: learn one example first.
-            await ac.post("/update", json={"model": "big", "examples": [{"x": {"a": 1.0}, "y": 1}]})
-            before = (await ac.get("/metrics")).text  # parsed after the probe stops
-            t0 = time.perf_counter()
-            r = await ac.post("/models/big/checkpoint")
-            body = r.json()
-            body["client_seconds"] = time.perf_counter() - t0
-            body["metrics_text"] = (before, (await ac.get("/metrics")).text)
-            return body
-
-    def run_checkpoint() -> dict[str, Any]:
-        # Built before the probe starts: constructing an httpx client loads the CA
-        # certificates, which blocks the bench's own event loop for ~50 ms (it showed
-        # up as a 30-70 ms probe "stall" that the server never had).
-        ac = httpx.AsyncClient(base_url=base, timeout=120)
-        res = asyncio.run(probe_during(port, lambda: checkpoint(ac)))
-        before, after = res["action"].pop("metrics_text")
-        res["action"]["server_loop_lag"] = loop_lag_between(
-            loop_lag_buckets(before), loop_lag_buckets(after)
-        )
-        return res
-
-    async def warm_up() -> None:
-        # The first request of an httpx.AsyncClient in a process imports its async
-        # backend (~40 ms blocking the bench's loop): pay that before any probe.
-        async with httpx.AsyncClient(base_url=base, timeout=120) as ac:
-            await ac.get("/healthz")
-
-    asyncio.run(warm_up())
-    with httpx.Client(base_url=base, timeout=120) as c:
-        before = loop_lag_buckets(c.get("/metrics").text)
-        baseline = asyncio.run(probe_during(port, None, seconds=2.0))
-        baseline["server_loop_lag"] = loop_lag_between(
-            before, loop_lag_buckets(c.get("/metrics").text)
-        )
-    runs = [run_checkpoint() for _ in range(repeats)]
-    return {"dim": 1 << 20, "baseline": baseline, "during_checkpoint": runs}
-
-
-def print_stall(store: str, stall: dict[str, Any]) -> None:
-    b = stall["baseline"]
-
-    def lag_cells(r: dict[str, Any]) -> list[Any]:
-        lag = r.get("server_loop_lag") or {}
-        return [lag.get("samples_above_10ms", "-"), _fmt_bucket(lag.get("max_lag_bucket"))]
-
-    print_table(
-        f"Event-loop stall while a 2**20-dim AROW model checkpoints to {store} (GET /healthz "
-        "probe; server-side learnserve_event_loop_lag_seconds sampled every 1 ms)",
-        ["run", "checkpoint s", "probe p50 ms", "probe p99 ms", "probe max ms",
-         "server lag >10 ms (samples)", "server max lag bucket ms"],
-        [["no checkpoint", "-", f"{b['p50_ms']:.2f}", f"{b['p99_ms']:.2f}",
-          f"{b['max_ms']:.2f}", *lag_cells(b)]]
-        + [
-            [f"checkpoint {i + 1}", f"{r['action'].get('duration_seconds', 0):.3f}",
-             f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
-             *lag_cells(r["action"])]
-            for i, r in enumerate(stall["during_checkpoint"])
-        ],
-    )  # fmt: skip
-
-
 PREDICT = "learnserve /predict (1 instance)"
 DENSE_MODEL = {"algorithm": "arow", "features": {"kind": "dense", "dim": DIM}}
 HASHED_MODEL = {"algorithm": "arow", "features": {"kind": "hashed", "bits": 20}}
 BARE, NOOP = "bare ASGI", "no-op FastAPI"
 
 
-def start_learnserve(code: Path, env: dict[str, str]) -> tuple[Any, int]:
-    """One uvicorn worker serving ``service.app:factory`` from ``code`` (this tree or an
-    exported baseline); a long timeout, as a baseline's kernels compile cold."""
+def start_learnserve(code: Path, env: dict[str, str], workers: int = 1) -> tuple[Any, int]:
+    """uvicorn serving ``service.app:factory`` from ``code`` (this tree or an exported
+    baseline); a long timeout, as a baseline's kernels compile cold."""
     port = free_port()
-    args = learnserve_args(code, port, HOST)
+    args = learnserve_args(code, port, HOST, workers)
     proc = start_service(args, {**env, **code_env(code)}, port, timeout=900, health_path="/readyz")
     return proc, port
+
+
+def cpu_now(pids: list[int]) -> list[float]:
+    """CPU seconds of a server and its children (uvicorn's workers), then of its
+    redis-server alone (an AOF rewrite is a child that comes and goes)."""
+    return [tree_cpu_seconds(pids[0]), *(cpu_seconds(q) for q in pids[1:])]
 
 
 def set_up_models(port: int, warm_dense: list[dict[str, Any]]) -> None:
@@ -348,8 +228,27 @@ def main() -> None:
         help="a git ref whose learnserve is measured too, in the same rounds (repeatable)",
     )  # fmt: skip
     ap.add_argument("--out", help="JSON path (default: bench/results/http.json)")
+    ap.add_argument(
+        "--load", choices=("asyncio", "wrk"), default="asyncio",
+        help="the load generator: asyncio in this process, or wrk pinned to one core and "
+        "every server (and its redis-server) pinned to another",
+    )  # fmt: skip
+    ap.add_argument("--no-pin", action="store_true", help="--load wrk without pinning")
+    ap.add_argument("--workers", type=int, default=1, help="uvicorn workers per learnserve")
     args = ap.parse_args()
     out_name, out_dir = output_path(args.out)
+    gen, server_cpus = ASYNCIO, None
+    if args.load == "wrk":
+        if find_wrk() is None:
+            sys.exit("wrk not found: apt-get install -y wrk")
+        wrk_cpu, server_cpu = (None, None) if args.no_pin else two_cores()
+        gen = LoadGen(wrk=True, cpu=wrk_cpu)
+        server_cpus = None if server_cpu is None else {server_cpu}
+
+    def pinned(proc: Any) -> Any:
+        if server_cpus is not None:
+            pin(proc.pid, server_cpus)
+        return proc
 
     rng = np.random.default_rng(0)
     predict_bodies = [
@@ -380,6 +279,7 @@ def main() -> None:
     redises: list[RedisServer] = []
     temp_dirs: list[str] = []
     servers: dict[str, tuple[Any, int]] = {}  # code label -> (process, port)
+    server_redis: dict[int, RedisServer] = {}  # a learnserve's pid -> its redis-server
     stall: dict[str, Any] = {}
     stall_sqlite: dict[str, Any] = {}
     rounds: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
@@ -389,16 +289,20 @@ def main() -> None:
             p = free_port()
             proc = start_service(uvicorn_args(f"bench._http_apps:{app}", p), None, p,
                                  health_path=health)  # fmt: skip
-            procs.append(proc)
+            procs.append(pinned(proc))
             ceilings[ceiling] = (proc, p)
         for label, code in codes.items():
             print(f"starting learnserve ({label}) ...", flush=True)
             redis = RedisServer(redis_bin, Path(tempfile.mkdtemp(prefix="bench-redis-")))
             redises.append(redis)
             redis.start()
-            proc, p = start_learnserve(code, {**env, "LEARNSERVE_REDIS_URL": redis.url})
-            procs.append(proc)
+            pinned(redis.proc)
+            proc, p = start_learnserve(
+                code, {**env, "LEARNSERVE_REDIS_URL": redis.url}, args.workers
+            )
+            procs.append(pinned(proc))
             servers[label] = (proc, p)
+            server_redis[proc.pid] = redis
             if label != CURRENT and imported_from(code) is False:
                 raise RuntimeError(f"{label}: the server did not import service from {code}")
             set_up_models(p, warm_dense)
@@ -433,30 +337,39 @@ def main() -> None:
             for name, target, reqs, n in scenarios:
                 runs = [(None, *ceilings[target])] if target else [(c, *servers[c]) for c in order]
                 for who, proc, p in runs:
-                    c0 = cpu_seconds(proc.pid)
-                    res = load(p, reqs, args.connections, args.duration)
-                    cpu = cpu_seconds(proc.pid) - c0  # the warm-up's second included
+                    rs = server_redis.get(proc.pid)
+                    pids = [proc.pid] + ([rs.proc.pid] if rs is not None and rs.proc else [])
+                    c0: list[float] = []
+
+                    def timed(pids: list[int] = pids, c0: list[float] = c0) -> None:
+                        c0.extend(cpu_now(pids))
+
+                    res = load(p, reqs, args.connections, args.duration, gen, timed)
+                    cpu = [c1 - c for c1, c in zip(cpu_now(pids), c0, strict=True)]
                     s = summarise(name, res, n)
                     s.update(code=who, round=rnd)
-                    # the warm-up ran min(1, duration) s at about the same rate
-                    total = res.requests * (1.0 + min(1.0, args.duration) / res.seconds)
-                    s["server_cpu_us_per_request"] = cpu / total * 1e6 if total and cpu else None
+                    total = res.requests  # the CPU counters cover the timed run only
+                    s["server_cpu_us_per_request"] = cpu[0] / total * 1e6 if total else None
+                    if len(cpu) > 1:
+                        s["redis_cpu_us_per_request"] = cpu[1] / total * 1e6 if total else None
                     rounds.setdefault((name, who), []).append(s)
                     if len(labels) > 1:
                         print(f"round {rnd + 1} {who or '':>18} {name:<48} "
                               f"{s['req_per_s']:>9,.0f} req/s", flush=True)  # fmt: skip
         time.sleep(3.0)  # let the checkpoints the last scenarios triggered finish
-        stall = checkpoint_stall(servers[CURRENT][1], args.checkpoints)
+        if args.checkpoints > 0:
+            stall = checkpoint_stall(servers[CURRENT][1], args.checkpoints)
         # The same on the embedded store (SQLite under a temporary --data-dir), this tree
         # only, started only now and alone, so it never competes with the other servers.
         for proc in procs:
             stop_process(proc)
         procs.clear()
-        temp_dirs.append(tempfile.mkdtemp(prefix="bench-sqlite-"))
-        sqlite_env = {**env, "LEARNSERVE_DATA_DIR": temp_dirs[-1]}
-        proc, sqlite_port = start_learnserve(REPO, sqlite_env)
-        procs.append(proc)
-        stall_sqlite = checkpoint_stall(sqlite_port, args.checkpoints)
+        if args.checkpoints > 0:
+            temp_dirs.append(tempfile.mkdtemp(prefix="bench-sqlite-"))
+            sqlite_env = {**env, "LEARNSERVE_DATA_DIR": temp_dirs[-1]}
+            proc, sqlite_port = start_learnserve(REPO, sqlite_env)
+            procs.append(proc)
+            stall_sqlite = checkpoint_stall(sqlite_port, args.checkpoints)
     finally:
         for proc in procs:
             stop_process(proc)
@@ -471,9 +384,10 @@ def main() -> None:
         best = dict(max(rs, key=lambda r: r["req_per_s"]))
         best["req_per_s_median"] = float(np.median([r["req_per_s"] for r in rs]))
         best["req_per_s_rounds"] = [r["req_per_s"] for r in rs]
-        cpus = [r["server_cpu_us_per_request"] for r in rs]
-        best["server_cpu_us_per_request_rounds"] = cpus
-        best["server_cpu_us_per_request_min"] = min((c for c in cpus if c), default=None)
+        for what in ("server", "redis"):
+            cpus = [r.get(f"{what}_cpu_us_per_request") for r in rs]
+            best[f"{what}_cpu_us_per_request_rounds"] = cpus
+            best[f"{what}_cpu_us_per_request_min"] = min((c for c in cpus if c), default=None)
         results.append(best)
     by = {(r["scenario"], r["code"]): r for r in results}
     bare, noop = by[(BARE, None)], by[(NOOP, None)]
@@ -485,6 +399,8 @@ def main() -> None:
         if r["code"] is None:
             continue
         r["vs_bare_asgi"] = ratio(r["req_per_s"], bare["req_per_s"])
+        # examples learnt per request the bare app answers (issue 21: >= 12 for 100 each)
+        r["examples_per_bare_request"] = ratio(r["examples_per_s"], bare["req_per_s"])
         r["vs_noop_fastapi"] = ratio(r["req_per_s"], noop["req_per_s"])
         r["vs_bare_asgi_median"] = ratio(r["req_per_s_median"], bare["req_per_s_median"])
         r["current_over_this"] = ratio(by[(r["scenario"], CURRENT)]["req_per_s"], r["req_per_s"])
@@ -506,23 +422,34 @@ def main() -> None:
                 label: {k: by[(name, label)][k] for k in (
                     "req_per_s", "req_per_s_median", "examples_per_s", "vs_bare_asgi",
                     "vs_noop_fastapi", "vs_bare_asgi_median", "current_over_this",
-                    "server_cpu_us_per_request_min", "errors")}
+                    "examples_per_bare_request", "server_cpu_us_per_request_min",
+                    "redis_cpu_us_per_request_min", "errors")}
                 for label in codes
             },
         }
         for name in ls_names
     ]  # fmt: skip
 
+    how = (
+        "asyncio generator"
+        if not gen.wrk
+        else (
+            "wrk"
+            + (f" on core {gen.cpu}, servers on core {min(server_cpus)}" if server_cpus else "")
+        )
+    )
     print_table(
-        f"HTTP: {args.connections} connections, best of {args.rounds} interleaved rounds "
-        f"of {args.duration:g} s",
-        ["scenario", "code", "req/s", "examples/s", "x bare", "p50 ms", "p99 ms",
-         "server CPU us/req", "non-200"],
+        f"HTTP ({how}, learnserve {args.workers} worker(s)): {args.connections} connections, "
+        f"best of {args.rounds} interleaved rounds of {args.duration:g} s",
+        ["scenario", "code", "req/s", "examples/s", "x bare", "ex / bare req", "p50 ms",
+         "p99 ms", "server CPU us/req", "redis CPU us/req", "non-200"],
         [
             [r["scenario"], r["code"] or "-", fmt_rate(r["req_per_s"]),
              fmt_rate(r["examples_per_s"]), fmt_ratio(r.get("vs_bare_asgi")),
+             f"{r.get('examples_per_bare_request') or 0:.1f}" if r["code"] else "-",
              f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
-             f"{r['server_cpu_us_per_request_min'] or 0:.0f}", r["errors"]]
+             f"{r['server_cpu_us_per_request_min'] or 0:.0f}",
+             f"{r['redis_cpu_us_per_request_min'] or 0:.0f}" if r["code"] else "-", r["errors"]]
             for r in results
         ],
         caption="predict / bare ASGI = {}, predict / no-op FastAPI = {} "
@@ -558,6 +485,10 @@ def main() -> None:
                 "duration_s": args.duration,
                 "rounds": args.rounds,
                 "connections": args.connections,
+                "load": args.load,
+                "wrk_cpu": gen.cpu,
+                "server_cpus": sorted(server_cpus) if server_cpus else None,
+                "workers": args.workers,
                 "baselines": dict(zip(list(codes)[1:], args.baseline, strict=True)),
             },
             "codes": list(codes),

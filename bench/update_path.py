@@ -38,8 +38,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 import timeit  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -54,7 +56,15 @@ from bench._baseline import (  # noqa: E402
 )
 from bench._common import fmt_rate, print_table, write_results  # noqa: E402
 from bench._loadgen import build_request  # noqa: E402
-from bench.http import load, named_rows, rows, summarise  # noqa: E402
+from bench._profile import (  # noqa: E402
+    CPROFILE_START,
+    CPROFILE_STOP,
+    cprofile_summary,
+    record,
+    summary,
+)
+from bench._wrk import find_wrk, pin, two_cores  # noqa: E402
+from bench.http import ASYNCIO, LoadGen, load, named_rows, rows, summarise  # noqa: E402
 from tests.service.procs import (  # noqa: E402
     RedisServer,
     find_redis_server,
@@ -140,12 +150,25 @@ def _parts(ad: Any, body: bytes, payload: bytes, settings: Any) -> dict[str, Any
 # ----------------------------------------------------------------------- over HTTP
 
 
-def start_server(code: Path) -> tuple[Any, RedisServer, int]:
-    server = find_redis_server()
-    if server is None:
-        sys.exit("redis-server not found: install it or set LEARNSERVE_REDIS_SERVER")
-    redis = RedisServer(server, Path(tempfile.mkdtemp(prefix="bench-update-redis-")))
-    redis.start()
+def start_server(
+    code: Path,
+    cpus: set[int] | None = None,
+    workers: int = 1,
+    models: bool = True,
+    cprofile: Path | None = None,
+    redis: RedisServer | None = None,
+) -> tuple[Any, RedisServer, int]:
+    """A learnserve from ``code`` on its own redis-server (or ``redis``; both pinned to
+    ``cpus`` if given), the scenarios' models created and their update path compiled;
+    ``cprofile``: run under ``bench._profile.serve_profiled`` writing its stats there."""
+    if redis is None:
+        server = find_redis_server()
+        if server is None:
+            sys.exit("redis-server not found: install it or set LEARNSERVE_REDIS_SERVER")
+        redis = RedisServer(server, Path(tempfile.mkdtemp(prefix="bench-update-redis-")))
+        redis.start()
+        if cpus is not None and redis.proc is not None:
+            pin(redis.proc.pid, cpus)
     port = free_port()
     env = {
         "PYTHONPATH": str(code),
@@ -157,8 +180,19 @@ def start_server(code: Path) -> tuple[Any, RedisServer, int]:
     # Which code runs: -P keeps the current directory off sys.path, and --app-dir
     # replaces uvicorn's default, which puts the current directory first (a baseline
     # started from a checkout would otherwise run the checkout's code).
-    args = learnserve_args(code, port, HOST)
+    args = learnserve_args(code, port, HOST, workers)
+    if cprofile is not None:
+        i = args.index("uvicorn")
+        args[i - 1 : i + 1] = ["-m", "bench._profile", str(cprofile)]
     proc = start_service(args, env, port, timeout=900, health_path="/readyz")
+    if cpus is not None:
+        pin(proc.pid, cpus)
+    if models:
+        set_up(port)
+    return proc, redis, port
+
+
+def set_up(port: int) -> None:
     with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
         for model, config in (("dense", DENSE), ("hashed", HASHED)):
             r = c.put(f"/models/{model}", json=config)
@@ -166,18 +200,31 @@ def start_server(code: Path) -> tuple[Any, RedisServer, int]:
             for b in bodies(model, 100, 10, seed=1):  # compiles the update path
                 r = c.post("/update", content=b, headers={"content-type": "application/json"})
                 assert r.status_code == 200, r.text
-    return proc, redis, port
+
+
+def timed_load(
+    proc: Any, port: int, reqs: list[bytes], connections: int, duration: float, gen: LoadGen
+) -> tuple[Any, float]:
+    """The load (after its warm-up) and the server's CPU seconds over the timed run."""
+    c0: list[float] = []
+    res = load(port, reqs, connections, duration, gen, lambda: c0.append(cpu_seconds(proc.pid)))
+    return res, cpu_seconds(proc.pid) - c0[0]
 
 
 def over_http(
-    codes: dict[str, Path], rounds: int, duration: float, connections: int
+    codes: dict[str, Path],
+    rounds: int,
+    duration: float,
+    connections: int,
+    gen: LoadGen = ASYNCIO,
+    cpus: set[int] | None = None,
 ) -> list[dict[str, Any]]:
     servers: dict[str, tuple[Any, RedisServer, int]] = {}
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
         for label, code in codes.items():
             print(f"starting {label} ...", flush=True)
-            servers[label] = start_server(code)
+            servers[label] = start_server(code, cpus)
         reqs = {
             name: [build_request("POST", "/update", b) for b in bodies(model, n, count)]
             for name, model, n, count in SCENARIOS
@@ -185,13 +232,10 @@ def over_http(
         for rnd in range(rounds):
             for name, _, n, _ in SCENARIOS:
                 for label, (proc, _, port) in servers.items():
-                    c0 = cpu_seconds(proc.pid)
-                    res = load(port, reqs[name], connections, duration)
-                    cpu = cpu_seconds(proc.pid) - c0  # the warm-up's second included
+                    res, cpu = timed_load(proc, port, reqs[name], connections, duration, gen)
                     s = summarise(name, res, n)
                     s.update(code=label, round=rnd)
-                    # the warm-up ran min(1, duration) s at about the same rate
-                    total = res.requests * (1.0 + min(1.0, duration) / res.seconds)
+                    total = res.requests  # the CPU counters cover the timed run only
                     s["server_cpu_us_per_request"] = cpu / total * 1e6 if total else None
                     runs.setdefault((label, name), []).append(s)
                     print(f"{label:>24} {name:<12} {s['examples_per_s']:>10,.0f} ex/s", flush=True)
@@ -210,6 +254,65 @@ def over_http(
     return results
 
 
+PROFILES = _HERE / "profiles"
+STACKS = _HERE / "results" / "profiles"
+
+
+def profile(label: str, duration: float, connections: int, cprofile: bool) -> list[Path]:
+    """py-spy (or cProfile on the loop thread's CPU clock) over this tree's server
+    (pinned with its redis-server to one core, wrk on the other) under each scenario's
+    steady load: ``bench/profiles/<label>-<scenario>.txt`` (the raw stacks or stats in
+    ``bench/results/profiles/``, git-ignored)."""
+    import signal
+    import subprocess
+
+    wrk_cpu, server_cpu = two_cores()
+    gen = LoadGen(wrk=True, cpu=wrk_cpu)
+    git = ["git", "-C", str(REPO), "describe", "--always", "--dirty"]
+    commit = subprocess.run(git, capture_output=True, text=True).stdout.strip()
+    PROFILES.mkdir(exist_ok=True)
+    STACKS.mkdir(parents=True, exist_ok=True)
+    written = []
+    stats = STACKS / f"{label}.prof"
+    proc, redis, port = start_server(REPO, {server_cpu}, cprofile=stats if cprofile else None)
+    try:
+        for name, model, n, count in SCENARIOS:
+            reqs = [build_request("POST", "/update", b) for b in bodies(model, n, count)]
+            gen.run(port, reqs, connections, 2.0)  # warm-up
+            slug = name.replace(" ", "-")
+            stacks = STACKS / f"{label}-{slug}.stacks"  # git-ignored: raw, large
+            c0 = cpu_seconds(proc.pid)
+            if cprofile:
+                stats.unlink(missing_ok=True)
+                proc.send_signal(getattr(signal, CPROFILE_START))
+                res = gen.run(port, reqs, connections, duration)
+                proc.send_signal(getattr(signal, CPROFILE_STOP))
+                for _ in range(100):
+                    if stats.exists():
+                        break
+                    time.sleep(0.1)
+            else:
+                run = functools.partial(gen.run, port, reqs, connections, duration)
+                res = record(proc.pid, duration, stacks, run)
+            cpu_us = (cpu_seconds(proc.pid) - c0) / max(1, res.requests) * 1e6
+            title = (
+                f"/update {name} ({n} per request), {label}, code {commit}: one uvicorn worker "
+                f"+ redis-server (AOF everysec) on core {server_cpu}, wrk -c{connections} on "
+                f"core {wrk_cpu}, {duration:g} s; {res.rps:,.0f} req/s, server CPU "
+                f"{cpu_us:.0f} us/request (under {'cProfile' if cprofile else 'py-spy'}; "
+                f"`bench/update_path.py --profile {label}{' --cprofile' if cprofile else ''}`)"
+            )
+            out = PROFILES / f"{label}-{slug}{'-cprofile' if cprofile else ''}.txt"
+            time.sleep(0.5)  # the dump finished
+            out.write_text(cprofile_summary(stats, title) if cprofile else summary(stacks, title))
+            written.append(out)
+            print(f"wrote {out}: {res.rps:,.0f} req/s, {cpu_us:.0f} us CPU/request", flush=True)
+    finally:
+        stop_process(proc)
+        redis.stop()
+    return written
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--baseline", action="append", default=[], help="a git ref to measure too")
@@ -220,10 +323,30 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20000, help="examples per in-process timing")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--scenarios", help="comma-separated names (default: all), e.g. 'dense x100'")
+    ap.add_argument(
+        "--load", choices=("asyncio", "wrk"), default="asyncio",
+        help="over HTTP: the asyncio generator, or wrk pinned to one core and the servers "
+        "(and their redis-servers) to another",
+    )  # fmt: skip
+    ap.add_argument(
+        "--profile", metavar="LABEL",
+        help="only profile this tree's server (py-spy) under each scenario's load, "
+        "--duration s each: bench/profiles/LABEL-<scenario>.txt",
+    )  # fmt: skip
+    ap.add_argument("--cprofile", action="store_true", help="--profile with cProfile")
     args = ap.parse_args()
     if args.scenarios:
         wanted = {s.strip() for s in args.scenarios.split(",")}
         SCENARIOS[:] = [s for s in SCENARIOS if s[0] in wanted]
+    if (args.load == "wrk" or args.profile) and find_wrk() is None:
+        sys.exit("wrk not found: apt-get install -y wrk")
+    if args.profile:
+        profile(args.profile, args.duration, args.connections, args.cprofile)
+        return
+    gen, cpus = ASYNCIO, None
+    if args.load == "wrk":
+        wrk_cpu, server_cpu = two_cores()
+        gen, cpus = LoadGen(wrk=True, cpu=wrk_cpu), {server_cpu}
 
     parts = in_process(args.calls, args.repeats)
     print_table(
@@ -240,21 +363,23 @@ def main() -> None:
     if not args.no_http:
         codes = baseline_codes(args.baseline, prefix="bench-update-")
         try:
-            http = over_http(codes, args.rounds, args.duration, args.connections)
+            http = over_http(codes, args.rounds, args.duration, args.connections, gen, cpus)
         finally:
             remove_exports(codes)
         cur = {r["scenario"]: r for r in http if r["code"] == "current"}
         for r in http:
             base = cur[r["scenario"]]
             r["current_over_this"] = base["examples_per_s"] / r["examples_per_s"]
+            cpu, cpu_cur = r["server_cpu_us_per_request_min"], base["server_cpu_us_per_request_min"]
+            r["cpu_current_over_this"] = cpu_cur / cpu if cpu and cpu_cur else None
         print_table(
-            f"/update over HTTP: {args.connections} connections, best of {args.rounds} rounds "
-            f"of {args.duration:g} s (server CPU: best round)",
+            f"/update over HTTP ({args.load}): {args.connections} connections, best of "
+            f"{args.rounds} rounds of {args.duration:g} s (server CPU: best round)",
             ["code", "scenario", "examples/s", "req/s", "p50 ms", "server CPU us/req",
-             "current / this"],
+             "current / this", "CPU current / this"],
             [[r["code"], r["scenario"], fmt_rate(r["examples_per_s"]), fmt_rate(r["req_per_s"]),
               f"{r['p50_ms']:.2f}", f"{r['server_cpu_us_per_request_min'] or 0:.0f}",
-              f"{r['current_over_this']:.2f}x"]
+              f"{r['current_over_this']:.2f}x", f"{r['cpu_current_over_this'] or 0:.2f}x"]
              for r in sorted(http, key=lambda r: (r["scenario"], r["code"]))],
         )  # fmt: skip
     settings = {k: v for k, v in vars(args).items()}

@@ -116,7 +116,7 @@ class Replicator:
                     last_reconcile = now
                     for h in online:
                         pos = changes.get(h.name, 0)
-                        M.LOG_LAG.labels(h.name).set(max(0, pos - h.version))
+                        M.log_lag(h.name).set(max(0, pos - h.version))
                         if pos < h.version and not h.lock.locked():
                             reg.spawn(reg.recover_lost_tail(h))
                 for h in online:
@@ -124,7 +124,7 @@ class Replicator:
                         continue  # not woken: nothing new (a pass is O(models changed))
                     if reg.models.get(h.name) is h:  # not dropped/replaced meanwhile
                         await self._catch_up_one(h)
-                        M.LOG_LAG.labels(h.name).set(max(0, changes[h.name] - h.version))
+                        M.log_lag(h.name).set(max(0, changes[h.name] - h.version))
                 now = time.monotonic()
                 if now - last_catalog >= self.settings.catalog_poll_seconds:
                     await reg.sync_catalog()

@@ -63,11 +63,11 @@ async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None
         for e in entries:
             if e.position != h.version + 1:
                 raise RuntimeError(f"model {h.name!r}: log gap at {e.position}")
-            if h.chain_breaks(e.payload, e.head):
+            if h.chain_breaks(e.payload, e.head, e.digest):
                 await lost_tail(registry, h, e.position)
                 broken = True
                 break
-            h.apply_entry(e.position, e.payload, e.head)
+            h.apply_entry(e.position, e.payload, e.head, e.digest)
             h.local.pop(e.position, None)
         if broken:
             continue

@@ -42,6 +42,12 @@ def stored_not_applied(registry: Registry, e: StoreUnavailable) -> ServiceError:
     )
 
 
+def _store_ok(registry: Registry) -> None:
+    """The store answered: healthy (its gauge is set only when that changes)."""
+    if not registry.health.up:
+        registry.health.ok()
+
+
 @contextlib.contextmanager
 def _appending(registry: Registry, h: ModelHandle) -> Iterator[None]:
     """The API's answers to an append the store refused: a 503 when it is unreachable
@@ -62,7 +68,7 @@ async def submit_update(registry: Registry, h: ModelHandle, payload: bytes) -> i
     digest = payload_digest(payload)
     with _appending(registry, h):
         position, head = await registry.store.append_entry(h.name, payload, digest)
-    registry.health.ok()
+    _store_ok(registry)
     await apply_own(registry, h, position, payload, head, digest)
     return position
 
@@ -93,11 +99,11 @@ async def submit_labelled(
                 h.name, payload, labels, once, keep_seconds=labelled_mark_seconds(registry)
             )
     except KeyReplayed as r:
-        registry.health.ok()
+        _store_ok(registry)
         assert once is not None
         await replay(registry, h, once.key, r.position)
         return r.position, True
-    registry.health.ok()
+    _store_ok(registry)
     await apply_own(registry, h, position, payload, head)
     return position, False
 
@@ -147,7 +153,7 @@ async def submit_update_once(
         position, n, replayed = await registry.store.append_once(
             h.name, payload, key, payload_hash, n, registry.settings.idempotency_ttl_seconds
         )
-    registry.health.ok()
+    _store_ok(registry)
     if replayed:
         await replay(registry, h, key, position)
     else:
@@ -211,20 +217,42 @@ async def apply_own(
                 raise stored_not_applied(registry, e) from e
     if payload is not None and position > h.version:
         h.local[position] = (payload, head, digest)
-    async with h.lock:
+    try:
+        async with h.lock:
+            if h.version < position:
+                try:
+                    await log_application.catch_up_locked(registry, h, position)
+                except StoreUnavailable as e:
+                    raise stored_not_applied(registry, e) from e
+            h.local.pop(position, None)
+            error = h.failed.get(position)
+    except BaseException:
         if h.version < position:
-            try:
-                await log_application.catch_up_locked(registry, h, position)
-            except StoreUnavailable as e:
-                raise stored_not_applied(registry, e) from e
-        h.local.pop(position, None)
-        error = h.failed.get(position)
+            # Stored, and not applied here (the store failed on a read, or we were
+            # cancelled): our apply-loop is not woken by our own appends, so catch up
+            # in the background, as a wake would have made it do.
+            registry.spawn(_apply_later(registry, h, position))
+        raise
     if error is not None:
         # Recorded before answering: a retry of it (if it had a key) answers alike.
         await update_outcomes.record_failures(registry, h)
         raise update_outcomes.failure_error(error)
     update_outcomes.record_failures_soon(registry, h)
     checkpoints.maybe_checkpoint(registry, h)
+
+
+async def _apply_later(registry: Registry, h: ModelHandle, position: int) -> None:
+    """Apply the log up to ``position`` once the store answers again (the same handle
+    only: a model dropped or reloaded meanwhile catches up by itself)."""
+    delay = 0.1
+    while h.version < position and registry.models.get(h.name) is h:
+        try:
+            await log_application.catch_up(registry, h, position)
+        except StoreUnavailable:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        except Exception:  # the apply-loop reports a log it cannot apply
+            return
 
 
 async def wait_for_version(

@@ -275,6 +275,9 @@ def _scan(
 
 _scratch = threading.local()
 _SCRATCH_MAX = 1 << 16  # scratch arrays up to this many entries are kept per thread
+# Features of one row the scanner takes (a longer row goes the general way): the per-row
+# duplicate table stays a reused scratch instead of megabytes zeroed per body.
+_ROW_CAP = 1 << 13
 
 
 def _table(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -344,7 +347,7 @@ def _scan_maps(
     # an example takes > 8 bytes, a feature ("":0 and a separator) >= 5
     rcap = min(max_examples, size // 8 + 1)
     cap = size // 5 + 1
-    rowcap = min(max_features, cap)
+    rowcap = min(max_features, cap, _ROW_CAP)
     indptr = np.empty(rcap + 1, np.int64)
     indices = np.empty(cap, np.int64)
     values = np.empty(cap, np.float64)
@@ -380,3 +383,6 @@ def warmup() -> None:
     scan_hashed_examples(body, 16, 10, 10)
     body = b'{"model": "m", "examples": [{"x": {"1": 1.5, "0": 2}, "y": "a"}]}'
     scan_map_examples(body, "sparse", 4, 10, 10)
+    from service.models import fast_json_instances  # batch models' sparse /predict bodies
+
+    fast_json_instances.warmup()

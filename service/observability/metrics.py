@@ -233,6 +233,28 @@ def request_children(route: str, model: str, status: int) -> tuple[Any, Any]:
     return children
 
 
+# model -> its learnserve_examples_accepted_total / learnserve_log_lag_entries child
+# (dropped with the model, as above)
+_accepted_children: dict[str, Any] = {}
+_lag_children: dict[str, Any] = {}
+
+
+def examples_accepted(model: str) -> Any:
+    """The ``learnserve_examples_accepted_total`` child of ``model``, looked up once."""
+    child = _accepted_children.get(model)
+    if child is None:
+        child = _accepted_children[model] = EXAMPLES_ACCEPTED.labels(model)
+    return child
+
+
+def log_lag(model: str) -> Any:
+    """The ``learnserve_log_lag_entries`` child of ``model``, looked up once."""
+    child = _lag_children.get(model)
+    if child is None:
+        child = _lag_children[model] = LOG_LAG.labels(model)
+    return child
+
+
 def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
@@ -242,6 +264,8 @@ def forget_model(name: str) -> None:
     model is deleted or replaced by a new model of the same name)."""
     for key in [k for k in _request_children if k[1] == name]:
         del _request_children[key]
+    _accepted_children.pop(name, None)
+    _lag_children.pop(name, None)
     mp_dir = multiprocess_dir()
     for metric in PER_MODEL:
         if mp_dir is None:

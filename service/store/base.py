@@ -158,6 +158,9 @@ class LogEntry:
     # The log's chain head after this entry ("" for an entry written before chains
     # existed: nothing to check it against).
     head: str = ""
+    # payload_digest(payload) as its appender computed it, when the store kept it (Redis):
+    # a worker applying the entry checks the chain without hashing the payload again.
+    digest: str | None = None
 
 
 @dataclass(frozen=True)

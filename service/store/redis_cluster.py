@@ -89,6 +89,7 @@ def _describe(e: BaseException) -> str:
 class RedisClusterStore(RedisStore):
     name = "redis-cluster"
     _moved_hint = " (the slot map is being re-read; retry)"
+    _use_wire = False  # commands go to the master of each slot (redis-py's cluster client)
 
     def __init__(
         self,

@@ -61,7 +61,7 @@ class RedisIdempotency(RedisLog):
         ]
         if self.wake_in_script:
             keys.append(wake_key(name))
-            args.append(name)
+            args += [name, self.wakes.token]
 
         res = await self._eval_acked(scripts.APPEND_ONCE, keys, args)
         if int(res[0]) == -1:

@@ -1,23 +1,36 @@
 """The Lua scripts of :class:`service.store.redis.RedisStore`, one per atomic step.
 
 Each runs on the keys of one model (one ``{name}`` hash-tag slot) and is named by
-what it does; the comment above each gives its KEYS, ARGV and results.
+what it does; the comment above each gives its KEYS, ARGV and results. :func:`sha` is
+the name Redis caches a script under (``EVALSHA``).
 """
 
-# KEYS: config, seq, log, head[, wake]   ARGV: payload, sha1hex(payload)[, name]
+import hashlib
+
+
+def sha(src: str) -> str:
+    """The SHA-1 Redis names a script by (``SCRIPT LOAD``, ``EVALSHA``)."""
+    return hashlib.sha1(src.encode()).hexdigest()
+
+
+# KEYS: config, seq, log, head[, wake]   ARGV: payload, sha1hex(payload)[, name, writer]
 #   ->  {position, head}, or -1 if the model is missing
 # head = sha1hex(previous head .. sha1hex(payload)) (service.store.base.chain_head): kept
-# beside seq and in the entry (field h), so a worker notices a log that lost its tail.
+# beside seq and in the entry (field h), so a worker notices a log that lost its tail;
+# the entry keeps the payload's digest too (field d), so a worker applying it checks the
+# chain without hashing the payload again.
 # With a wake key (a single Redis only: it is in another slot) the wake is added in the
-# same step (service.store.redis_wakes): no wake is ever lost, no extra round trip.
+# same step (service.store.redis_wakes): no wake is ever lost, no extra round trip. The
+# wake names its writer (w), whose own reader skips it: a worker is not woken by its own
+# appends, which its requests apply.
 APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local pos = redis.call('INCR', KEYS[2])
 local head = redis.sha1hex((redis.call('GET', KEYS[4]) or '') .. ARGV[2])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head, 'd', ARGV[2])
 redis.call('SET', KEYS[4], head)
 if KEYS[5] then
-  redis.call('XADD', KEYS[5], 'MAXLEN', '~', 10000, '*', 'm', ARGV[3], 'p', pos)
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', 10000, '*', 'm', ARGV[3], 'p', pos, 'w', ARGV[4])
 end
 return {pos, head}
 """
@@ -66,7 +79,7 @@ local function idem_record(k_idem, k_exp, k_pos, k_out, key, pos, n, hash, gen, 
 end
 """
 # KEYS: config, seq, log, idem, idemexp, gen, idempos, idemout, head[, wake]
-# ARGV: payload, key, hash, n, ttl ms, sha1hex(payload)[, name]  (the wake as in APPEND)
+# ARGV: payload, key, hash, n, ttl ms, sha1hex(payload)[, name, writer]  (wake as in APPEND)
 #   ->  {-1} model missing, {1, position} appended, {0, "<pos> <n> <hash> <gen>"} recorded
 APPEND_ONCE = (
     IDEM_FUNCS
@@ -79,12 +92,12 @@ local rec = idem_live(KEYS[4], KEYS[5], KEYS[7], KEYS[8], ARGV[2], gen, now)
 if rec then return {0, rec} end
 local pos = redis.call('INCR', KEYS[2])
 local head = redis.sha1hex((redis.call('GET', KEYS[9]) or '') .. ARGV[6])
-redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head)
+redis.call('XADD', KEYS[3], string.format('%d-0', pos), 'p', ARGV[1], 'h', head, 'd', ARGV[6])
 redis.call('SET', KEYS[9], head)
 idem_record(KEYS[4], KEYS[5], KEYS[7], KEYS[8], ARGV[2], pos, ARGV[4], ARGV[3], gen, now,
             tonumber(ARGV[5]))
 if KEYS[10] then
-  redis.call('XADD', KEYS[10], 'MAXLEN', '~', 10000, '*', 'm', ARGV[7], 'p', pos)
+  redis.call('XADD', KEYS[10], 'MAXLEN', '~', 10000, '*', 'm', ARGV[7], 'p', pos, 'w', ARGV[8])
 end
 return {1, pos}
 """

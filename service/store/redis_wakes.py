@@ -11,6 +11,11 @@ worker reads the streams with XREAD BLOCK from the last id it saw (one reader ov
 streams on a single Redis; one reader per stream on a cluster, where a multi-key XREAD
 would cross slots) and hands the names to its apply-loop.
 
+A wake names its writer (``w``, a token per process and store): a worker's readers skip
+its own wakes, so its own appends (applied by the requests that made them) never wake
+its apply-loop. An entry stored for a request that then did not apply it (the caller was
+cancelled while it was stored) is handed to the apply-loop here (``wake_self``).
+
 A wake is a hint, never the source of truth: it is sent after the append (it can be
 lost if the appender dies in between), a reader that fell behind the cap or lost its
 connection may miss some. So the reader reports "check everything" after any error,
@@ -22,9 +27,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
+
+from service.store.redis_wire import Wire, pack
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,13 @@ class WakeStreams:
         self.queue: asyncio.Queue[Wake] | None = None
         self._readers: list[asyncio.Task[None]] = []
         self._sends: set[asyncio.Task[None]] = set()
+        self.token = os.urandom(8).hex()  # names this process's wakes (field w)
+        self._own = self.token.encode()
+
+    def wake_self(self, name: str, position: int) -> None:
+        """Our own apply-loop is to apply ``name`` up to ``position`` (no round trip)."""
+        if self.queue is not None and self.queue.qsize() < _QUEUE_MAX:
+            self.queue.put_nowait((name, position))
 
     # ------------------------------------------------------------ publishing
     def publish(self, client: Any, positions: dict[str, int]) -> None:
@@ -65,47 +80,42 @@ class WakeStreams:
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)
 
-    @staticmethod
-    async def _send(client: Any, positions: dict[str, int]) -> None:
+    async def _send(self, client: Any, positions: dict[str, int]) -> None:
         try:
             async with client.pipeline(transaction=False) as p:
                 for name, pos in positions.items():
-                    p.xadd(wake_key(name), {"m": name, "p": pos}, maxlen=_MAXLEN, approximate=True)
+                    fields = {"m": name, "p": pos, "w": self.token}
+                    p.xadd(wake_key(name), fields, maxlen=_MAXLEN, approximate=True)
                 await p.execute(raise_on_error=False)
         except Exception as e:  # a hint only: the others reconcile
             log.debug("wakes not sent: %s", e)
 
     # ------------------------------------------------------------ reading
-    def start(self, blocking: Callable[[], Any]) -> asyncio.Queue[Wake]:
-        """Start the readers (once); ``blocking()`` gives the client for XREAD BLOCK."""
+    def start(self, blocking: Callable[[], Any], wire: Wire | None = None) -> asyncio.Queue[Wake]:
+        """Start the readers (once); ``blocking()`` gives the client for XREAD BLOCK, or
+        ``wire`` (a single Redis) a connection of the readers' own."""
         if self.queue is None:
             self.queue = asyncio.Queue()
             loop = asyncio.get_running_loop()
             for keys in self.groups:
-                self._readers.append(loop.create_task(self._read(blocking, keys, self.queue)))
+                streams = _ClientStreams(blocking) if wire is None else _WireStreams(wire)
+                self._readers.append(loop.create_task(self._read(streams, keys, self.queue)))
         return self.queue
 
-    async def _read(
-        self, blocking: Callable[[], Any], keys: list[str], q: asyncio.Queue[Wake]
-    ) -> None:
+    async def _read(self, streams: _Streams, keys: list[str], q: asyncio.Queue[Wake]) -> None:
         ids: dict[str, str] = {}
         backoff = 0.1
         while True:
             try:
-                client = blocking()
                 if not ids:  # start from now: what came before is covered by restore
-                    for k in keys:
-                        info = await client.xinfo_stream(k) if await client.exists(k) else None
-                        last: Any = info["last-generated-id"] if info else "0-0"
-                        ids[k] = last.decode() if isinstance(last, bytes) else str(last)
-                reply = await asyncio.wait_for(
-                    client.xread(ids, count=_COUNT, block=_BLOCK_MS), _BLOCK_MS / 1000 + 10
-                )
+                    ids = await streams.last_ids(keys)
+                reply = await streams.read(ids)
                 backoff = 0.1
-                for stream, entries in reply or []:
-                    key = stream.decode() if isinstance(stream, bytes) else stream
+                for key, entries in reply:
                     for eid, fields in entries:
-                        ids[key] = eid.decode() if isinstance(eid, bytes) else eid
+                        ids[key] = eid
+                        if fields.get(b"w") == self._own:
+                            continue  # our own append: the request that made it applies it
                         if q.qsize() < _QUEUE_MAX:  # nobody reading: "check all" instead
                             q.put_nowait((fields[b"m"].decode(), int(fields[b"p"])))
                     if len(entries) >= _COUNT or q.qsize() >= _QUEUE_MAX:
@@ -152,3 +162,67 @@ class WakeStreams:
                 await t
         self._readers.clear()
         self.queue = None
+
+
+# What a reader gets: [(stream key, [(entry id, fields), ...]), ...]
+_Read = list[tuple[str, list[tuple[str, dict[bytes, bytes]]]]]
+
+
+class _Streams(Protocol):
+    async def last_ids(self, keys: list[str]) -> dict[str, str]: ...
+
+    async def read(self, ids: dict[str, str]) -> _Read: ...
+
+
+def _str(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+class _ClientStreams:
+    """The wake streams through redis-py (a cluster: one reader per stream)."""
+
+    def __init__(self, blocking: Callable[[], Any]) -> None:
+        self.blocking = blocking
+
+    async def last_ids(self, keys: list[str]) -> dict[str, str]:
+        client = self.blocking()
+        ids = {}
+        for k in keys:
+            info = await client.xinfo_stream(k) if await client.exists(k) else None
+            ids[k] = _str(info["last-generated-id"]) if info else "0-0"
+        return ids
+
+    async def read(self, ids: dict[str, str]) -> _Read:
+        reply = await asyncio.wait_for(
+            self.blocking().xread(ids, count=_COUNT, block=_BLOCK_MS), _BLOCK_MS / 1000 + 10
+        )
+        return [(_str(s), [(_str(e), f) for e, f in entries]) for s, entries in reply or []]
+
+
+class _WireStreams:
+    """The wake streams on a connection of their own (a single Redis)."""
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+
+    async def last_ids(self, keys: list[str]) -> dict[str, str]:
+        replies = await self.wire.call([pack(("XINFO", "STREAM", k)) for k in keys], 10.0)
+        ids = {}
+        for k, r in zip(keys, replies, strict=True):
+            if isinstance(r, Exception):
+                if "no such key" not in str(r):
+                    raise r
+                ids[k] = "0-0"
+            else:
+                ids[k] = _str(dict(zip(r[::2], r[1::2], strict=True))[b"last-generated-id"])
+        return ids
+
+    async def read(self, ids: dict[str, str]) -> _Read:
+        cmd = ("XREAD", "COUNT", _COUNT, "BLOCK", _BLOCK_MS, "STREAMS", *ids, *ids.values())
+        (reply,) = await self.wire.call([pack(cmd)], _BLOCK_MS / 1000 + 10)
+        if isinstance(reply, Exception):
+            raise reply
+        return [
+            (_str(s), [(_str(e), dict(zip(f[::2], f[1::2], strict=True))) for e, f in entries])
+            for s, entries in reply or []
+        ]
