@@ -9,7 +9,7 @@ replicated; LambdaMART's keys 1-based as its training file's), back to back from
 httpx keep-alive client (as ``bench/ranking.py`` does: the client's decoding of the
 answers counts, its encoding of the bodies, done once before, does not). Next to it,
 the model's own scoring of the same batch in this process (``predict``,
-``decision_function``, ``predict_topk``), best of 5, and the same with the batch taken
+``decision_function``, ``predict_topk``), best of 30, and the same with the batch taken
 from the test set in each call (``X.take``, as ``bench/ranking.py``'s in-process figure,
 which issue 21 quotes). The ratio HTTP / in process is the figure (issue 21's goal:
 >= 0.15 for each kind).
@@ -86,7 +86,7 @@ def models(X: Batch, y: np.ndarray, groups: list[int]) -> dict[str, Any]:
     return {"lambdamart": lm, "llsvm": sv, "fastxml": xml}
 
 
-def in_process(name: str, model: Any, X: Batch, repeats: int = 5) -> float:
+def in_process(name: str, model: Any, X: Any, repeats: int = 30) -> float:
     """Documents per second of the model's own scoring of ``X`` (what /predict runs;
     ``X`` may be a callable giving the batch, timed with the scoring)."""
     if name == "lambdamart":
@@ -96,7 +96,7 @@ def in_process(name: str, model: Any, X: Batch, repeats: int = 5) -> float:
     else:
         score = lambda b: model.predict_topk(b, k=5)  # noqa: E731
     score(X() if callable(X) else X)
-    best = min(_timed(score, X) for _ in range(repeats))
+    best = min(_timed(score, X) for _ in range(repeats))  # the quietest of many runs
     return (X() if callable(X) else X).n_rows / best
 
 

@@ -28,6 +28,13 @@ ratio to the ceiling; the table and the JSON (``side_by_side``) show each code's
 ratio together, and ``current / <ref>``. Only settings every tree knows are set. The
 checkpoint stall is measured on this tree only.
 
+``--load wrk`` (issue 21): the load comes from ``wrk`` (``bench/_wrk.py``: a generated Lua
+script cycles the same bodies) pinned to one core, and every server with its
+redis-server to another, so the generator takes nothing from the servers' core. The
+ratios are read the same way; server CPU is counted over the timed run only (uvicorn's
+workers included), the redis-server's too. ``--workers N``: N uvicorn workers per
+learnserve; ``--no-pin``; ``--checkpoints 0`` skips the stall.
+
 Checkpoint stall: a 2**20-dimensional AROW model (hashed features, ~16 MB of state) is
 checkpointed with ``POST /models/big/checkpoint`` while a probe sends ``GET /healthz``
 back to back on another connection. The probe's worst latency during the checkpoint,

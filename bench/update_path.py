@@ -20,8 +20,13 @@ the dry run costs next to the apply.
    time per request (``/proc/<pid>/stat``), which other load on a shared machine
    disturbs far less.
 
+``--load wrk``: the HTTP part with wrk pinned to one core and the servers (with their
+redis-servers) to the other. ``--profile LABEL`` (``--cprofile``): only a profile of this
+tree's server under each scenario's load, to ``bench/profiles/LABEL-<scenario>.txt``.
+
     .venv/bin/python bench/update_path.py --baseline 8ff78fe --baseline 65016d5 --duration 4
     .venv/bin/python bench/update_path.py --no-http     # the in-process part only
+    .venv/bin/python bench/update_path.py --load wrk --baseline 24642f3 --duration 5
 
 JSON: ``bench/results/update_path.json``.
 """
