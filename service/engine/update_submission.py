@@ -243,16 +243,22 @@ async def apply_own(
 
 async def _apply_later(registry: Registry, h: ModelHandle, position: int) -> None:
     """Apply the log up to ``position`` once the store answers again (the same handle
-    only: a model dropped or reloaded meanwhile catches up by itself)."""
-    delay = 0.1
-    while h.version < position and registry.models.get(h.name) is h:
+    only: a model dropped or reloaded meanwhile catches up by itself). A log that does
+    not reach ``position`` after a minute of tries is left to the apply-loop's
+    reconciliation (it may have been trimmed behind a newer checkpoint)."""
+    delay, waited = 0.1, 0.0
+    while h.version < position and registry.models.get(h.name) is h and waited < 60.0:
+        before = h.version
         try:
             await log_application.catch_up(registry, h, position)
         except StoreUnavailable:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            pass
         except Exception:  # the apply-loop reports a log it cannot apply
             return
+        if h.version < position and h.version == before:  # no progress: wait, retry
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 2.0)
 
 
 async def wait_for_version(
