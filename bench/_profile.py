@@ -158,7 +158,9 @@ def cprofile_summary(stats_path: Path, title: str, top: int = 45) -> str:
 
     out = io.StringIO()
     out.write(f"# {title}\n")
+    # Named relative to the repository: the summary is committed, the machine's paths not.
     st = pstats.Stats(str(stats_path), stream=out)
+    st.files = [stats_path.name]  # pstats would print "<date>    <absolute path>"
     st.strip_dirs()
     out.write(
         f"# {st.total_tt:.3f} s of the event loop thread's CPU time (cProfile, thread_time)\n"
