@@ -95,15 +95,20 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
         raise body_timeout(seconds) from None
 
 
+def _check_declared(declared: str, max_bytes: int) -> None:
+    """A ``Content-Length`` that is a number within ``max_bytes`` (refused before reading)."""
+    try:
+        n = int(declared)
+    except ValueError:
+        raise ApiError(400, "bad_request", "Content-Length is not a number") from None
+    if n > max_bytes:
+        raise too_large(f"body of {n} bytes exceeds the limit of {max_bytes} bytes")
+
+
 async def _read_body(request: Request, max_bytes: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
-        try:
-            n = int(declared)
-        except ValueError:
-            raise ApiError(400, "bad_request", "Content-Length is not a number") from None
-        if n > max_bytes:
-            raise too_large(f"body of {n} bytes exceeds the limit of {max_bytes} bytes")
+        _check_declared(declared, max_bytes)
         return await request.body()
     # Chunked upload: count while reading so a huge stream is cut off early.
     chunks: list[bytes] = []
@@ -133,12 +138,7 @@ async def receive_body(
 
 async def _receive_body(receive: Receive, declared: str | None, max_bytes: int) -> bytes:
     if declared is not None:
-        try:
-            n = int(declared)
-        except ValueError:
-            raise ApiError(400, "bad_request", "Content-Length is not a number") from None
-        if n > max_bytes:
-            raise too_large(f"body of {n} bytes exceeds the limit of {max_bytes} bytes")
+        _check_declared(declared, max_bytes)
     chunks: list[bytes] = []
     size = 0
     while True:
