@@ -40,8 +40,10 @@ def running_service(
     redis_url: str | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 90.0,
+    logs: list[Path] | None = None,
 ) -> Iterator[str]:
-    """Start ``learnserve serve`` on a free port, wait until /readyz, yield its base URL."""
+    """Start ``learnserve serve`` on a free port, wait until /readyz, yield its base URL
+    (``logs``, if given, gets the path of the service's output: read it when a test fails)."""
     port = free_port()
     args = [learnserve_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)]
     args += ["--workers", str(workers), "--data-dir", str(data_dir), "--log-level", "warning"]
@@ -50,6 +52,8 @@ def running_service(
     # Settings come from the command line; keep the caller's LEARNSERVE_* out of it.
     clean = {"LEARNSERVE_API_KEYS": "", "LEARNSERVE_ENVIRONMENT": "development"}
     proc = start_service(args, {**clean, **(env or {})}, port, timeout, health_path="/readyz")
+    if logs is not None:
+        logs.append(Path(proc.log_path))  # type: ignore[attr-defined]
     try:
         if workers > 1:  # one worker ready is not all: the others answer 503 until they are
             from tests.service.serving import wait_ready
