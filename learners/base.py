@@ -81,6 +81,10 @@ class UpdateResult:
     z: np.ndarray | None = field(default=None, compare=False, repr=False)
     positive: np.ndarray | None = field(default=None, compare=False, repr=False)
     probit: bool = False
+    # The progressive loss of each example in order (classifiers: 1.0 when predicted
+    # wrong, else 0.0) or of each query group (rankers: 1 − NDCG@10): the stream the
+    # drift detectors read. None when the learner does not report it.
+    errors: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,6 @@ ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
 KIND = "linear"
 _KEEP_SCRATCH = 1 << 22  # items of each undo scratch buffer kept per thread between calls (32 MiB)
 _NO_LOG = (np.empty((0, 2)), np.empty((0, 3), dtype=np.int64))  # update_diag: don't log
-_NO_MV = np.empty((0, 2))  # update_diag / update_full: don't record margins
 _scratch = threading.local()
 
 
@@ -351,8 +350,10 @@ class LinearClassifier:
         n = ip.shape[0] - 1
         if n == 0:
             return UpdateResult(applied=0)
-        # pre-update (margin, variance) of each row learned while the model is binary
-        mv = np.full((n, 2), np.nan) if len(self.labels_) <= 2 else _NO_MV
+        # pre-update (margin, variance) of each row learned while the model is binary,
+        # and whether each row was predicted right (column 2)
+        binary = len(self.labels_) <= 2
+        mv = np.full((n, 3), np.nan)
         if new:
             correct, loss_sum, updates = self._update_growing(ip, ix, vs, y, new, sw, mv)
         else:  # the usual case: one kernel run, which undoes itself on failure
@@ -362,10 +363,11 @@ class LinearClassifier:
         self.n_seen_ += n
         self._fresh = False
         self.n_updates_ += updates
-        z, positive = self._calibrated(mv, y)
+        z, positive = self._calibrated(mv, y) if binary else (None, None)
         return UpdateResult(
             applied=n, correct=correct, loss_sum=loss_sum, updates=updates,
             z=z, positive=positive, probit=link_is_probit(self.algorithm),
+            errors=1.0 - mv[:, 2],
         )  # fmt: skip
 
     def _calibrated(

@@ -284,9 +284,11 @@ def update_diag(
 ):  # pragma: no cover - numba
     """Predict-then-learn rows [start, stop) with diagonal covariance (or none: PA).
 
-    ``sw``: per-row importance weights (empty: 1.0 for every row). ``out_mv`` (n × 2,
+    ``sw``: per-row importance weights (empty: 1.0 for every row). ``out_mv`` (n × 3,
     or empty for none) receives each binary row's pre-update (margin m, variance v)
-    for the progressive log loss and AUC (:mod:`learners.linear.calibration`).
+    for the progressive log loss and AUC (:mod:`learners.linear.calibration`), and
+    every row's pre-update 0/1 "predicted right" in column 2 (the error stream of the
+    drift detectors).
 
     ``w`` is (R, d, 2) holding (μ, σ) side by side — one cache line per touched
     coordinate — or (R, d, 1) for PA. ``log_w`` (≥ 2·nnz × 2) receives the old
@@ -342,12 +344,15 @@ def update_diag(
             if do_log:
                 _undo_diag(w, indices, indptr, n_rec, log_w, log_u)
             return i, correct, loss_sum, n_upd
-        if pred == yi:
+        right = pred == yi
+        if right:
             correct += 1
         loss_sum += max(0.0, 1.0 - m)
-        if record and binary:
-            out_mv[i, 0] = m
-            out_mv[i, 1] = v
+        if record:
+            out_mv[i, 2] = 1.0 if right else 0.0
+            if binary:
+                out_mv[i, 0] = m
+                out_mv[i, 1] = v
         alpha, beta, kappa = step(algo, m, v, c, phi, sw[i] if weighted else 1.0)
         if alpha <= 0.0:
             continue

@@ -122,12 +122,15 @@ def update_full(
         if not (math.isfinite(m) and math.isfinite(v)):
             _undo_full(mu, S, saved, undo_mu, undo_S)
             return i, correct, loss_sum, n_upd
-        if pred == yi:
+        right = pred == yi
+        if right:
             correct += 1
         loss_sum += max(0.0, 1.0 - m)
-        if record and binary:
-            out_mv[i, 0] = m
-            out_mv[i, 1] = v
+        if record:
+            out_mv[i, 2] = 1.0 if right else 0.0
+            if binary:
+                out_mv[i, 0] = m
+                out_mv[i, 1] = v
         alpha, beta, _kappa = step(algo, m, v, c, phi, sw[i] if weighted else 1.0)
         if alpha <= 0.0:
             continue

@@ -102,8 +102,9 @@ def margin_z(algorithm: str, params: dict[str, Any], m: np.ndarray, v: np.ndarra
 def calibrated_z(mv: np.ndarray, y: np.ndarray, probit: bool, r: float):  # pragma: no cover
     """``margin_z`` of the rows an update recorded, signed for ``labels_[0]``, in one pass.
 
-    ``mv`` (n x 2): each row's pre-update (m, v), NaN where not recorded (rows learned
-    while the model was multiclass); ``y``: the rows' label codes (0 is ``labels_[0]``);
+    ``mv`` (n x 2, or n x 3 with the kernels' "predicted right" column, not read here):
+    each row's pre-update (m, v), NaN where not recorded (rows learned while the model
+    was multiclass); ``y``: the rows' label codes (0 is ``labels_[0]``);
     ``r``: AROW's r (added to v), else 0.0 with ``probit`` (CW, SCW) or ignored (PA).
     Returns (z of ``labels_[0]``, label is ``labels_[0]``) of the recorded rows. The
     same IEEE operations as ``margin_z`` and ``np.where(pos, z, -z)`` (a division and

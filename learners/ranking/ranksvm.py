@@ -199,8 +199,9 @@ class RankSVM:
         # left-to-right sum, so a batch reports what a loop of single groups adds up to
         metric = float(sum(ndcg.tolist()))
         return UpdateResult(
-            applied=n, updates=int(active), metric_sum=metric, n_groups=int(g.shape[0])
-        )
+            applied=n, updates=int(active), metric_sum=metric, n_groups=int(g.shape[0]),
+            errors=1.0 - ndcg,
+        )  # fmt: skip
 
     def first_nonfinite_group(
         self, batch: Batch, relevance: Any, groups: Any = None, group_weight: Any = None

@@ -133,5 +133,21 @@ def update_with_served(
     return UpdateResult(
         applied=n, correct=correct, loss_sum=loss_sum, updates=updates,
         z=np.concatenate(zs) if zs else None, positive=np.concatenate(pos) if pos else None,
-        probit=any(r.probit for r in parts),
+        probit=any(r.probit for r in parts), errors=_errors(cuts, parts, served),
     )  # fmt: skip
+
+
+def _errors(
+    cuts: list[int], parts: list[UpdateResult], served: dict[int, tuple[int, float]]
+) -> np.ndarray | None:
+    """Each row's progressive 0/1 error in order: a served row's from the prediction
+    that was served (as its figures), the others' from the model."""
+    out = []
+    for a, b, r in zip(cuts[:-1], cuts[1:], parts, strict=True):
+        if a in served:
+            out.append(np.array([1.0 - served[k][0] for k in range(a, b)]))
+        elif r.errors is None:
+            return None
+        else:
+            out.append(r.errors)
+    return np.concatenate(out) if out else None

@@ -193,6 +193,26 @@ def test_batch_equals_loop(case: ConformanceCase) -> None:
     assert whole.state_digest() != case.make(DIM).state_digest()
 
 
+def test_errors_are_the_progressive_loss_of_each_unit(case: ConformanceCase) -> None:
+    """``UpdateResult.errors`` (the drift detectors' stream): one value per example
+    (classifiers: 0/1, summing to the examples predicted wrong) or per query group
+    (rankers: 1 - NDCG@10), the same in one batch as in a loop of single units."""
+    rng = np.random.default_rng(5)
+    s = _concat(case.stream(rng, 1), case.stream(rng, 2))
+    res = case.update(case.make(DIM), _encode(s), s)
+    looped = case.make(DIM)
+    parts = [case.update(looped, _encode(u), u) for u in s.units()]
+    assert res.errors is not None and all(p.errors is not None for p in parts)
+    assert res.errors.tolist() == np.concatenate([p.errors for p in parts]).tolist()
+    assert res.errors.shape[0] == len(s.units())
+    if s.groups is None:
+        assert set(res.errors.tolist()) <= {0.0, 1.0}
+        assert int(res.errors.sum()) == res.applied - res.correct
+    else:
+        assert float(res.errors.sum()) == pytest.approx(res.n_groups - res.metric_sum, abs=1e-9)
+    assert 0.0 < float(res.errors.mean()) < 1.0  # a stream with mistakes and hits
+
+
 def test_round_trip_is_bit_exact(case: ConformanceCase) -> None:
     m, _ = _trained(case)
     clone = case.load(m.to_bytes())
