@@ -42,6 +42,7 @@ async def describe(h: ModelHandle) -> dict[str, Any]:
         "entries_skipped": h.entries_skipped,
         **h.adapter.describe(),
         "online_metrics": h.online_metrics(),
+        "drift": None if h.drift is None else h.drift.summary(),
         "last_checkpoint": cp,
         "checkpoint_backoff": h.checkpoint_backoff(),
         "state_digest": digest,

@@ -107,10 +107,43 @@ class MetricsConfig(BaseModel):
     )
 
 
+class AdwinDrift(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    detector: Literal["adwin"]
+    delta: float = Field(0.002, gt=0, lt=1, description="confidence of a detected change")
+    clock: int = Field(32, ge=1, le=1_000_000, description="values between checks for a cut")
+    max_buckets: int = Field(5, ge=1, le=1_000_000, description="buckets per row of the histogram")
+    min_window_length: int = Field(5, ge=1, le=1_000_000, description="least values per sub-window")
+    grace_period: int = Field(10, ge=0, le=1_000_000_000, description="values before any check")
+
+
+class PageHinkleyDrift(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    detector: Literal["page_hinkley"]
+    min_instances: int = Field(30, ge=0, le=1_000_000_000, description="values before any check")
+    delta: float = Field(0.005, ge=0, description="magnitude of changes tolerated")
+    threshold: float = Field(50.0, gt=0, description="cumulative deviation that is a change")
+    alpha: float = Field(0.9999, gt=0, le=1, description="forgetting factor of the sum")
+    mode: Literal["both", "up", "down"] = "both"
+
+
+class NoDrift(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    detector: Literal["none"]
+
+
+DriftConfig = Annotated[AdwinDrift | PageHinkleyDrift | NoDrift, Field(discriminator="detector")]
+
+
 class _Create(BaseModel):
     model_config = ConfigDict(extra="forbid")
     features: FeaturesConfig
     metrics: MetricsConfig | None = None
+    drift: DriftConfig | None = Field(
+        None,
+        description="the drift detector over the model's progressive losses (default: ADWIN "
+        "with delta 0.002); GET /models/{name} reports it under drift",
+    )
 
 
 class PACreate(_Create):

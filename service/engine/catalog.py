@@ -101,6 +101,9 @@ async def restore_handle(
         h.examples_learned = int(meta.get("examples_learned", 0))
         h.entries_skipped = int(meta.get("entries_skipped", 0))
         h.window.restore(meta)
+        if h.drift is not None:
+            h.drift.restore(meta.get("drift"))
+            h.show_drift()
         h.head = meta.get("head")
         h.load_failed(meta)
     else:

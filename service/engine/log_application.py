@@ -27,6 +27,7 @@ from typing import Any
 from service.engine import update_outcomes
 from service.engine.model_handle import ModelHandle, unpack_checkpoint
 from service.engine.registry import Registry
+from service.models.drift_monitor import drift_monitor
 from service.observability import metrics as M
 
 log = logging.getLogger("learnserve.registry")
@@ -183,6 +184,10 @@ async def _reset_to_checkpoint(registry: Registry, h: ModelHandle) -> None:
     h.entries_skipped = int(meta.get("entries_skipped", 0))
     h.window = type(h.window)(h.window.size)
     h.window.restore(meta)
+    h.drift = drift_monitor(h.config)
+    if h.drift is not None:
+        h.drift.restore(meta.get("drift"))
+        h.show_drift()
     h.head = meta.get("head") if cp is not None else ""
     h.reset_at = position
     h.recent_heads.clear()

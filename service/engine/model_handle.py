@@ -21,6 +21,7 @@ import orjson
 from learners.linear.calibration import PROBABILITY
 from service.engine.recent_counts import RecentCounts
 from service.models.base import ModelAdapter, state_nbytes
+from service.models.drift_monitor import drift_monitor
 from service.models.progressive_metrics import EvalWindow, window_size
 from service.observability import metrics as M
 from service.settings import Settings
@@ -65,6 +66,7 @@ class ModelHandle:
         self.generation = ""
         self.lock = asyncio.Lock()
         self.window = EvalWindow(window_size(self.config, settings.eval_window))
+        self.drift = drift_monitor(self.config)  # None: the model has no detector
         self.examples_learned = 0  # over the model's whole life (kept in checkpoints)
         self.entries_skipped = 0
         self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
@@ -111,6 +113,7 @@ class ModelHandle:
         self._m_loss: Any = None
         self._m_ndcg: Any = None
         self._m_logloss: Any = None
+        self._m_drift: Any = None
         # The window changed since the AUC gauge was computed (an O(window log window)
         # sort, so it is refreshed by the once-a-second loop, not on every entry).
         self.auc_stale = False
@@ -145,6 +148,9 @@ class ModelHandle:
                 self.correct_at.put(position, r.correct)
             self.examples_learned += r.applied
             self.window.add_result(r)
+            if self.drift is not None:
+                self.drift.update(r.errors, position)
+                self.show_drift()
             self._m_learned.inc(r.applied)
             acc_loss = self.window.accuracy_loss()
             if acc_loss is not None:
@@ -208,12 +214,30 @@ class ModelHandle:
                 return self.version >= version
         return True
 
+    def show_drift(self) -> None:
+        """The drift gauges, from the detector's state (the same on every replica)."""
+        d = self.drift
+        if d is None:
+            return
+        if self._m_drift is None:
+            self._m_drift = (
+                M.DRIFT_DETECTIONS.labels(self.name),
+                M.DRIFT_ESTIMATE.labels(self.name),
+                M.DRIFT_LAST_VERSION.labels(self.name),
+            )
+        detections, estimate, last = self._m_drift
+        detections.set(d.detections)
+        value = float(d.detector.estimation)
+        estimate.set(value if math.isfinite(value) else math.nan)
+        last.set(math.nan if d.last_detection_version is None else d.last_detection_version)
+
     def checkpoint_meta(self) -> dict[str, Any]:
         return {
             "examples_learned": self.examples_learned,
             "entries_skipped": self.entries_skipped,
             "window": self.window.to_json(),
             "cumulative": self.window.cumulative_json(),
+            "drift": None if self.drift is None else self.drift.to_json(),
             "head": self.head,
             "failed": [
                 [p, m[:_FAILED_CHARS]]

@@ -34,7 +34,7 @@ class _Missing:
 
 MISSING: Any = _Missing()
 # The order fields are looked at in: the one a reader changes first comes first.
-_ORDER = ("kind", "algorithm", "features", "params", "metrics", "imported")
+_ORDER = ("kind", "algorithm", "features", "params", "metrics", "drift", "imported")
 _FEATURES_ORDER = ("kind", "dim", "bits", "index_base")
 
 
@@ -57,6 +57,12 @@ def effective(config: dict[str, Any]) -> dict[str, Any]:
     params = config.get("params")
     if kind not in ("linear", "ranksvm") or not isinstance(params, dict):
         return config
+    if "drift" not in config:
+        # Stored before models had detectors (it keeps none): the same body as then
+        # still names that model, so a missing drift compares as the default.
+        from service.models.drift_monitor import default_drift_config
+
+        config = {**config, "drift": default_drift_config()}
     try:
         filled = _filled_params(kind, config.get("algorithm"), params)
     except (ValueError, TypeError):

@@ -27,6 +27,7 @@ from service.errors import Kind, ServiceError, invalid
 from service.models import feature_names as names
 from service.models import probability
 from service.models.base import FastUpdate, ModelAdapter
+from service.models.drift_monitor import drift_config
 from service.models.example_weights import WEIGHT_FIELD, check_weight, entry_weights, weights_meta
 from service.models.feedback_rows import encode_record, update_with_served
 from service.models.json_fields import items_field, json_int, require_list, too_large, type_name
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from learners.linear._base import CheckedBatch
     from service.settings import Settings
 
-CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics"})
+CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics", "drift"})
 EXAMPLE_FIELDS = ("x", "y", WEIGHT_FIELD)
 INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
 # Decoded entries kept between check_update and apply (at most 64 of at most 256 KiB:
@@ -137,6 +138,8 @@ def online_model_config(
         metrics = metrics_config(body["metrics"])
         if metrics:
             config["metrics"] = metrics
+    # Always stored, defaults filled in: the detector is the model's from its creation.
+    config["drift"] = drift_config(body.get("drift"))
     return config
 
 

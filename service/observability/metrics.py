@@ -93,6 +93,26 @@ ONLINE_ROC_AUC = Gauge(
     ["model"],
     multiprocess_mode="livemax",
 )
+DRIFT_DETECTIONS = Gauge(
+    "learnserve_model_drift_detections",
+    "Drift detections of the model's detector over its progressive losses since the "
+    "model was created (model state: the same on every replica).",
+    ["model"],
+    multiprocess_mode="livemax",
+)
+DRIFT_ESTIMATE = Gauge(
+    "learnserve_model_drift_estimate",
+    "The drift detector's current estimate of the model's progressive loss (ADWIN: "
+    "the mean error over its window; Page-Hinkley: its running mean).",
+    ["model"],
+    multiprocess_mode="livemax",
+)
+DRIFT_LAST_VERSION = Gauge(
+    "learnserve_model_drift_last_detection_version",
+    "The model version (log position) of the entry where the last drift was detected.",
+    ["model"],
+    multiprocess_mode="livemax",
+)
 MODEL_VERSION = Gauge(
     "learnserve_model_version",
     "Version of each model in this worker (log position or artifact version).",
@@ -412,6 +432,9 @@ PER_MODEL = (
     ONLINE_NDCG,
     ONLINE_LOG_LOSS,
     ONLINE_ROC_AUC,
+    DRIFT_DETECTIONS,
+    DRIFT_ESTIMATE,
+    DRIFT_LAST_VERSION,
     MODEL_VERSION,
     CHECKPOINT_AGE,
     CHECKPOINT_DURATION,

@@ -45,7 +45,7 @@ def test_the_compose_prometheus_loads_the_rules() -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "SUCCESS: 9 rules found" in run.stdout, run.stdout
+    assert "SUCCESS: 12 rules found" in run.stdout, run.stdout
 
 
 INSTANCE = 'job="learnserve",instance="app-2:8000"'

@@ -130,6 +130,9 @@ def test_the_alerts_cover_what_operators_need(rules: list[Obj]) -> None:
         "learnserve_process_resident_memory_bytes",  # memory near the limit
         "learnserve_memory_limit_bytes",
         "learnserve_log_entries_lost_total",  # lost log entries
+        "learnserve_model_drift_detections",  # a model's error rate changed
+        "learnserve_online_accuracy",  # a classifier got worse
+        "learnserve_online_ndcg_at_10",  # a ranker got worse
     }
     assert needed <= used
     for rule in rules:
@@ -163,7 +166,63 @@ def latency(route: str, slow: bool) -> list[tuple[str, str]]:
 INFER = "/v2/models/{name}/infer"
 
 
+def gauge(name: str, values: str, pid: str = "7") -> tuple[str, str]:
+    return (f'{name}{{{POD},model="m",pid="{pid}"}}', values)
+
+
 CASES: dict[str, dict[str, Any]] = {
+    # the detector finds a change at minute 20 (two workers report the same state)
+    "drift": {
+        "series": [
+            gauge("learnserve_model_drift_detections", "0x20 1x20"),
+            gauge("learnserve_model_drift_detections", "0x20 1x20", pid="8"),
+        ],
+        "at": "25m",
+        "alert": "LearnserveModelDriftDetected",
+        "expect": [{"severity": "warning", "namespace": "prod", "model": "m"}],
+    },
+    # an old detection (restored after a restart: the series comes back at its value)
+    "drift_old": {
+        "series": [gauge("learnserve_model_drift_detections", "2x20 _x3 2x20")],
+        "at": "40m",
+        "alert": "LearnserveModelDriftDetected",
+        "expect": [],
+    },
+    # a model re-created under the same name starts again at 0: no alert
+    "drift_model_recreated": {
+        "series": [gauge("learnserve_model_drift_detections", "3x20 0x20")],
+        "at": "25m",
+        "alert": "LearnserveModelDriftDetected",
+        "expect": [],
+    },
+    # accuracy 0.85 for 90 minutes, then 0.70 for 30: a drop of 15 points
+    "accuracy_drop": {
+        "series": [gauge("learnserve_online_accuracy", "0.85x90 0.70x30")],
+        "at": "115m",
+        "alert": "LearnserveModelAccuracyDrop",
+        "expect": [{"severity": "warning", "namespace": "prod", "model": "m"}],
+    },
+    # a stable model that wobbles by 2 points: quiet
+    "accuracy_stable": {
+        "series": [gauge("learnserve_online_accuracy", "0.84 0.86 " * 60)],
+        "at": "115m",
+        "alert": "LearnserveModelAccuracyDrop",
+        "expect": [],
+    },
+    # a slow slide from 0.85 to 0.79 over two hours (0.05/h): at most 0.05 below the
+    # hour before: quiet; the alert is for a fall, not a drift of half a point a minute
+    "accuracy_slow_slide": {
+        "series": [gauge("learnserve_online_accuracy", "0.85-0.0005x120")],
+        "at": "115m",
+        "alert": "LearnserveModelAccuracyDrop",
+        "expect": [],
+    },
+    "ndcg_drop": {
+        "series": [gauge("learnserve_online_ndcg_at_10", "0.62x90 0.50x30")],
+        "at": "115m",
+        "alert": "LearnserveModelNdcgDrop",
+        "expect": [{"severity": "warning", "namespace": "prod", "model": "m"}],
+    },
     # the store answers, then stops answering: alert after the 1 m `for`
     "store_down": {
         "series": [(f'learnserve_store_up{{{POD},store="redis"}}', "1 1 0x10")],
