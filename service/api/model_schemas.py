@@ -112,7 +112,7 @@ class AdwinDrift(BaseModel):
     detector: Literal["adwin"]
     delta: float = Field(0.002, gt=0, lt=1, description="confidence of a detected change")
     clock: int = Field(32, ge=1, le=1_000_000, description="values between checks for a cut")
-    max_buckets: int = Field(5, ge=1, le=1_000_000, description="buckets per row of the histogram")
+    max_buckets: int = Field(5, ge=2, le=1_000_000, description="buckets per row of the histogram")
     min_window_length: int = Field(5, ge=1, le=1_000_000, description="least values per sub-window")
     grace_period: int = Field(10, ge=0, le=1_000_000_000, description="values before any check")
 

@@ -119,6 +119,7 @@ class ModelHandle:
         self.auc_stale = False
         self.auc_shown = False  # the AUC gauge has a series (set it NaN when AUC goes)
         _init_model_series(name, adapter)
+        self.show_drift()  # from 0: a detection must be a change the gauge shows
         self._m_applied = {r: M.LOG_ENTRIES_APPLIED.labels(name, r) for r in ("owner", "guest")}
 
     def apply_entry(

@@ -36,6 +36,7 @@ MISSING: Any = _Missing()
 # The order fields are looked at in: the one a reader changes first comes first.
 _ORDER = ("kind", "algorithm", "features", "params", "metrics", "drift", "imported")
 _FEATURES_ORDER = ("kind", "dim", "bits", "index_base")
+_ORDERS = {"": _ORDER, "features": _FEATURES_ORDER, "drift": ("detector",)}
 
 
 def _filled_params(kind: str, algorithm: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +78,7 @@ def _keys(a: dict[str, Any], b: dict[str, Any], order: tuple[str, ...]) -> list[
 
 def _first(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
     if isinstance(a, dict) and isinstance(b, dict):
-        order = _FEATURES_ORDER if path == "features" else _ORDER if not path else ()
+        order = _ORDERS.get(path, ())
         for k in _keys(a, b, order):
             found = _first(a.get(k, MISSING), b.get(k, MISSING), f"{path}.{k}" if path else k)
             if found is not None:

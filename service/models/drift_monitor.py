@@ -120,9 +120,11 @@ def _check(c: dict[str, Any]) -> None:
     if c["detector"] == "adwin":
         if not 0.0 < c["delta"] < 1.0:
             bad("delta", "in (0, 1)")
-        for key in ("clock", "max_buckets", "min_window_length"):
+        for key in ("clock", "min_window_length"):
             if not 1 <= c[key] <= 1_000_000:
                 bad(key, "an integer in [1, 1000000]")
+        if not 2 <= c["max_buckets"] <= 1_000_000:
+            bad("max_buckets", "an integer in [2, 1000000]")
         if not 0 <= c["grace_period"] <= 1_000_000_000:
             bad("grace_period", "an integer in [0, 1000000000]")
     elif c["detector"] == "page_hinkley":

@@ -272,6 +272,25 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
     assert c.post("/predict", json={"model": "nope", "instances": []}).status_code == 404
 
 
+def drift_clf_b(c: httpx.Client, prom: str) -> None:
+    """clf-b learns its rule well, then gets random labels: its error rate jumps from
+    ~0.1 to ~0.5 and its detector fires (the drift annotation). Prometheus sees the
+    detections gauge at 0 first (a gauge first scraped at 1 shows no change)."""
+    import random
+
+    rng = random.Random(11)
+    wait_scraped(prom, 'max(learnserve_model_drift_detections{model="clf-b"}) == 0')
+    for k in range(60):
+        ex = []
+        for _ in range(16):
+            xi = {f"f{rng.randrange(50)}": rng.gauss(0, 1) for _ in range(8)}
+            y = "+1" if (sum(xi.values()) > 0 if k < 30 else rng.random() < 0.5) else "-1"
+            ex.append({"x": xi, "y": y})
+        assert c.post("/update", json={"model": "clf-b", "examples": ex}).status_code == 200
+    assert c.get("/models/clf-b").json()["drift"]["detections"] >= 1
+    wait_scraped(prom, 'max(learnserve_model_drift_detections{model="clf-b"}) >= 1')
+
+
 def wait_scraped(prom: str, promql: str) -> None:
     """Until Prometheus has scraped a sample that ``promql`` selects (at most 30 s): an
     operator's deploys are seconds apart, the test's would fall between two scrapes."""
@@ -380,6 +399,7 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
             httpx.Client(base_url=url, timeout=30) as c,
         ):
             drive_traffic(c)
+            drift_clf_b(c, prom)
             deploy_and_roll_back(c, prom)
             redis_outage(c, deploy_redis, prom, logs)
             drive_traffic(c, rounds=2)
