@@ -23,7 +23,7 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import artifacts, learn, model_state, models, ops, v2
+from service.api import artifacts, followers, learn, model_state, models, ops, v2
 from service.api.auth import KeyRing
 from service.api.errors import install_handlers
 from service.api.hot import HotRoutes, route_path
@@ -203,6 +203,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         models.router,
         model_state.router,
         artifacts.router,
+        followers.router,
         ops.router,
         v2.router,
     ]

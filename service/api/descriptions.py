@@ -11,6 +11,19 @@ from typing import Any
 from service.engine.model_handle import ModelHandle
 
 
+async def _side_by_side(f: ModelHandle) -> dict[str, Any]:
+    """A follower, as its leader's description lists it."""
+    return {
+        "name": f.name,
+        "algorithm": f.config.get("algorithm"),
+        "version": f.version,
+        "examples_learned": f.examples_learned,
+        "online_metrics": f.online_metrics(),
+        "drift": None if f.drift is None else f.drift.summary(),
+        "state_digest": await f.digest(),
+    }
+
+
 async def describe(h: ModelHandle) -> dict[str, Any]:
     """The body of ``GET /models/{name}`` (and of the answers that create a model)."""
     digest = await h.digest()
@@ -43,6 +56,8 @@ async def describe(h: ModelHandle) -> dict[str, Any]:
         **h.adapter.describe(),
         "online_metrics": h.online_metrics(),
         "drift": None if h.drift is None else h.drift.summary(),
+        "followers": [await _side_by_side(f) for f in h.followers.values()],
+        "serving": h.serving or h.name,
         "last_checkpoint": cp,
         "checkpoint_backoff": h.checkpoint_backoff(),
         "state_digest": digest,

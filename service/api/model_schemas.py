@@ -139,6 +139,12 @@ class _Create(BaseModel):
     model_config = ConfigDict(extra="forbid")
     features: FeaturesConfig
     metrics: MetricsConfig | None = None
+    follows: str | None = Field(
+        None,
+        description="a challenger: the name of an online model of the same kind and features "
+        "whose log this model learns, entry by entry, from now on (no updates of its own); "
+        "see POST /models/{name}/promote",
+    )
     drift: DriftConfig | None = Field(
         None,
         description="the drift detector over the model's progressive losses (default: ADWIN "

@@ -263,6 +263,23 @@ class ModelInfo(BaseModel):
         "fit_on (the progressive examples it is fit on, at most 1000) and examples (all it "
         "has learned); absent for other models",
     )
+    drift: dict[str, Any] | None = Field(
+        None,
+        description="online models with a detector: detector, params, estimate, detections, "
+        "last_detection_version, last_detection_example, values_seen, digest "
+        "(docs/guides/drift-detection.md); null for a model without one",
+    )
+    followers: list[dict[str, Any]] | None = Field(
+        None,
+        description="online models: the models that follow this one (challengers learning "
+        "its log), each with name, algorithm, version, examples_learned, online_metrics, "
+        "drift and state_digest, side by side (docs/guides/challengers.md)",
+    )
+    serving: str | None = Field(
+        None,
+        description="online models: the model whose state answers /predict under this "
+        "name (itself, or a promoted follower)",
+    )
     last_checkpoint: dict[str, Any] | None = Field(None, description="online models only")
     # While checkpoints fail: {"failures", "retry_in_seconds", "last_error"}
     checkpoint_backoff: dict[str, Any] | None = None

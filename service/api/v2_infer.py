@@ -37,6 +37,7 @@ from service.api.v2_tensors import (
     input_matrix,
     split_request,
 )
+from service.engine import followers
 from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
 from service.errors import ServiceError
@@ -127,7 +128,8 @@ async def infer_answer(
     h, width = await served(engine, name, version, rstate)
     X = input_matrix(req, binary, width, settings.max_batch_examples)
     wanted, named = requested_outputs(req, output_names(h.adapter))
-    preds = h.adapter.predict_batch(dense_batch(X))  # no await since: one version
+    # (a promoted follower answers under its leader's name; no await since: one version)
+    preds = followers.serving(h).adapter.predict_batch(dense_batch(X))
     head: dict[str, Any] = {"model_name": h.name, "model_version": str(h.version)}
     if "id" in req:  # echoed, as the protocol asks
         if type(req["id"]) is not str:

@@ -92,9 +92,12 @@ class Replicator:
                     reg.health.ok()
                     last_reconcile = 0.0
                     continue
-                # Owned models only: guests catch up when a request reads them.
+                # Owned models only: guests catch up when a request reads them; a
+                # follower learns with its leader (it has no log of its own).
                 online = [
-                    h for h in reg.models.values() if h.adapter.online and h.owned and self._due(h)
+                    h
+                    for h in reg.models.values()
+                    if h.adapter.online and h.owned and h.leader is None and self._due(h)
                 ]
                 after = {h.name: h.version for h in online}
                 # Also with no model held (a member owning none): the store's wakes are

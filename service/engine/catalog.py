@@ -17,7 +17,7 @@ import gc
 import logging
 from typing import Any
 
-from service.engine import batch_versions, log_application, update_outcomes
+from service.engine import batch_versions, followers, log_application, update_outcomes
 from service.engine.model_handle import ModelHandle, unpack_checkpoint
 from service.engine.registry import Registry
 from service.errors import Kind, ServiceError, not_found, store_unavailable
@@ -36,9 +36,9 @@ async def restore_all(registry: Registry) -> None:
     async with registry.catalog_lock:
         registry.waiting_for = "restoring models: reading the catalog from the store"
         epoch = await registry.store.catalog_epoch()
-        configs = await registry.store.list_models()
+        configs = leaders_first(await registry.store.list_models())
         for i, (name, config) in enumerate(configs.items(), 1):
-            if not registry.owns(name):  # the others load on demand
+            if not registry.owns(followers.leader_of(config) or name):  # others: on demand
                 continue
             registry.waiting_for = f"restoring models: {name!r} ({i}/{len(configs)})"
             await load(registry, name, config)
@@ -53,6 +53,12 @@ async def restore_all(registry: Registry) -> None:
     registry.waiting_for = ""
     registry.update_kind_gauge()
     log.info("restored %d model(s); ready", len(registry.models))
+
+
+def leaders_first(configs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The catalog with every leader before its followers (a follower attaches to its
+    leader's handle, which must be loaded first)."""
+    return dict(sorted(configs.items(), key=lambda kv: followers.leader_of(kv[1]) is not None))
 
 
 async def load(registry: Registry, name: str, config: dict[str, Any]) -> ModelHandle | None:
@@ -90,11 +96,19 @@ async def restore_handle(
         h = await batch_versions.load_batch(registry, name, cls, config)
         h.generation = generation
         return h
+    lead = followers.leader_of(config)
+    if lead is not None:
+        leader = registry.models.get(lead)
+        if leader is None or leader.leader is not None or not leader.adapter.online:
+            raise RuntimeError(f"model {name!r} follows {lead!r}, which is not loaded here")
+        async with leader.lock:
+            return await followers.restore_follower_locked(registry, leader, name, cls, config)
     cp = await registry.store.get_checkpoint(name)
     if cp is not None:
         meta, blob = unpack_checkpoint(cp.blob)
         adapter = await asyncio.to_thread(cls.from_checkpoint, config, blob)
         h = ModelHandle(name, adapter, registry.settings)
+        h.serving = meta.get("serving")
         h.version = cp.position
         h.checkpoint_position = cp.position
         h.checkpoint_at = cp.created_at
@@ -129,6 +143,8 @@ async def create(
     model of that name is the answer when it is the same model (its config with
     defaults filled in, ``service.models.config_compare``), else a 409 naming the
     first field that differs."""
+    if isinstance(config.get("follows"), str):  # a challenger: from the leader's log now
+        config = await followers.follower_config(registry, name, config)
     try:
         try:
             if checkpoint is None:
@@ -186,6 +202,7 @@ async def delete(registry: Registry, name: str) -> None:
     # deleted the model would load it again after our drop (a deleted model back in
     # this worker, its series on /metrics, until the next sync).
     async with registry.catalog_lock:
+        await followers.check_delete(registry, name)
         try:
             existed = await registry.store.delete_model(name)
         except StoreUnavailable as e:
@@ -203,7 +220,7 @@ async def sync_catalog(registry: Registry) -> None:
     if epoch == registry.epoch:
         return
     async with registry.catalog_lock:
-        configs = await registry.store.list_models()
+        configs = leaders_first(await registry.store.list_models())
         generations = await registry.store.list_generations()
         for name in [n for n in registry.failed if n not in configs]:
             del registry.failed[name]
@@ -216,6 +233,8 @@ async def sync_catalog(registry: Registry) -> None:
                 h.config != config or h.generation != generations.get(name, h.generation)
             )
             if h is not None and not stale:
+                if h.leader is not None:  # learns its leader's log: checked with it
+                    continue
                 if h.adapter.online:
                     # The same model (same generation) whose log ends before what
                     # we applied: the store lost the log's tail. Rebuilt in place.
@@ -224,7 +243,8 @@ async def sync_catalog(registry: Registry) -> None:
                     continue
                 else:  # another worker deployed or rolled back
                     stale = await registry.store.get_active_version(name) != h.version
-            if (h is None and registry.owns(name)) or stale:
+            owner = registry.owns(followers.leader_of(config) or name)
+            if (h is None and owner) or stale:
                 await load(registry, name, config)
         registry.epoch = epoch
     registry.update_kind_gauge()

@@ -18,6 +18,8 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
+from typing import Any
 
 from service.engine.log_application import recover_lost_tail
 from service.engine.model_handle import ModelHandle, pack_checkpoint
@@ -30,9 +32,15 @@ from service.store.base import LogDiverged, ModelNotFound, StoreUnavailable
 log = logging.getLogger("learnserve.registry")
 
 
+def _pack(meta: dict[str, Any], serialise: Callable[[], bytes | memoryview]) -> memoryview:
+    return pack_checkpoint(meta, serialise())
+
+
 async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
     """Snapshot quickly under the lock, serialise + write off-loop, then trim the log."""
     if not h.adapter.online or h.checkpointing or h.version <= h.checkpoint_position:
+        return False
+    if h.leader is not None:  # a follower is checkpointed with its leader
         return False
     h.checkpointing = True
     t0 = time.perf_counter()
@@ -52,6 +60,9 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
             # The copy runs in a thread: the loop keeps serving (predicts read the
             # model, which nothing mutates while we hold the lock).
             serialise = await asyncio.to_thread(h.adapter.snapshot)
+            # Followers at the same position (they move in lockstep under this lock).
+            fs = [(f, f.checkpoint_meta(), await asyncio.to_thread(f.adapter.snapshot))
+                  for f in h.followers.values() if f.version == position]  # fmt: skip
         blob = await asyncio.to_thread(lambda: pack_checkpoint(meta, serialise()))
         # With the handle's generation: a stale handle (the model was deleted and
         # created again by another worker) must not checkpoint into the new model.
@@ -60,8 +71,15 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
         await registry.store.put_checkpoint(
             h.name, position, blob, h.generation, head=meta.get("head")
         )
+        # Each follower's, before the log they read from is trimmed (its head was
+        # checked with the leader's: the same log).
+        for f, f_meta, f_serialise in fs:
+            f_blob = await asyncio.to_thread(_pack, f_meta, f_serialise)
+            await registry.store.put_checkpoint(f.name, position, f_blob, f.generation)
+            f.checkpoint_position = position
+            f.checkpoint_at = time.time()
         upto = position - registry.settings.log_retain_entries
-        if upto > 0:
+        if upto > 0 and len(fs) == len(h.followers):  # (a follower behind here: not yet)
             await registry.store.trim_log(h.name, upto)
     except StoreUnavailable as e:
         registry.health.failed("put_checkpoint", e)
@@ -134,7 +152,7 @@ def count_due(settings: Settings, h: ModelHandle) -> bool:
 
 def maybe_checkpoint(registry: Registry, h: ModelHandle) -> None:
     """Start a checkpoint of ``h`` in the background if one is due by count."""
-    if h.owned and count_due(registry.settings, h) and not h.checkpointing:
+    if h.owned and h.leader is None and count_due(registry.settings, h) and not h.checkpointing:
         registry.spawn(checkpoint(registry, h))
 
 
@@ -148,8 +166,8 @@ async def periodic(registry: Registry) -> None:
             if auc is not None or h.auc_shown:  # NaN once there is none (multiclass now)
                 M.ONLINE_ROC_AUC.labels(h.name).set(math.nan if auc is None else auc)
                 h.auc_shown = True
-        if not h.adapter.online or not h.owned:  # owners checkpoint; guests only read
-            continue
+        if not h.adapter.online or not h.owned or h.leader is not None:
+            continue  # owners checkpoint (a follower with its leader); guests only read
         if h.checkpoint_at is not None:
             M.CHECKPOINT_AGE.labels(h.name).set(max(0.0, time.time() - h.checkpoint_at))
         # Backing off after a failure: the timer stays due, for when the wait is over.

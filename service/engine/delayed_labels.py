@@ -32,6 +32,7 @@ from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
 from service.engine.update_submission import key_reused
 from service.errors import ServiceError, conflict, invalid, not_found, store_unavailable
+from service.models.base import ModelAdapter
 from service.models.example_weights import entry_weights
 from service.models.feedback_rows import Record, build_entry, decode_record, served_outcome
 from service.models.finite_answers import refuse_nonfinite
@@ -92,13 +93,21 @@ def _adapter(h: ModelHandle, where: str, ids: list[str | None]) -> LinearAdapter
 
 # ---------------------------------------------------------------------- /predict
 async def predict_tracked(
-    engine: Engine, settings: Settings, h: ModelHandle, body: dict[str, Any], raw: bytes
+    engine: Engine,
+    settings: Settings,
+    h: ModelHandle,
+    body: dict[str, Any],
+    raw: bytes,
+    served: ModelAdapter | None = None,
 ) -> list[dict[str, Any]]:
     """Predict, and keep what is needed to learn each instance with an id later; the
-    answer only once the store holds it (else the label could not be taken)."""
+    answer only once the store holds it (else the label could not be taken).
+    ``served``: the adapter that answers (a promoted follower's), else ``h``'s."""
     instances = require_list(body, "instances", settings.max_batch_examples)
     ids = _ids(instances, "instances")
     adapter = _adapter(h, "instances", ids)
+    if isinstance(served, LinearAdapter):
+        adapter = served
     bare = [x if i is None else {k: v for k, v in x.items() if k != "id"}
             for x, i in zip(instances, ids, strict=True)]  # fmt: skip
     predictions, records = adapter.predict_tracked(bare, ids, settings, raw)

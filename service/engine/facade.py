@@ -30,6 +30,7 @@ from service.engine import (
     batch_versions,
     catalog,
     checkpoints,
+    followers,
     log_application,
     transfers,
     update_submission,
@@ -168,6 +169,16 @@ class Engine:
 
     async def delete(self, name: str) -> None:
         await catalog.delete(self.registry, name)
+
+    async def promote(self, name: str, follower: str | None) -> tuple[ModelHandle, int]:
+        """Make ``follower`` (None: the model itself) answer ``/predict`` under ``name``,
+        from a control entry in its log on (``service.engine.followers``); the model and
+        the entry's position, once applied here."""
+        h = await self.find(name)
+        if follower not in (None, name) and follower not in h.followers:
+            await self.sync_catalog()  # created by another worker moments ago
+        payload = followers.control_for(h, follower)
+        return h, await self.submit_update(h, payload)
 
     async def sync_catalog(self) -> None:
         """Pick up models created or deleted by other workers (cheap when nothing changed)."""

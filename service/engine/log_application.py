@@ -24,7 +24,7 @@ import asyncio
 import logging
 from typing import Any
 
-from service.engine import update_outcomes
+from service.engine import followers, update_outcomes
 from service.engine.model_handle import ModelHandle, unpack_checkpoint
 from service.engine.registry import Registry
 from service.models.drift_monitor import drift_monitor
@@ -36,6 +36,7 @@ log = logging.getLogger("learnserve.registry")
 async def catch_up(registry: Registry, h: ModelHandle, target: int | None = None) -> None:
     """Apply the log past ``h.version`` (up to ``target``) under the model's lock; the
     outcomes of entries that failed here are then recorded in the background."""
+    h = h.leader or h  # a follower learns its leader's log, in step with it
     async with h.lock:
         await catch_up_locked(registry, h, target)
     update_outcomes.record_failures_soon(registry, h)
@@ -44,6 +45,7 @@ async def catch_up(registry: Registry, h: ModelHandle, target: int | None = None
 async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None = None) -> None:
     """Apply every entry past ``h.version`` (up to ``target`` if given), checking that
     each one continues the chain of heads of the entries applied before it."""
+    h = h.leader or h
     while target is None or h.version < target:
         nxt = h.local.pop(h.version + 1, None)
         if nxt is not None:
@@ -94,7 +96,13 @@ async def reload_from_checkpoint(registry: Registry, h: ModelHandle, first: int)
     h.recent_heads.clear()
     h.load_failed(meta)
     h.local = {p: v for p, v in h.local.items() if p > h.version}
+    h.drift = drift_monitor(h.config)
+    if h.drift is not None:
+        h.drift.restore(meta.get("drift"))
+        h.show_drift()
+    h.serving = meta.get("serving")
     h.notify_advanced()
+    await followers.rebuild(registry, h)
 
 
 async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> None:
@@ -104,6 +112,7 @@ async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> None:
     loudly, and rebuild the model from the store's checkpoint + log (caller holds
     the lock; it then catches up as usual): answering from this state would serve
     a version the log never had."""
+    h = h.leader or h
     if h.reset_at == h.version and position == h.version + 1:
         # We just rebuilt from the store's checkpoint and the log does not go on
         # from it (a checkpoint stored without the head check): trust the log.
@@ -128,6 +137,7 @@ async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> None:
 async def store_lost_tail(registry: Registry, h: ModelHandle) -> bool:
     """True when the store does not hold the entry ``h`` is at (its log lost it):
     one read of that entry, compared by chain head."""
+    h = h.leader or h  # a follower's log is its leader's
     if h.version == 0 or h.head is None:
         return False
     entries = await registry.store.read_log(h.name, h.version - 1, 1)
@@ -139,6 +149,7 @@ async def store_lost_tail(registry: Registry, h: ModelHandle) -> bool:
 async def recover_lost_tail(registry: Registry, h: ModelHandle) -> None:
     """The store's log ends before ``h.version`` (seen by the periodic lag check):
     rebuild the model from the store if it is still the same model."""
+    h = h.leader or h
     async with h.lock:
         if registry.models.get(h.name) is not h:
             return
@@ -194,5 +205,7 @@ async def _reset_to_checkpoint(registry: Registry, h: ModelHandle) -> None:
     h.local.clear()
     h.failed.clear()
     h.load_failed(meta)
+    h.serving = meta.get("serving")
     h._m_version.set(position)
     h.notify_advanced()
+    await followers.rebuild(registry, h)

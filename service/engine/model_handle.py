@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 import orjson
 
+from learners.base import UpdateResult
 from learners.linear.calibration import PROBABILITY
 from service.engine.recent_counts import RecentCounts
 from service.models.base import ModelAdapter, state_nbytes
 from service.models.drift_monitor import drift_monitor
+from service.models.payload import decode_control
 from service.models.progressive_metrics import EvalWindow, window_size
 from service.observability import metrics as M
 from service.settings import Settings
@@ -67,6 +69,12 @@ class ModelHandle:
         self.lock = asyncio.Lock()
         self.window = EvalWindow(window_size(self.config, settings.eval_window))
         self.drift = drift_monitor(self.config)  # None: the model has no detector
+        # Challengers (service.engine.followers): a follower learns its leader's log in
+        # lockstep (``leader`` set, the leader's lock shared); a leader holds its
+        # followers and which of them answers /predict under its name (``serving``).
+        self.leader: ModelHandle | None = None
+        self.followers: dict[str, ModelHandle] = {}
+        self.serving: str | None = None
         self.examples_learned = 0  # over the model's whole life (kept in checkpoints)
         self.entries_skipped = 0
         self.failed: collections.OrderedDict[int, str] = collections.OrderedDict()
@@ -129,8 +137,9 @@ class ModelHandle:
         chain: ``head`` is the store's chain head after it, "" for an entry written
         before chains existed, None when not known; ``digest``: the payload's
         ``payload_digest`` if known)."""
+        control = decode_control(payload)
         try:
-            r = self.adapter.apply(payload)
+            r = self.adapter.apply(payload) if control is None else None
         except Exception as e:
             # Deterministic: every replica holds the same state, so every replica
             # fails on this entry too and skips it the same way.
@@ -145,34 +154,10 @@ class ModelHandle:
                 del self.unrecorded[0]
             self.entries_skipped += 1
         else:
-            if not r.n_groups:
-                self.correct_at.put(position, r.correct)
-            self.examples_learned += r.applied
-            self.window.add_result(r)
-            if self.drift is not None:
-                self.drift.update(r.errors, position)
-                self.show_drift()
-            self._m_learned.inc(r.applied)
-            acc_loss = self.window.accuracy_loss()
-            if acc_loss is not None:
-                if self._m_acc is None:
-                    self._m_acc = M.ONLINE_ACCURACY.labels(self.name)
-                    self._m_loss = M.ONLINE_LOSS.labels(self.name)
-                self._m_acc.set(acc_loss[0])
-                self._m_loss.set(acc_loss[1])
-                log_loss = self.window.log_loss()
-                if log_loss is not None or self._m_logloss is not None:
-                    # A model that became multiclass has no binary figures left in its
-                    # window: NaN (a gap on the dashboard), not its last binary value.
-                    if self._m_logloss is None:
-                        self._m_logloss = M.ONLINE_LOG_LOSS.labels(self.name)
-                    self._m_logloss.set(math.nan if log_loss is None else log_loss)
-                    self.auc_stale = True
-            ndcg = self.window.ndcg()
-            if ndcg is not None:
-                if self._m_ndcg is None:
-                    self._m_ndcg = M.ONLINE_NDCG.labels(self.name)
-                self._m_ndcg.set(ndcg)
+            if r is not None:
+                self._learned(position, r)
+            elif self.leader is None and control is not None:  # a promotion
+                self.serving = control.get("serving")
         if head is None and self.head is not None:
             head = chain_head(self.head, payload, digest)
         self.head = head or None
@@ -184,6 +169,40 @@ class ModelHandle:
         self.entries_applied[role] += 1
         self._m_applied[role].inc()
         self.notify_advanced()
+        for f in self.followers.values():  # lockstep: the same entry, each on its own state
+            if f.version == position - 1:
+                f.apply_entry(position, payload, head, digest)
+
+    def _learned(self, position: int, r: UpdateResult) -> None:
+        """The bookkeeping of an entry learned: counters, window, detector, gauges."""
+        if not r.n_groups:
+            self.correct_at.put(position, r.correct)
+        self.examples_learned += r.applied
+        self.window.add_result(r)
+        if self.drift is not None:
+            self.drift.update(r.errors, position)
+            self.show_drift()
+        self._m_learned.inc(r.applied)
+        acc_loss = self.window.accuracy_loss()
+        if acc_loss is not None:
+            if self._m_acc is None:
+                self._m_acc = M.ONLINE_ACCURACY.labels(self.name)
+                self._m_loss = M.ONLINE_LOSS.labels(self.name)
+            self._m_acc.set(acc_loss[0])
+            self._m_loss.set(acc_loss[1])
+            log_loss = self.window.log_loss()
+            if log_loss is not None or self._m_logloss is not None:
+                # A model that became multiclass has no binary figures left in its
+                # window: NaN (a gap on the dashboard), not its last binary value.
+                if self._m_logloss is None:
+                    self._m_logloss = M.ONLINE_LOG_LOSS.labels(self.name)
+                self._m_logloss.set(math.nan if log_loss is None else log_loss)
+                self.auc_stale = True
+        ndcg = self.window.ndcg()
+        if ndcg is not None:
+            if self._m_ndcg is None:
+                self._m_ndcg = M.ONLINE_NDCG.labels(self.name)
+            self._m_ndcg.set(ndcg)
 
     def chain_breaks(self, payload: bytes, head: str | None, digest: str | None = None) -> bool:
         """True when the store's ``head`` for the entry after ``version`` does not follow
@@ -239,6 +258,7 @@ class ModelHandle:
             "window": self.window.to_json(),
             "cumulative": self.window.cumulative_json(),
             "drift": None if self.drift is None else self.drift.to_json(),
+            "serving": self.serving,
             "head": self.head,
             "failed": [
                 [p, m[:_FAILED_CHARS]]

@@ -98,6 +98,11 @@ class Registry:
             hook(name)
         if h is None:
             return False
+        if h.leader is not None:  # a follower: its leader no longer applies to it
+            h.leader.followers.pop(name, None)
+        for f in list(h.followers):  # a leader gone (deleted elsewhere): so are they
+            self.failed[f] = f"the model it follows, {name!r}, was deleted"
+            self.drop(f)
         M.forget_model(name)  # every per-model series (also with several workers)
         self.update_kind_gauge()
         return True

@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from learners.csr_batch import Batch
-from service.engine import delayed_labels
+from service.engine import delayed_labels, followers
 from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
 from service.errors import Kind, ServiceError, conflict, invalid
@@ -64,6 +64,13 @@ async def update_body(
         h = await engine.find(name)
         if not h.adapter.online:
             raise conflict("not_online", f"model {name!r} is a batch model; it cannot learn online")
+        if h.leader is not None:
+            raise conflict(
+                "follower",
+                f"model {name!r} follows {h.leader.name!r} and learns from its log; "
+                f"send the examples to {h.leader.name!r}",
+                "model",
+            )
         if delayed_labels.sent_ids(body, "examples"):  # labels of earlier predictions
             state["model"] = h.name
             keyed = None
@@ -162,7 +169,7 @@ async def _parse_raw(
     if path_model is not None and name != path_model:
         return None
     h = engine.models.get(name) if name else None
-    if h is None or not h.adapter.online:
+    if h is None or not h.adapter.online or h.leader is not None:
         return None
     fast = await _off_loop_if_big(settings, raw, h.adapter.parse_update_raw, raw, settings)
     if fast is None or fast.model != h.name:
@@ -243,8 +250,11 @@ async def predict_body(
             )
     if (b'id"' in raw or b"\\" in raw) and delayed_labels.sent_ids(body, "instances"):
         version = h.version  # that of the predictions (the store write may see a newer)
-        tracked = await delayed_labels.predict_tracked(engine, settings, h, body, raw)
+        tracked = await delayed_labels.predict_tracked(
+            engine, settings, h, body, raw, followers.serving(h).adapter
+        )
         return {"model": name, "version": version, "predictions": tracked}
-    predictions = h.adapter.predict(body, settings, raw)
+    served = followers.serving(h)  # a promoted follower answers under the leader's name
+    predictions = served.adapter.predict(body, settings, raw)
     refuse_nonfinite(predictions, "queries" if "queries" in body else "instances")
     return {"model": name, "version": h.version, "predictions": predictions}

@@ -58,6 +58,8 @@ def effective(config: dict[str, Any]) -> dict[str, Any]:
     params = config.get("params")
     if kind not in ("linear", "ranksvm") or not isinstance(params, dict):
         return config
+    if isinstance(config.get("follows"), dict):  # stored: the leader and where it began
+        config = {**config, "follows": config["follows"].get("model")}
     if "drift" not in config:
         # Stored before models had detectors (it keeps none): the same body as then
         # still names that model, so a missing drift compares as the default.

@@ -15,6 +15,7 @@ both be labels of one model (the answer would hold two equal keys).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -42,7 +43,9 @@ if TYPE_CHECKING:
     from learners.linear._base import CheckedBatch
     from service.settings import Settings
 
-CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics", "drift"})
+# A model name, as the routes take it (service.api.models.NAME_RE).
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics", "drift", "follows"})
 EXAMPLE_FIELDS = ("x", "y", WEIGHT_FIELD)
 INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
 # Decoded entries kept between check_update and apply (at most 64 of at most 256 KiB:
@@ -140,6 +143,11 @@ def online_model_config(
             config["metrics"] = metrics
     # Always stored, defaults filled in: the detector is the model's from its creation.
     config["drift"] = drift_config(body.get("drift"))
+    follows = body.get("follows")
+    if follows is not None:  # a challenger (service.engine.followers checks the leader)
+        if not isinstance(follows, str) or not _NAME.fullmatch(follows):
+            raise invalid(f"follows: must be a model name, got {follows!r}", "follows")
+        config["follows"] = follows
     return config
 
 

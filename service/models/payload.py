@@ -44,6 +44,26 @@ DENSE_MAGIC = b"LSD1"
 _HEAD = struct.Struct("<4sIII")
 
 
+CONTROL_MAGIC = b"LSC1"  # a control entry: JSON after the magic, no examples
+
+
+def encode_control(what: dict[str, Any]) -> bytes:
+    """A control entry of a model's log (``{"serving": name}``: a promotion, see
+    ``service.engine.followers``): applied in log order like an update, learned by none."""
+    return CONTROL_MAGIC + orjson.dumps(what)
+
+
+def decode_control(payload: bytes) -> dict[str, Any] | None:
+    """The control entry's content; None for an update (or anything else)."""
+    if payload[:4] != CONTROL_MAGIC:
+        return None
+    try:
+        out = orjson.loads(payload[4:])
+    except orjson.JSONDecodeError:
+        return None
+    return out if isinstance(out, dict) else None
+
+
 class PayloadError(ValueError):
     """A log entry that cannot be decoded (corrupt or from an unknown format)."""
 
