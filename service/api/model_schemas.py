@@ -130,20 +130,59 @@ class PageHinkleyDrift(BaseModel):
 class NoDrift(BaseModel):
     model_config = ConfigDict(extra="forbid")
     detector: Literal["none"]
+    on_detection: Literal["none"] = Field("none", description="no detector: no reaction")
 
 
-DriftConfig = Annotated[AdwinDrift | PageHinkleyDrift | NoDrift, Field(discriminator="detector")]
+class ReopenConfidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reopen_confidence: float = Field(
+        gt=0,
+        le=1,
+        description="the fraction of the way the covariance moves back to its prior, the "
+        "mean kept (1: the prior)",
+    )
+
+
+_REACTION_DOC = (
+    'after an applied entry with a detection: "none" (default) or re-open the model\'s '
+    "confidence (CW, AROW and SCW; PA and RankSVM keep none)"
+)
+
+
+class AdwinDriftNoReaction(AdwinDrift):
+    on_detection: Literal["none"] = Field("none", description=_REACTION_DOC)
+
+
+class PageHinkleyDriftNoReaction(PageHinkleyDrift):
+    on_detection: Literal["none"] = Field("none", description=_REACTION_DOC)
+
+
+class AdwinDriftReacting(AdwinDrift):
+    on_detection: Literal["none"] | ReopenConfidence = Field("none", description=_REACTION_DOC)
+
+
+class PageHinkleyDriftReacting(PageHinkleyDrift):
+    on_detection: Literal["none"] | ReopenConfidence = Field("none", description=_REACTION_DOC)
+
+
+# Models without a covariance (PA, PA-I, PA-II, RankSVM) take no reaction; CW, AROW and SCW do.
+DriftConfig = Annotated[
+    AdwinDriftNoReaction | PageHinkleyDriftNoReaction | NoDrift, Field(discriminator="detector")
+]
+ReactingDriftConfig = Annotated[
+    AdwinDriftReacting | PageHinkleyDriftReacting | NoDrift, Field(discriminator="detector")
+]
+_DRIFT_DOC = (
+    "the drift detector over the model's progressive losses (default: ADWIN with delta "
+    "0.002) and the reaction to a detection; GET /models/{name} reports it under drift"
+)
 
 
 class _Create(BaseModel):
     model_config = ConfigDict(extra="forbid")
     features: FeaturesConfig
     metrics: MetricsConfig | None = None
-    drift: DriftConfig | None = Field(
-        None,
-        description="the drift detector over the model's progressive losses (default: ADWIN "
-        "with delta 0.002); GET /models/{name} reports it under drift",
-    )
+    drift: DriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
 class PACreate(_Create):
@@ -164,21 +203,25 @@ class PA2Create(_Create):
 class CWCreate(_Create):
     algorithm: Literal["cw"]
     params: CWParams | None = None
+    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
 class AROWCreate(_Create):
     algorithm: Literal["arow"]
     params: AROWParams | None = None
+    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
 class SCW1Create(_Create):
     algorithm: Literal["scw1"]
     params: SCWParams | None = None
+    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
 class SCW2Create(_Create):
     algorithm: Literal["scw2"]
     params: SCWParams | None = None
+    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
 class RankSVMCreate(_Create):
