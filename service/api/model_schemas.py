@@ -182,49 +182,56 @@ class _Create(BaseModel):
     model_config = ConfigDict(extra="forbid")
     features: FeaturesConfig
     metrics: MetricsConfig | None = None
+
+
+class _PlainCreate(_Create):
+    """A model without a covariance: a detector, no reaction."""
+
     drift: DriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
-class PACreate(_Create):
+class _CWFamilyCreate(_Create):
+    """CW, AROW, SCW: a detector and, optionally, a reaction."""
+
+    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
+
+
+class PACreate(_PlainCreate):
     algorithm: Literal["pa"]
     params: PAParams | None = None
 
 
-class PA1Create(_Create):
+class PA1Create(_PlainCreate):
     algorithm: Literal["pa1"]
     params: PA1Params | None = None
 
 
-class PA2Create(_Create):
+class PA2Create(_PlainCreate):
     algorithm: Literal["pa2"]
     params: PA1Params | None = None
 
 
-class CWCreate(_Create):
+class CWCreate(_CWFamilyCreate):
     algorithm: Literal["cw"]
     params: CWParams | None = None
-    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
-class AROWCreate(_Create):
+class AROWCreate(_CWFamilyCreate):
     algorithm: Literal["arow"]
     params: AROWParams | None = None
-    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
-class SCW1Create(_Create):
+class SCW1Create(_CWFamilyCreate):
     algorithm: Literal["scw1"]
     params: SCWParams | None = None
-    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
-class SCW2Create(_Create):
+class SCW2Create(_CWFamilyCreate):
     algorithm: Literal["scw2"]
     params: SCWParams | None = None
-    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
 
 
-class RankSVMCreate(_Create):
+class RankSVMCreate(_PlainCreate):
     algorithm: Literal["ranksvm"]
     params: RankSVMParams | None = None
 

@@ -133,9 +133,7 @@ def _reaction(v: Any, detector: str, reopens: bool) -> Any:
     if v == "none":
         return "none"
     if not isinstance(v, dict) or list(v) != [_REOPEN]:
-        raise invalid(
-            f'{field}: must be "none" or {{"{_REOPEN}": amount}}, got {v!r}', field
-        )
+        raise invalid(f'{field}: must be "none" or {{"{_REOPEN}": amount}}, got {v!r}', field)
     a = v[_REOPEN]
     if isinstance(a, bool) or not isinstance(a, int | float) or not 0.0 < a <= 1.0:
         where = f"{field}.{_REOPEN}"
@@ -143,9 +141,7 @@ def _reaction(v: Any, detector: str, reopens: bool) -> Any:
     if detector == "none":
         raise invalid(f"{field}: needs a detector (drift.detector is none)", field)
     if not reopens:
-        raise invalid(
-            f"{field}: this algorithm keeps no confidence (covariance) to re-open", field
-        )
+        raise invalid(f"{field}: this algorithm keeps no confidence (covariance) to re-open", field)
     return {_REOPEN: float(a)}
 
 

@@ -51,11 +51,14 @@ def figures(stream: LabelledStream, algorithm: str, amount: float | None) -> tup
     return (*(r.accuracy_after(stream.changes, n) for n in AFTER), r.accuracy)
 
 
+def show(f: tuple[float, ...]) -> str:
+    return " ".join(f"{v:.4f}" for v in f)
+
+
 @pytest.mark.parametrize(("name", "algorithm"), list(MEASURED))
 def test_reaction_figures(streams: dict[str, LabelledStream], name: str, algorithm: str) -> None:
     s = streams[name]
     without, with_ = figures(s, algorithm, None), figures(s, algorithm, 1.0)
-    show = lambda f: " ".join(f"{v:.4f}" for v in f)  # noqa: E731
     print(f"\n{name} {algorithm}: none {show(without)} | reopen 1 {show(with_)}")
     assert without == pytest.approx(MEASURED[name, algorithm][0], abs=TOL)
     assert with_ == pytest.approx(MEASURED[name, algorithm][1], abs=TOL)
@@ -70,3 +73,20 @@ def test_what_the_figures_say() -> None:
     assert max(gain["sea", "scw1"]) < -0.01  # SCW-I on SEA: worse with it
     assert gain["sea", "cw"] == [0.0] * 4  # CW detects no change on SEA: nothing happens
     assert max(gain["agrawal", "cw"][:3]) < 0 < gain["agrawal", "cw"][3]  # mixed
+
+
+def test_the_reaction_follows_the_entry_so_batches_matter(
+    streams: dict[str, LabelledStream],
+) -> None:
+    """The reaction runs after the entry holding the detection: the later in the stream
+    the entry ends, the later the re-open (AROW, a9a flipped, N = 500 after a change)."""
+    s = streams["a9a"]
+    runs = {b: run(s, "arow", 1.0, batch=b) for b in (1, 100, 1000)}
+    got = {b: r.accuracy_after(s.changes, 500) for b, r in runs.items()}
+    print(f"\nAROW a9a, accuracy over the 500 after each change by entry size: {got}")
+    assert got[1] == pytest.approx(0.722, abs=TOL)
+    assert got[100] == pytest.approx(0.636, abs=TOL)
+    assert got[1000] == pytest.approx(0.345, abs=TOL)
+    # the first detection is at the same example whatever the entries: the stream up to it
+    # is learned the same way
+    assert {r.detections[0] for r in runs.values()} == {10048}

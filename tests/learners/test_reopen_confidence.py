@@ -65,9 +65,10 @@ def test_reopen_moves_sigma_to_the_prior_and_keeps_mu(
     assert not np.array_equal(before.sigma, prior)  # it learned something
 
     clf.reopen_confidence(0.0)
-    assert clf.state_digest() == LinearClassifier.from_state(
-        algo, clf.dim, clf.params, before
-    ).state_digest()
+    assert (
+        clf.state_digest()
+        == LinearClassifier.from_state(algo, clf.dim, clf.params, before).state_digest()
+    )
 
     clf.reopen_confidence(0.25)
     st = clf.state()
@@ -81,7 +82,11 @@ def test_reopen_moves_sigma_to_the_prior_and_keeps_mu(
 
     clf.reopen_confidence(1)
     st = clf.state()
-    assert np.array_equal(st.sigma, prior) and np.array_equal(st.mu, before.mu)
+    assert (
+        st.sigma is not None
+        and np.array_equal(st.sigma, prior)
+        and np.array_equal(st.mu, before.mu)
+    )
     assert clf.n_seen_ == before.n_seen and clf.n_updates_ == before.n_updates
     clone = LinearClassifier.from_bytes(clf.to_bytes())
     assert clone.state_digest() == clf.state_digest()

@@ -64,9 +64,7 @@ def test_the_served_model_is_the_in_process_run(
     assert got["state_digest"] == expected.state_digest
 
 
-def test_replicas_and_a_restart_hold_the_same_reacted_model(
-    redis_url: str, tmp_path: Path
-) -> None:
+def test_replicas_and_a_restart_hold_the_same_reacted_model(redis_url: str, tmp_path: Path) -> None:
     """Two processes on one Redis, each sending half the batches, then a third started
     fresh (checkpoint every 7 entries + the log after it): the same learner and detector
     everywhere, and the in-process run's."""
@@ -104,25 +102,31 @@ def test_replicas_and_a_restart_hold_the_same_reacted_model(
 
 NONE = {"detector": "none"}
 ADWIN = {"detector": "adwin"}
+ON = "drift.on_detection"
+AMOUNT = "drift.on_detection.reopen_confidence"
+
+
+def reopen(amount: Any, detector: dict[str, Any] = ADWIN) -> dict[str, Any]:
+    return {**detector, "on_detection": {"reopen_confidence": amount}}
 
 
 @pytest.mark.parametrize(
     ("algorithm", "drift", "field"),
     [
-        ("arow", {**ADWIN, "on_detection": "reopen"}, "drift.on_detection"),
-        ("arow", {**ADWIN, "on_detection": None}, "drift.on_detection"),
-        ("arow", {**ADWIN, "on_detection": {"reopen": 1}}, "drift.on_detection"),
-        ("arow", {**ADWIN, "on_detection": {"reopen_confidence": 1, "x": 1}}, "drift.on_detection"),
-        ("cw", {**ADWIN, "on_detection": {"reopen_confidence": 0}}, "drift.on_detection.reopen_confidence"),
-        ("scw1", {**ADWIN, "on_detection": {"reopen_confidence": 1.5}}, "drift.on_detection.reopen_confidence"),
-        ("scw2", {**ADWIN, "on_detection": {"reopen_confidence": True}}, "drift.on_detection.reopen_confidence"),
-        ("arow", {**ADWIN, "on_detection": {"reopen_confidence": "1"}}, "drift.on_detection.reopen_confidence"),
-        ("arow", {**NONE, "on_detection": {"reopen_confidence": 1}}, "drift.on_detection"),
-        ("pa", {**ADWIN, "on_detection": {"reopen_confidence": 1}}, "drift.on_detection"),
-        ("pa1", {"detector": "page_hinkley", "on_detection": {"reopen_confidence": 1}}, "drift.on_detection"),
-        ("ranksvm", {**ADWIN, "on_detection": {"reopen_confidence": 1}}, "drift.on_detection"),
+        ("arow", {**ADWIN, "on_detection": "reopen"}, ON),
+        ("arow", {**ADWIN, "on_detection": None}, ON),
+        ("arow", {**ADWIN, "on_detection": {"reopen": 1}}, ON),
+        ("arow", {**ADWIN, "on_detection": {"reopen_confidence": 1, "x": 1}}, ON),
+        ("cw", reopen(0), AMOUNT),
+        ("scw1", reopen(1.5), AMOUNT),
+        ("scw2", reopen(True), AMOUNT),
+        ("arow", reopen("1"), AMOUNT),
+        ("arow", reopen(1, NONE), ON),  # no detector, nothing to react to
+        ("pa", reopen(1), ON),  # no covariance
+        ("pa1", reopen(1, {"detector": "page_hinkley"}), ON),
+        ("ranksvm", reopen(1), ON),
     ],
-)  # fmt: skip
+)
 def test_bad_reactions_are_refused(tmp_path: Path, algorithm: str, drift: Any, field: str) -> None:
     with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
         r = c.put("/models/m", json={**SPARSE, "algorithm": algorithm, "drift": drift})
@@ -133,16 +137,15 @@ def test_bad_reactions_are_refused(tmp_path: Path, algorithm: str, drift: Any, f
 
 
 def test_same_body_same_model_other_reaction_conflicts(tmp_path: Path) -> None:
-    body = {**SPARSE, "drift": {**ADWIN, "on_detection": {"reopen_confidence": 0.5}}}
+    body = {**SPARSE, "drift": reopen(0.5)}
     with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
         assert c.put("/models/m", json=body).status_code == 201
         assert c.put("/models/m", json=body).status_code == 200
-        other = {**SPARSE, "drift": {**ADWIN, "on_detection": {"reopen_confidence": 1}}}
-        r = c.put("/models/m", json=other)
+        r = c.put("/models/m", json={**SPARSE, "drift": reopen(1)})
         assert r.status_code == 409, r.text
-        assert r.json()["detail"]["field"] == "drift.on_detection.reopen_confidence"
+        assert r.json()["detail"]["field"] == AMOUNT
         r = c.put("/models/m", json=SPARSE)  # the default: no reaction
-        assert r.status_code == 409 and r.json()["detail"]["field"] == "drift.on_detection"
+        assert r.status_code == 409 and r.json()["detail"]["field"] == ON
         assert c.put("/models/n", json={**SPARSE, "drift": NONE}).status_code == 201
         assert info(c, "n")["config"]["drift"] == {"detector": "none", "on_detection": "none"}
         assert info(c, "m")["config"]["drift"]["on_detection"] == {"reopen_confidence": 0.5}
@@ -155,10 +158,8 @@ def test_a_config_stored_before_reactions_means_none() -> None:
     old = {**new, "drift": {k: v for k, v in new["drift"].items() if k != "on_detection"}}
     assert difference(old, new) is None
     assert drift_monitor.drift_monitor(old).reopen is None  # type: ignore[union-attr]
-    asked = LinearAdapter.normalize_config(
-        {**SPARSE, "drift": {**ADWIN, "on_detection": {"reopen_confidence": 1}}}, settings
-    )
-    assert difference(old, asked) == ("drift.on_detection", "none", {"reopen_confidence": 1.0})
+    asked = LinearAdapter.normalize_config({**SPARSE, "drift": reopen(1)}, settings)
+    assert difference(old, asked) == (ON, "none", {"reopen_confidence": 1.0})
 
 
 def test_docstring_examples_run() -> None:

@@ -13,6 +13,7 @@ delay of the first detection after each change is printed
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,10 @@ from tests.service.serving import ServerThread
 from tests.service.test_delayed_labels import info
 from tests.service.test_drift_api import BATCH, river_detections, send
 
-CASES = {"sea": (sea_stream, "arow"), "agrawal": (agrawal_stream, "scw1")}
+CASES: dict[str, tuple[Callable[[], LabelledStream], str]] = {
+    "sea": (sea_stream, "arow"),
+    "agrawal": (agrawal_stream, "scw1"),
+}
 
 
 def delays(changes: tuple[int, ...], detections: list[int]) -> list[int | None]:
@@ -54,7 +58,7 @@ def by_batch(detections: list[int]) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_detections_on_rivers_drifting_streams_are_rivers(name: str, tmp_path: Path) -> None:
     make, algorithm = CASES[name]
-    s: LabelledStream = make()
+    s = make()
     ours = run(s, algorithm, None, batch=BATCH)  # in process, the service's batches
     expected = river_detections(ours.errors)
     assert ours.detections == expected  # learners' ADWIN in process, as a bonus
