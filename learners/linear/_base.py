@@ -39,6 +39,7 @@ from learners.linear._labels import IntTable, int_table, label_codes
 from learners.linear._normal import normal_cdf, normal_ppf
 from learners.linear._params import _check_dim, _covariance
 from learners.linear.calibration import calibrated_z, link_is_probit
+from learners.linear.confidence import check_amount, reopen_diagonal, reopen_full
 from learners.weights import check_sample_weight
 
 ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
@@ -278,6 +279,17 @@ class LinearClassifier:
             self._S = np.concatenate([self._S, self._identity_full(1)])
         else:
             self._w = np.concatenate([self._w, self._identity_diag(1)])
+
+    def reopen_confidence(self, amount: float) -> None:
+        """Move Σ a fraction ``amount`` in [0, 1] of the way back to its prior (1: the
+        prior), keeping μ (:mod:`learners.linear.confidence`); PA keeps no Σ: a no-op.
+        For after a drift: the steps grow again as if the model were less sure."""
+        if self.covariance == "full":
+            reopen_full(self._S, len(self.labels_), amount)
+        elif self._has_cov:
+            reopen_diagonal(self._w[:, :, 1], len(self.labels_), amount)
+        else:
+            check_amount(amount)
 
     # ------------------------------------------------------------------ validation
 

@@ -130,9 +130,52 @@ class PageHinkleyDrift(BaseModel):
 class NoDrift(BaseModel):
     model_config = ConfigDict(extra="forbid")
     detector: Literal["none"]
+    on_detection: Literal["none"] = Field("none", description="no detector: no reaction")
 
 
-DriftConfig = Annotated[AdwinDrift | PageHinkleyDrift | NoDrift, Field(discriminator="detector")]
+class ReopenConfidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reopen_confidence: float = Field(
+        gt=0,
+        le=1,
+        description="the fraction of the way the covariance moves back to its prior, the "
+        "mean kept (1: the prior)",
+    )
+
+
+_REACTION_DOC = (
+    'after an applied entry with a detection: "none" (default) or re-open the model\'s '
+    "confidence (CW, AROW and SCW; PA and RankSVM keep none)"
+)
+
+
+class AdwinDriftNoReaction(AdwinDrift):
+    on_detection: Literal["none"] = Field("none", description=_REACTION_DOC)
+
+
+class PageHinkleyDriftNoReaction(PageHinkleyDrift):
+    on_detection: Literal["none"] = Field("none", description=_REACTION_DOC)
+
+
+class AdwinDriftReacting(AdwinDrift):
+    on_detection: Literal["none"] | ReopenConfidence = Field("none", description=_REACTION_DOC)
+
+
+class PageHinkleyDriftReacting(PageHinkleyDrift):
+    on_detection: Literal["none"] | ReopenConfidence = Field("none", description=_REACTION_DOC)
+
+
+# Models without a covariance (PA, PA-I, PA-II, RankSVM) take no reaction; CW, AROW and SCW do.
+DriftConfig = Annotated[
+    AdwinDriftNoReaction | PageHinkleyDriftNoReaction | NoDrift, Field(discriminator="detector")
+]
+ReactingDriftConfig = Annotated[
+    AdwinDriftReacting | PageHinkleyDriftReacting | NoDrift, Field(discriminator="detector")
+]
+_DRIFT_DOC = (
+    "the drift detector over the model's progressive losses (default: ADWIN with delta "
+    "0.002) and the reaction to a detection; GET /models/{name} reports it under drift"
+)
 
 
 class _Create(BaseModel):
@@ -145,49 +188,56 @@ class _Create(BaseModel):
         "whose log this model learns, entry by entry, from now on (no updates of its own); "
         "see POST /models/{name}/promote",
     )
-    drift: DriftConfig | None = Field(
-        None,
-        description="the drift detector over the model's progressive losses (default: ADWIN "
-        "with delta 0.002); GET /models/{name} reports it under drift",
-    )
 
 
-class PACreate(_Create):
+class _PlainCreate(_Create):
+    """A model without a covariance: a detector, no reaction."""
+
+    drift: DriftConfig | None = Field(None, description=_DRIFT_DOC)
+
+
+class _CWFamilyCreate(_Create):
+    """CW, AROW, SCW: a detector and, optionally, a reaction."""
+
+    drift: ReactingDriftConfig | None = Field(None, description=_DRIFT_DOC)
+
+
+class PACreate(_PlainCreate):
     algorithm: Literal["pa"]
     params: PAParams | None = None
 
 
-class PA1Create(_Create):
+class PA1Create(_PlainCreate):
     algorithm: Literal["pa1"]
     params: PA1Params | None = None
 
 
-class PA2Create(_Create):
+class PA2Create(_PlainCreate):
     algorithm: Literal["pa2"]
     params: PA1Params | None = None
 
 
-class CWCreate(_Create):
+class CWCreate(_CWFamilyCreate):
     algorithm: Literal["cw"]
     params: CWParams | None = None
 
 
-class AROWCreate(_Create):
+class AROWCreate(_CWFamilyCreate):
     algorithm: Literal["arow"]
     params: AROWParams | None = None
 
 
-class SCW1Create(_Create):
+class SCW1Create(_CWFamilyCreate):
     algorithm: Literal["scw1"]
     params: SCWParams | None = None
 
 
-class SCW2Create(_Create):
+class SCW2Create(_CWFamilyCreate):
     algorithm: Literal["scw2"]
     params: SCWParams | None = None
 
 
-class RankSVMCreate(_Create):
+class RankSVMCreate(_PlainCreate):
     algorithm: Literal["ranksvm"]
     params: RankSVMParams | None = None
 

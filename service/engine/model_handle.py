@@ -180,7 +180,10 @@ class ModelHandle:
         self.examples_learned += r.applied
         self.window.add_result(r)
         if self.drift is not None:
-            self.drift.update(r.errors, position)
+            # A reaction (re-opening the confidence) follows the whole entry: every
+            # replica, and a restart from checkpoint + log, does it at the same point.
+            if self.drift.update(r.errors, position):
+                self.drift.react(self.adapter.model)
             self.show_drift()
         self._m_learned.inc(r.applied)
         acc_loss = self.window.accuracy_loss()

@@ -36,7 +36,7 @@ MISSING: Any = _Missing()
 # The order fields are looked at in: the one a reader changes first comes first.
 _ORDER = ("kind", "algorithm", "features", "params", "metrics", "drift", "imported")
 _FEATURES_ORDER = ("kind", "dim", "bits", "index_base")
-_ORDERS = {"": _ORDER, "features": _FEATURES_ORDER, "drift": ("detector",)}
+_ORDERS = {"": _ORDER, "features": _FEATURES_ORDER, "drift": ("detector", "on_detection")}
 
 
 def _filled_params(kind: str, algorithm: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -66,6 +66,9 @@ def effective(config: dict[str, Any]) -> dict[str, Any]:
         from service.models.drift_monitor import default_drift_config
 
         config = {**config, "drift": default_drift_config()}
+    elif isinstance(config["drift"], dict) and "on_detection" not in config["drift"]:
+        # Stored before reactions existed: it has none.
+        config = {**config, "drift": {**config["drift"], "on_detection": "none"}}
     try:
         filled = _filled_params(kind, config.get("algorithm"), params)
     except (ValueError, TypeError):

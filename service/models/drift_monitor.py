@@ -11,10 +11,17 @@ The config (``drift`` in ``PUT /models/{name}``; stored with the model, defaults
 in): ``{"detector": "adwin", "delta": 0.002, "clock": 32, "max_buckets": 5,
 "min_window_length": 5, "grace_period": 10}``, ``{"detector": "page_hinkley",
 "min_instances": 30, "delta": 0.005, "threshold": 50.0, "alpha": 0.9999, "mode": "both"}``
-or ``{"detector": "none"}``. A model created before learnserve had detectors stored no
+or ``{"detector": "none"}``; plus, with a detector, ``on_detection``: ``"none"`` (the
+default) or ``{"reopen_confidence": a}`` (a in (0, 1]), the model's reaction: after an
+applied entry in which the detector found a change, a CW, AROW or SCW model moves its
+covariance a fraction ``a`` back to its prior, keeping its mean
+(:meth:`learners.linear.LinearClassifier.reopen_confidence`). The reaction runs in the
+apply, in log order, so it is model state like the rest (in the learner's checkpoint).
+A model created before learnserve had detectors stored no
 ``drift`` and keeps none (a stored model never changes meaning); comparing configs
 (``service.models.config_compare``) reads a missing ``drift`` as the default, so a
-client that PUTs the same body as before still gets its model.
+client that PUTs the same body as before still gets its model; a ``drift`` stored
+before reactions existed has no ``on_detection`` and means ``"none"``.
 
 >>> cfg = drift_config({"detector": "page_hinkley", "threshold": 5})
 >>> cfg["detector"], cfg["threshold"], cfg["min_instances"]
@@ -25,6 +32,8 @@ client that PUTs the same body as before still gets its model.
 1
 >>> s = m.summary(); s["detections"], s["last_detection_version"], s["values_seen"]
 (1, 7, 260)
+>>> drift_config({"detector": "adwin", "on_detection": {"reopen_confidence": 1}})["on_detection"]
+{'reopen_confidence': 1.0}
 """
 
 from __future__ import annotations
@@ -39,7 +48,14 @@ import orjson
 from service.errors import invalid
 from service.models.json_fields import type_name
 
-__all__ = ["DETECTORS", "DriftMonitor", "default_drift_config", "drift_config", "drift_monitor"]
+__all__ = [
+    "DETECTORS",
+    "DriftMonitor",
+    "default_drift_config",
+    "drift_config",
+    "drift_monitor",
+    "on_detection",
+]
 
 # Each detector's parameters and their defaults (River's, whose detection points the
 # detectors reproduce: tests/service/test_drift_api.py).
@@ -64,13 +80,25 @@ _INTEGER = {"clock", "max_buckets", "min_window_length", "grace_period", "min_in
 _MODES = ("both", "up", "down")
 
 
+_REACTION = "on_detection"
+_REOPEN = "reopen_confidence"
+
+
 def default_drift_config() -> dict[str, Any]:
-    return {"detector": "adwin", **DETECTORS["adwin"]}
+    return {"detector": "adwin", **DETECTORS["adwin"], _REACTION: "none"}
 
 
-def drift_config(body: Any) -> dict[str, Any]:
+def on_detection(config: dict[str, Any]) -> float | None:
+    """The amount a stored ``drift`` config re-opens the confidence by on a detection
+    (None: no reaction; a config stored before reactions existed has none)."""
+    reaction = config.get(_REACTION, "none")
+    return float(reaction[_REOPEN]) if isinstance(reaction, dict) else None
+
+
+def drift_config(body: Any, reopens: bool = True) -> dict[str, Any]:
     """The stored ``drift`` config of a ``PUT /models/{name}`` body's ``drift`` (None:
-    the default), every parameter filled in; a 422 naming ``drift.<field>`` if bad."""
+    the default), every parameter filled in; a 422 naming ``drift.<field>`` if bad.
+    ``reopens``: whether the model has a confidence to re-open (CW, AROW, SCW)."""
     if body is None:
         return default_drift_config()
     if not isinstance(body, dict):
@@ -83,7 +111,7 @@ def drift_config(body: Any) -> dict[str, Any]:
             f"drift.detector: must be one of {sorted(DETECTORS)}, got {name!r}", "drift.detector"
         )
     defaults = DETECTORS[name]
-    extra = sorted(set(body) - {"detector", *defaults})
+    extra = sorted(set(body) - {"detector", _REACTION, *defaults})
     if extra:
         known = ", ".join(sorted(defaults)) or "none"
         raise invalid(
@@ -95,7 +123,26 @@ def drift_config(body: Any) -> dict[str, Any]:
     if name == "page_hinkley" and out["mode"] not in _MODES:
         raise invalid(f"drift.mode: must be one of {list(_MODES)}", "drift.mode")
     _check(out)
+    out[_REACTION] = _reaction(body.get(_REACTION, "none"), name, reopens)
     return out
+
+
+def _reaction(v: Any, detector: str, reopens: bool) -> Any:
+    """``on_detection``: "none" or ``{"reopen_confidence": amount in (0, 1]}``."""
+    field = f"drift.{_REACTION}"
+    if v == "none":
+        return "none"
+    if not isinstance(v, dict) or list(v) != [_REOPEN]:
+        raise invalid(f'{field}: must be "none" or {{"{_REOPEN}": amount}}, got {v!r}', field)
+    a = v[_REOPEN]
+    if isinstance(a, bool) or not isinstance(a, int | float) or not 0.0 < a <= 1.0:
+        where = f"{field}.{_REOPEN}"
+        raise invalid(f"{where}: must be a number in (0, 1], got {a!r}", where)
+    if detector == "none":
+        raise invalid(f"{field}: needs a detector (drift.detector is none)", field)
+    if not reopens:
+        raise invalid(f"{field}: this algorithm keeps no confidence (covariance) to re-open", field)
+    return {_REOPEN: float(a)}
 
 
 def _param(key: str, v: Any) -> Any:
@@ -138,8 +185,13 @@ def _check(c: dict[str, Any]) -> None:
             bad("alpha", "in (0, 1]")
 
 
+def _params(config: dict[str, Any]) -> dict[str, Any]:
+    """The detector's own parameters (the stored config less its name and reaction)."""
+    return {k: v for k, v in config.items() if k not in ("detector", _REACTION)}
+
+
 def _make(config: dict[str, Any]) -> Any:
-    params = {k: v for k, v in config.items() if k != "detector"}
+    params = _params(config)
     if config["detector"] == "adwin":
         from learners.drift.adwin import ADWIN
 
@@ -167,6 +219,8 @@ class DriftMonitor:
         self.values_seen = 0  # examples (rankers: queries) read so far
         self.last_detection_version: int | None = None
         self.last_detection_value: int | None = None  # its index in the stream (from 1)
+        self.reopen = on_detection(config)  # the reaction's amount (None: no reaction)
+        self.reactions = 0  # entries after which the model reacted
 
     def update(self, errors: np.ndarray | None, version: int) -> int:
         """Read one applied entry's progressive losses; the detections among them."""
@@ -181,12 +235,25 @@ class DriftMonitor:
         self.values_seen += int(errors.shape[0])
         return int(hits.shape[0])
 
+    def react(self, learner: Any) -> bool:
+        """The reaction to the detections of the entry just read (``update`` > 0):
+        called once per entry, after the whole entry was learned (a detection in the
+        middle of a batch re-opens after its last example, not after the detecting
+        one: a batch is not only a transport here). True if the learner changed."""
+        if self.reopen is None:
+            return False
+        learner.reopen_confidence(self.reopen)
+        self.reactions += 1
+        return True
+
     def summary(self) -> dict[str, Any]:
         """``GET /models/{name}``'s ``drift``."""
         estimate = float(self.detector.estimation)
         return {
             "detector": self.config["detector"],
-            "params": {k: v for k, v in self.config.items() if k != "detector"},
+            "params": _params(self.config),
+            "on_detection": self.config.get(_REACTION, "none"),
+            "reactions": self.reactions,
             "estimate": estimate if math.isfinite(estimate) else None,
             "detections": self.detections,
             "last_detection_version": self.last_detection_version,
@@ -201,7 +268,7 @@ class DriftMonitor:
 
     # ------------------------------------------------------------ checkpoints
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "config": self.config,
             "state": self.detector.to_state(),
             "detections": self.detections,
@@ -209,6 +276,9 @@ class DriftMonitor:
             "last_version": self.last_detection_version,
             "last_value": self.last_detection_value,
         }
+        if self.reopen is not None:  # without a reaction: the state (and digest) as before
+            out["reactions"] = self.reactions
+        return out
 
     def restore(self, data: Any) -> None:
         """A checkpoint's monitor (``to_json``); a checkpoint without one (written before
@@ -216,10 +286,10 @@ class DriftMonitor:
         if not isinstance(data, dict) or data.get("config") != self.config:
             return
         cls = type(self.detector)
-        params = {k: v for k, v in self.config.items() if k != "detector"}
-        self.detector = cls.from_state(params, data["state"])
+        self.detector = cls.from_state(_params(self.config), data["state"])
         self.detections = int(data["detections"])
         self.values_seen = int(data["values_seen"])
         last_version, last_value = data.get("last_version"), data.get("last_value")
         self.last_detection_version = None if last_version is None else int(last_version)
         self.last_detection_value = None if last_value is None else int(last_value)
+        self.reactions = int(data.get("reactions", 0))

@@ -142,7 +142,8 @@ def online_model_config(
         if metrics:
             config["metrics"] = metrics
     # Always stored, defaults filled in: the detector is the model's from its creation.
-    config["drift"] = drift_config(body.get("drift"))
+    reopens = getattr(learner, "covariance", "none") != "none"  # CW, AROW, SCW
+    config["drift"] = drift_config(body.get("drift"), reopens)
     follows = body.get("follows")
     if follows is not None:  # a challenger (service.engine.followers checks the leader)
         if not isinstance(follows, str) or not _NAME.fullmatch(follows):

@@ -359,7 +359,7 @@ def test_state_and_from_state(algo: str, cov: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["__init__", "_normal", "pa", "cw", "arow", "scw", "sklearn", "dry_run"]
+    "module", ["__init__", "_normal", "pa", "cw", "arow", "scw", "sklearn", "dry_run", "confidence"]
 )
 def test_docstring_examples_run(module: str) -> None:
     import doctest

@@ -55,6 +55,7 @@ def in_process_errors(rows: list[dict[str, float]], y: list[int]) -> np.ndarray:
     errs = []
     for s in range(0, len(rows), BATCH):
         r = clf.update(spec.encode(rows[s : s + BATCH]), y[s : s + BATCH])
+        assert r.errors is not None
         errs.append(r.errors)
     return np.concatenate(errs)
 
@@ -87,7 +88,7 @@ def test_detections_are_rivers_on_a9a_made_to_drift(stream: Any, tmp_path: Path)
     assert d["last_detection_example"] == expected[-1]
     assert d["values_seen"] == N
     # the entry (batch) of each detection: the count rose in the batch holding it
-    by_batch = {}
+    by_batch: dict[int, int] = {}
     for i in expected:
         end = -(-i // BATCH) * BATCH
         by_batch[end] = by_batch.get(end, 0) + 1
