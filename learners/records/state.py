@@ -17,7 +17,7 @@ and no spaces (what a state digest hashes).
 >>> import numpy as np
 >>> z, st = standardize(np.array([1.0, 2.0, 3.0, 4.0]), 0, 0.0, 0.0, True)
 >>> z.tolist(), st
-([0.0, 0.0, 1.5, 1.3416407864998738], (4, 2.5, 5.0))
+([0.0, 0.0, 3.0, 2.449489742783178], (4, 2.5, 5.0))
 """
 
 from __future__ import annotations

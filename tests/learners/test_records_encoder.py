@@ -260,3 +260,22 @@ def test_bad_states_are_refused(edit: Any, problem: str) -> None:
     edit(state)
     with pytest.raises(ValueError, match=problem.replace("[", r"\[").replace("]", r"\]")):
         RecordEncoder.from_state(STATEFUL, state)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "learners.records.config",
+        "learners.records.encoder",
+        "learners.records.state",
+        "learners.records._unicode",
+        "learners.records._hash_kernels",
+        "learners.io.records",
+    ],
+)
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), verbose=False)
+    assert result.attempted > 0 and result.failed == 0
