@@ -25,41 +25,38 @@ _STD_LIMIT = 1e100  # beyond, squared deviations overflow a double
 
 
 class Atoms:
-    """The atoms of one batch, appended field by field (rows ascending within a field)."""
+    """The atoms of one batch, appended field by field (rows ascending within a field),
+    in Python lists: a batch of one record is the common /update, and small numpy
+    arrays per field would cost more than the encoding."""
 
     def __init__(self, constants: list[str]) -> None:
         self.strs: list[str] = list(constants)
-        self.rows: list[np.ndarray] = []
-        self.fields: list[np.ndarray] = []
-        self.sidx: list[np.ndarray] = []
-        self.vals: list[np.ndarray] = []
+        self.rows: list[int] = []
+        self.fields: list[int] = []
+        self.sidx: list[int] = []
+        self.vals: list[float] = []
 
-    def add(self, field: int, rows: Any, sidx: Any, vals: Any) -> None:
-        rows = np.asarray(rows, dtype=np.int64)
-        self.rows.append(rows)
-        self.fields.append(np.full(rows.shape[0], field, dtype=np.int64))
-        self.sidx.append(np.asarray(sidx, dtype=np.int64))
-        self.vals.append(np.asarray(vals, dtype=np.float64))
+    def add(self, field: int, rows: list[int], sidx: list[int], vals: list[float]) -> None:
+        self.rows += rows
+        self.fields += [field] * len(rows)
+        self.sidx += sidx
+        self.vals += vals
 
-    def add_strings(self, field: int, rows: list[int], strs: list[str], vals: Any = 1.0) -> None:
+    def add_strings(self, field: int, rows: list[int], strs: list[str], val: float = 1.0) -> None:
         base = len(self.strs)
-        self.strs.extend(strs)
-        n = len(strs)
-        self.add(field, rows, np.arange(base, base + n), np.broadcast_to(vals, (n,)))
+        self.strs += strs
+        self.add(field, rows, list(range(base, base + len(strs))), [val] * len(strs))
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """(row, field, string index, value), ordered by row then field (a stable sort
         of the field-major lists)."""
-        if not self.rows:
-            e = np.zeros(0, dtype=np.int64)
-            return e, e, e, np.zeros(0, dtype=np.float64)
-        rows = np.concatenate(self.rows)
+        rows = np.array(self.rows, dtype=np.int64)
         order = np.argsort(rows, kind="stable")
         return (
             rows[order],
-            np.concatenate(self.fields)[order],
-            np.concatenate(self.sidx)[order],
-            np.concatenate(self.vals)[order],
+            np.array(self.fields, dtype=np.int64)[order],
+            np.array(self.sidx, dtype=np.int64)[order],
+            np.array(self.vals, dtype=np.float64)[order],
         )
 
 

@@ -132,7 +132,7 @@ class RecordEncoder:
         """The features of one record with the current statistics, in order of generation
         (intercept, fields in config order, interactions): (name, column, value). Values of
         a column are summed in the encoded row."""
-        _, names = self._run([record], False, False, "record", "x", want_names=True)
+        _, names = self._run([record], False, False, "examples", "x", want_names=True)
         return names
 
     def to_config(self) -> dict[str, Any]:
@@ -205,7 +205,8 @@ class RecordEncoder:
                 if f.name in welford:
                     welford[f.name] = w
                 base = self._const_of[j]
-                atoms.add(j, r, base + (bins if bins is not None else 0) + np.zeros_like(r), x)
+                sidx = [base] * len(r) if bins is None else (bins + base).tolist()
+                atoms.add(j, r.tolist(), sidx, x.tolist())
             elif isinstance(f, TextField):
                 C.read_text(f, rows, vals, cfg.max_text_bytes, loc)
                 atoms.add_strings(j, rows, vals, 0.0)

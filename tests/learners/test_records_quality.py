@@ -78,7 +78,7 @@ def one_pass(config: dict[str, Any], data: Any, algo: str = "arow", **params: An
 
 
 # what each numeric transform and the interactions give, AROW (r=1, diagonal)
-ADULT = {
+ADULT: dict[tuple[str, tuple[tuple[str, ...], ...]], float] = {
     ("none", ()): 0.8488,
     ("log1p", ()): 0.8437,
     ("standardize", ()): 0.8518,
@@ -148,7 +148,7 @@ def sms_config(**text: Any) -> dict[str, Any]:
 
 
 # AROW one pass; text lower-cased, log(1 + tf), L2-normalised (the defaults)
-SMS = {
+SMS: dict[str, tuple[dict[str, Any], float]] = {
     "words": ({}, 0.9848),
     "words 1-2": ({"words": {"ngrams": 2}}, 0.9865),
     "words + chars 3-5": ({"chars": {"ngrams": [3, 5]}}, 0.9874),
