@@ -43,9 +43,13 @@ class Atoms:
         self.vals += vals
 
     def add_strings(self, field: int, rows: list[int], strs: list[str], val: float = 1.0) -> None:
+        """Atoms of the strings ``strs`` (one per row of ``rows``); each distinct string
+        is stored once, so the kernel hashes a repeated category once per batch."""
+        distinct = dict.fromkeys(strs)
         base = len(self.strs)
-        self.strs += strs
-        self.add(field, rows, list(range(base, base + len(strs))), [val] * len(strs))
+        index = {v: base + k for k, v in enumerate(distinct)}
+        self.strs += distinct
+        self.add(field, rows, list(map(index.__getitem__, strs)), [val] * len(strs))
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """(row, field, string index, value), ordered by row then field (a stable sort
@@ -131,26 +135,26 @@ def _to_float(v: Any, loc: str) -> float:
 def read_categorical(
     f: CategoricalField, rows: list[int], vals: list[Any], loc: Any
 ) -> tuple[list[int], list[str]]:
-    """(rows, names ``field=value``): one per distinct string of a value or a list."""
-    prefix = f.name + "="
+    """(rows, values): one per distinct string of a value or a list (the kernel names
+    each ``field=value``)."""
     if set(map(type, vals)) == {str}:
-        return rows, list(map(prefix.__add__, vals))
+        return rows, vals
     out_rows: list[int] = []
-    names: list[str] = []
+    out: list[str] = []
     for i, v in zip(rows, vals, strict=True):
         if type(v) is str:
             out_rows.append(i)
-            names.append(prefix + v)
+            out.append(v)
         elif type(v) is list:
             for j, s in enumerate(v):
                 if type(s) is not str:
                     raise FeatureError(f"{loc(i)}[{j}]", _bad("a string", s))
             for s in dict.fromkeys(v):  # one-hot: a value listed twice is one feature
                 out_rows.append(i)
-                names.append(prefix + s)
+                out.append(s)
         else:
             raise FeatureError(loc(i), _bad("a string or a list of strings", v))
-    return out_rows, names
+    return out_rows, out
 
 
 def read_text(f: TextField, rows: list[int], vals: list[Any], max_bytes: int, loc: Any) -> None:
@@ -169,9 +173,9 @@ def read_text(f: TextField, rows: list[int], vals: list[Any], max_bytes: int, lo
 
 def code_points(
     atoms: Atoms, a_row: np.ndarray, a_field: np.ndarray, a_sidx: np.ndarray, loc: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(code points of all strings, start and end of each atom's string); a lone
-    surrogate (not Unicode text) is a FeatureError naming its field."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(code points of all strings, offsets: string k is ``cps[off[k]:off[k+1]]``); a
+    lone surrogate (not Unicode text) is a FeatureError naming its field."""
     lens = np.fromiter(map(len, atoms.strs), np.int64, len(atoms.strs))
     offsets = np.zeros(len(atoms.strs) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
@@ -181,7 +185,6 @@ def code_points(
     except UnicodeEncodeError as exc:
         s = int(np.searchsorted(offsets, exc.start, side="right") - 1)
         k = int(np.flatnonzero(a_sidx == s)[0])
-        raise FeatureError(
-            loc(int(a_row[k]), int(a_field[k])), "not valid Unicode text (a lone surrogate)"
-        ) from None
-    return cps, offsets[a_sidx], offsets[a_sidx + 1]
+        problem = "not valid Unicode text (a lone surrogate)"
+        raise FeatureError(loc(int(a_row[k]), int(a_field[k])), problem) from None
+    return cps, offsets

@@ -85,11 +85,12 @@ def encode_rows(
     cps: np.ndarray,
     a_row: np.ndarray,
     a_field: np.ndarray,
-    a_start: np.ndarray,
-    a_end: np.ndarray,
+    s_off: np.ndarray,
+    a_sidx: np.ndarray,
     a_val: np.ndarray,
     f_text: np.ndarray,
     f_ns: np.ndarray,
+    f_pre: np.ndarray,
     tp: np.ndarray,
     prefixes: np.ndarray,
     lower_tab: np.ndarray,
@@ -122,6 +123,7 @@ def encode_rows(
     nb = np.empty(256, dtype=np.uint8)
     n_out = 0
     a = 0
+    sid_hash = np.full(s_off.shape[0] - 1, -1, dtype=np.int64)  # a string's name, hashed once
     n_atoms = a_row.shape[0]
     pre_i = intercept.shape[0]
     for r in range(n_rows):
@@ -132,14 +134,24 @@ def encode_rows(
             nf = 1
         while a < n_atoms and a_row[a] == r:
             f = a_field[a]
-            s, e = a_start[a], a_end[a]
-            if f_text[f] < 0:
+            sid = a_sidx[a]
+            s, e = s_off[sid], s_off[sid + 1]
+            if f_text[f] < 0:  # a named feature: prefix (e.g. "job=") + the string
                 fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
-                nb = grow_u8(nb, fo[nf] + 4 * (e - s))
                 q = fo[nf]
-                for i in range(s, e):
-                    q = put_utf8(nb, q, cps[i])
-                fh[nf], fv[nf], fns[nf], fo[nf + 1] = murmur3(nb, fo[nf], q), a_val[a], f_ns[f], q
+                if want_names or keep_ns[f_ns[f]] or sid_hash[sid] < 0:
+                    p0, p1 = f_pre[f, 0], f_pre[f, 1]
+                    nb = grow_u8(nb, q + p1 - p0 + 4 * (e - s))
+                    for i in range(p0, p1):
+                        nb[q] = prefixes[i]
+                        q += 1
+                    for i in range(s, e):
+                        q = put_utf8(nb, q, cps[i])
+                    if sid_hash[sid] < 0:
+                        sid_hash[sid] = murmur3(nb, fo[nf], q)
+                    if not (want_names or keep_ns[f_ns[f]]):
+                        q = fo[nf]  # the name is not needed: only its hash
+                fh[nf], fv[nf], fns[nf], fo[nf + 1] = sid_hash[sid], a_val[a], f_ns[f], q
                 nf += 1
             else:
                 p = tp[f_text[f]]
@@ -213,7 +225,17 @@ def _canonical(
     """Write the row's columns ascending from ``at``, summing repeats (stable order);
     returns how many were written."""
     cols = fh[:nf] & mask
-    order = np.argsort(cols, kind="mergesort")
+    if nf <= 32:  # a stable insertion sort: small rows are the common case
+        order = np.arange(nf)
+        for k in range(1, nf):
+            o = order[k]
+            j = k - 1
+            while j >= 0 and cols[order[j]] > cols[o]:
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = o
+    else:
+        order = np.argsort(cols, kind="mergesort")
     w = at - 1
     for k in range(nf):
         i = order[k]

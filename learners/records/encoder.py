@@ -16,7 +16,7 @@ from learners.csr_batch import Batch, FeatureError, canonical_rows
 from learners.records import _columns as C
 from learners.records import _row_kernel as K
 from learners.records._unicode import lower_table, token_chars
-from learners.records.config import NumericField, TextField, parse_config
+from learners.records.config import CategoricalField, NumericField, TextField, parse_config
 from learners.records.state import EncoderState, canonical_bytes, idf_fields
 
 __all__ = ["INTERCEPT_NAME", "RecordEncoder"]
@@ -65,6 +65,7 @@ class RecordEncoder:
         self._f_ns = np.array([ns_ids[f.namespace] for f in cfg.fields], dtype=np.int64)
         self._tp = np.zeros((n_text, K.TP_COLS), dtype=np.int64)
         prefixes = bytearray()
+        self._f_pre = np.zeros((len(cfg.fields), 2), dtype=np.int64)  # name prefix span
         idf_slot = {name: s for s, name in enumerate(idf_fields(cfg))}
         for j, f in enumerate(cfg.fields):
             if isinstance(f, NumericField):
@@ -73,6 +74,9 @@ class RecordEncoder:
                     self._constants.extend(f"{f.name}#{k}" for k in range(len(f.edges) + 1))
                 else:
                     self._constants.append(f.name)
+            elif isinstance(f, CategoricalField):
+                self._f_pre[j] = len(prefixes), len(prefixes) + len((f.name + "=").encode())
+                prefixes += (f.name + "=").encode()
             elif isinstance(f, TextField):
                 t = int((self._f_text >= 0).sum())
                 self._f_text[j] = t
@@ -211,14 +215,14 @@ class RecordEncoder:
                 C.read_text(f, rows, vals, cfg.max_text_bytes, loc)
                 atoms.add_strings(j, rows, vals, 0.0)
             else:
-                cat_rows, names = C.read_categorical(f, rows, vals, loc)
-                atoms.add_strings(j, cat_rows, names)
+                cat_rows, values = C.read_categorical(f, rows, vals, loc)
+                atoms.add_strings(j, cat_rows, values)
         a_row, a_field, a_sidx, a_val = atoms.arrays()
 
         def atom_loc(i: int, j: int) -> str:
             return C.field_loc(where, i, field, cfg.fields[j].name)
 
-        cps, a_start, a_end = C.code_points(atoms, a_row, a_field, a_sidx, atom_loc)
+        cps, s_off = C.code_points(atoms, a_row, a_field, a_sidx, atom_loc)
         update = sequential and state.docs.shape[0] > 0
         df, docs = (state.df.copy(), state.docs.copy()) if update else (state.df, state.docs)
         status, err_row, err_field, ip, cols, vals_out, names, noff = K.encode_rows(
@@ -226,11 +230,12 @@ class RecordEncoder:
             cps,
             a_row,
             a_field,
-            a_start,
-            a_end,
+            s_off,
+            a_sidx,
             a_val,
             self._f_text,
             self._f_ns,
+            self._f_pre,
             self._tp,
             self._prefixes,
             lower_table(),

@@ -80,6 +80,37 @@ def test_interactions_pairs_and_triples() -> None:
     }  # fmt: skip
 
 
+def test_rows_are_the_sums_of_their_explained_features() -> None:
+    """A batch (strings shared between rows, hashed once) gives each row the canonical
+    sum of what explain lists for the record alone (bits 6: many collisions)."""
+    enc = RecordEncoder(
+        {"kind": "records", "bits": 6,
+         "fields": {"a": {"type": "numeric", "namespace": "n"},
+                    "b": {"type": "numeric", "transform": {"bins": [0.0]}, "namespace": "n"},
+                    "c": {"type": "categorical"}, "d": {"type": "categorical"},
+                    "t": {"type": "text", "chars": {"ngrams": [2, 3]}}},
+         "interactions": [["c", "n"], ["c", "d"]]}
+    )  # fmt: skip
+    rng = np.random.default_rng(1)
+    cats = ["x", "y", "zé", "", "x y"]
+    recs = []
+    for _ in range(200):
+        r: dict[str, Any] = {"a": float(rng.normal()), "b": float(rng.normal())}
+        r["c"] = [str(rng.choice(cats)) for _ in range(int(rng.integers(0, 4)))]
+        r["d"] = str(rng.choice(cats))
+        if rng.random() < 0.3:
+            r["t"] = " ".join(rng.choice(cats, size=3))
+        recs.append(r)
+    batch = enc.encode(recs)
+    for i, rec in enumerate(recs):
+        sums: dict[int, float] = {}
+        for _, col, v in enc.explain(rec):
+            sums[col] = sums.get(col, 0.0) + v
+        idx, vals = batch.row(i)
+        assert idx.tolist() == sorted(sums)
+        assert vals.tolist() == pytest.approx([sums[c] for c in sorted(sums)], rel=1e-12)
+
+
 def test_missing_null_and_unknown_fields() -> None:
     fields = {"a": {"type": "numeric"}, "t": {"type": "text"}}
     enc = enc_of(fields)
