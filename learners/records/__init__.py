@@ -53,9 +53,11 @@ namespace (intercept excluded, text features after weighting). A namespace repea
 takes each unordered set of distinct features once (``[c, c]``: ``i < j``).
 
 Limits: a text over ``max_text_bytes`` UTF-8 bytes, or a record with more than
-``max_features_per_record`` features, raises :class:`~learners.csr_batch.FeatureError`
-naming ``examples[i].x.<field>``, as do wrong types (bool is not a number) and
-non-finite numbers; nothing of such a batch is learned.
+``max_features_per_record`` distinct features, raises
+:class:`~learners.csr_batch.FeatureError` naming ``examples[i].x.<field>``, as does a
+text that could give more than 32 x ``max_features_per_record`` n-gram occurrences
+(refused before they are made: repeated n-grams are counted, not kept), wrong types
+(bool is not a number) and non-finite numbers; nothing of such a batch is learned.
 
 Statistics (``standardize``, ``idf``) are updated after the record is encoded: a
 record is encoded with the statistics of the records before it, in log order, also

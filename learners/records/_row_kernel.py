@@ -26,6 +26,8 @@ from learners.records._text_kernel import text_features
 
 OK = 0
 TOO_MANY = 1  # err_field: the field being read, or -1 for the interactions
+TOO_MANY_NGRAMS = 2  # a text that could give more than NGRAMS_PER_FEATURE * max_feat n-grams
+NGRAMS_PER_FEATURE = 32
 _INT32_MAX = 2**31 - 1
 
 # columns of the text parameter table ``tp`` (one row per text field)
@@ -171,8 +173,11 @@ def encode_rows(
                     prefixes[p[TP_WPRE_S] : p[TP_WPRE_E]],
                     prefixes[p[TP_CPRE_S] : p[TP_CPRE_E]],
                     keep,
+                    NGRAMS_PER_FEATURE * max_feat,
                 )
                 u = hashes.shape[0]
+                if u == 1 and hashes[0] < 0:
+                    return TOO_MANY_NGRAMS, r, f, indptr, out_h, out_v, out_nb, out_no
                 if nf + u > max_feat:
                     return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no
                 vals = _weights(hashes, counts, p, df, docs, mask, update)

@@ -93,8 +93,10 @@ def text_features(
     wprefix: np.ndarray,
     cprefix: np.ndarray,
     keep: bool,
+    max_occ: int,
 ) -> Any:
-    """Distinct features of the text ``cps[s:e]``: (hashes, counts, names, name offsets)."""
+    """Distinct features of the text ``cps[s:e]``: (hashes, counts, names, name offsets);
+    one hash -1 when the text could give more than ``max_occ`` n-gram occurrences."""
     L = e - s
     t = np.empty(L, dtype=np.int64)
     for i in range(L):
@@ -134,6 +136,8 @@ def text_features(
     for k in range(nt):
         token_cps += te[k] - ts[k]
     bound += nc * (token_cps + 3 * nt + 2)
+    if bound > max_occ:  # refused before the memory is taken: hash -1 says so
+        return np.full(1, -1, dtype=np.int64), np.zeros(1, dtype=np.int64), tb[:0], cpo[:1]
     occ_h = np.empty(bound, dtype=np.int64)
     oo = np.zeros(bound + 1, dtype=np.int64)
     ob = np.empty(64 if keep else 0, dtype=np.uint8)

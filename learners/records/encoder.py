@@ -250,12 +250,19 @@ class RecordEncoder:
             cfg.max_features_per_record,
             want_names,
         )
+        limit = cfg.max_features_per_record
+        if status == K.TOO_MANY_NGRAMS:
+            n_max = K.NGRAMS_PER_FEATURE * limit
+            raise FeatureError(
+                atom_loc(err_row, err_field),
+                f"the text could make more than {n_max} n-grams "
+                f"({K.NGRAMS_PER_FEATURE} x max_features_per_record)",
+            )
         if status == K.TOO_MANY:
             where_err = (
                 atom_loc(err_row, err_field) if err_field >= 0 else f"{where}[{err_row}].{field}"
             )
             what = "the interactions make" if err_field < 0 else "the record makes"
-            limit = cfg.max_features_per_record
             raise FeatureError(where_err, f"{what} more than max_features_per_record = {limit}")
         if commit:  # one assignment: a concurrent reader sees the old state or the new
             self._state = EncoderState(welford, docs, df)

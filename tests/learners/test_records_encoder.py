@@ -174,6 +174,15 @@ def test_limit_on_features_per_record() -> None:
     enc.encode([{"t": "ab", "c": ["p"]}])  # 9 + 1 + 9 <= 20
 
 
+def test_a_text_of_too_many_ngrams_is_refused_before_it_is_read() -> None:
+    words = {"t": {"type": "text", "words": {"ngrams": 5, "skips": 4}}}
+    enc = enc_of(words, max_features_per_record=100)
+    assert len(enc.explain({"t": "a " * 4})) == 4  # 4 * 781 <= 3200 occurrences, 4 distinct
+    with pytest.raises(FeatureError) as e:  # 2000 * (1 + 5 + 25 + 125 + 625) > 32 * 100
+        enc.encode([{"t": "a " * 2000}])
+    assert e.value.location == "examples[0].x.t" and "more than 3200 n-grams" in e.value.problem
+
+
 STATEFUL = {
     "kind": "records", "bits": 12,
     "fields": {
