@@ -1,0 +1,130 @@
+"""numba helpers of the records kernels: MurmurHash3 x86 32-bit (seed 0) of a byte
+range, exactly as :func:`learners.feature_keys.murmurhash3_32` computes it (tested),
+UTF-8 encoding of a code point, and growing a buffer.
+
+numba keys a kernel's on-disk cache on the kernel's own source file: after a change
+here, touch ``_row_kernel.py`` and ``_text_kernel.py`` (or clear
+``learners/records/__pycache__``) so the kernels that call these are recompiled.
+
+>>> import numpy as np
+>>> int(murmur3(np.frombuffer(b"hello", np.uint8), 0, 5))
+613153351
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+# All arithmetic in uint64 masked to 32 bits: a mix of signed and unsigned integers
+# would make numba compute in float64.
+_M32 = np.uint64(0xFFFFFFFF)
+_C1 = np.uint64(0xCC9E2D51)
+_C2 = np.uint64(0x1B873593)
+_C3 = np.uint64(0xE6546B64)
+_F1 = np.uint64(0x85EBCA6B)
+_F2 = np.uint64(0xC2B2AE35)
+_U5 = np.uint64(5)
+_U8 = np.uint64(8)
+_U13 = np.uint64(13)
+_U15 = np.uint64(15)
+_U16 = np.uint64(16)
+_U17 = np.uint64(17)
+_U19 = np.uint64(19)
+_U24 = np.uint64(24)
+
+
+@numba.njit(cache=True, inline="always")
+def _mix(k: Any) -> Any:
+    k = (k * _C1) & _M32
+    k = ((k << _U15) | (k >> _U17)) & _M32
+    return (k * _C2) & _M32
+
+
+@numba.njit(cache=True)
+def murmur3(buf: np.ndarray, s: int, e: int) -> Any:
+    """MurmurHash3 x86 32 (seed 0) of ``buf[s:e]`` (uint8), as an int64 in [0, 2**32)."""
+    length = e - s
+    h = np.uint64(0)
+    nb = length // 4
+    for blk in range(nb):
+        j = s + 4 * blk
+        k = (
+            np.uint64(buf[j])
+            | (np.uint64(buf[j + 1]) << _U8)
+            | (np.uint64(buf[j + 2]) << _U16)
+            | (np.uint64(buf[j + 3]) << _U24)
+        )
+        h ^= _mix(k)
+        h = ((h << _U13) | (h >> _U19)) & _M32
+        h = (h * _U5 + _C3) & _M32
+    t = length - 4 * nb
+    if t > 0:
+        j = s + 4 * nb
+        k = np.uint64(0)
+        if t >= 3:
+            k ^= np.uint64(buf[j + 2]) << _U16
+        if t >= 2:
+            k ^= np.uint64(buf[j + 1]) << _U8
+        k ^= np.uint64(buf[j])
+        h ^= _mix(k)
+    h ^= np.uint64(length) & _M32
+    h ^= h >> _U16
+    h = (h * _F1) & _M32
+    h ^= h >> _U13
+    h = (h * _F2) & _M32
+    h ^= h >> _U16
+    return np.int64(h)
+
+
+@numba.njit(cache=True, inline="always")
+def put_utf8(buf: np.ndarray, pos: int, cp: int) -> int:
+    """Write code point ``cp`` as UTF-8 at ``buf[pos:]`` (room for 4 bytes is the
+    caller's part); returns the position after it."""
+    if cp < 0x80:
+        buf[pos] = cp
+        return pos + 1
+    if cp < 0x800:
+        buf[pos] = 0xC0 | (cp >> 6)
+        buf[pos + 1] = 0x80 | (cp & 0x3F)
+        return pos + 2
+    if cp < 0x10000:
+        buf[pos] = 0xE0 | (cp >> 12)
+        buf[pos + 1] = 0x80 | ((cp >> 6) & 0x3F)
+        buf[pos + 2] = 0x80 | (cp & 0x3F)
+        return pos + 3
+    buf[pos] = 0xF0 | (cp >> 18)
+    buf[pos + 1] = 0x80 | ((cp >> 12) & 0x3F)
+    buf[pos + 2] = 0x80 | ((cp >> 6) & 0x3F)
+    buf[pos + 3] = 0x80 | (cp & 0x3F)
+    return pos + 4
+
+
+@numba.njit(cache=True)
+def grow_u8(buf: np.ndarray, need: int) -> np.ndarray:
+    """``buf``, or a copy at least twice as long when it is shorter than ``need``."""
+    if need <= buf.shape[0]:
+        return buf
+    out = np.empty(max(need, 2 * buf.shape[0]), dtype=np.uint8)
+    out[: buf.shape[0]] = buf
+    return out
+
+
+@numba.njit(cache=True)
+def grow_i64(buf: np.ndarray, need: int) -> np.ndarray:
+    if need <= buf.shape[0]:
+        return buf
+    out = np.empty(max(need, 2 * buf.shape[0]), dtype=np.int64)
+    out[: buf.shape[0]] = buf
+    return out
+
+
+@numba.njit(cache=True)
+def grow_f64(buf: np.ndarray, need: int) -> np.ndarray:
+    if need <= buf.shape[0]:
+        return buf
+    out = np.empty(max(need, 2 * buf.shape[0]), dtype=np.float64)
+    out[: buf.shape[0]] = buf
+    return out

@@ -1,0 +1,324 @@
+"""numba kernel of a batch of records: from "atoms" (one per present field value, made
+by :mod:`learners.records.encoder`) to the features of each row, in one compiled pass.
+
+An atom is a named feature (its name's code points ``cps[start:end]`` and its value)
+or a text (``cps[start:end]``, read by :func:`text_features`). Per row, in order: the
+intercept, each atom's features (a text field's weighted, idf-scaled, L2-normalised
+counts), then the interactions (products of the features of 2 or 3 namespaces, named
+``a*b`` / ``a*b*c``, a namespace repeated giving each unordered pair once). Every
+column is MurmurHash3 of the feature's UTF-8 name masked to ``bits``.
+
+idf: ``df[slot, column]`` counts the documents (present values of text field ``slot``)
+holding the column, ``docs[slot]`` the documents; with ``update`` each row is weighted
+with the counts of the rows before it and then counted (the arrays are changed in place:
+the caller passes copies).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+from learners.records._hash_kernels import grow_f64, grow_i64, grow_u8, murmur3, put_utf8
+from learners.records._text_kernel import text_features
+
+OK = 0
+TOO_MANY = 1  # err_field: the field being read, or -1 for the interactions
+TOO_MANY_NGRAMS = 2  # a text that could give more than NGRAMS_PER_FEATURE * max_feat n-grams
+NGRAMS_PER_FEATURE = 32
+_INT32_MAX = 2**31 - 1
+
+# columns of the text parameter table ``tp`` (one row per text field)
+TP_LOWER, TP_WN, TP_SKIPS, TP_CMIN, TP_CMAX, TP_ACROSS, TP_WEIGHT, TP_IDF, TP_NORM = range(9)
+TP_WPRE_S, TP_WPRE_E, TP_CPRE_S, TP_CPRE_E = range(9, 13)
+TP_COLS = 13
+WEIGHT_BINARY, WEIGHT_TF, WEIGHT_LOG_TF = 0, 1, 2
+
+
+@numba.njit(cache=True)
+def _weights(
+    hashes: np.ndarray,
+    counts: np.ndarray,
+    p: np.ndarray,
+    df: np.ndarray,
+    docs: np.ndarray,
+    mask: int,
+    update: bool,
+) -> np.ndarray:
+    """A text field's values: weighting of the counts, idf, L2 norm; then counts the
+    document into ``df`` / ``docs`` when ``update``."""
+    u = hashes.shape[0]
+    vals = np.empty(u, dtype=np.float64)
+    for k in range(u):
+        c = counts[k]
+        if p[TP_WEIGHT] == WEIGHT_BINARY:
+            vals[k] = 1.0
+        elif p[TP_WEIGHT] == WEIGHT_TF:
+            vals[k] = float(c)
+        else:
+            vals[k] = np.log1p(float(c))
+    slot = p[TP_IDF]
+    if slot >= 0:
+        n_docs = float(docs[slot])
+        for k in range(u):
+            vals[k] *= np.log((1.0 + n_docs) / (1.0 + float(df[slot, hashes[k] & mask]))) + 1.0
+        if update:
+            cols = np.unique(hashes & mask)  # a document counts once per column
+            for col in cols:
+                if df[slot, col] < _INT32_MAX:
+                    df[slot, col] += 1
+            if docs[slot] < 2**62:
+                docs[slot] += 1
+    if p[TP_NORM] and u > 0:
+        sq = 0.0
+        for k in range(u):
+            sq += vals[k] * vals[k]
+        norm = np.sqrt(sq)
+        for k in range(u):
+            vals[k] /= norm
+    return vals
+
+
+@numba.njit(cache=True)
+def encode_rows(
+    n_rows: int,
+    cps: np.ndarray,
+    a_row: np.ndarray,
+    a_field: np.ndarray,
+    s_off: np.ndarray,
+    a_sidx: np.ndarray,
+    a_val: np.ndarray,
+    f_text: np.ndarray,
+    f_ns: np.ndarray,
+    f_pre: np.ndarray,
+    tp: np.ndarray,
+    prefixes: np.ndarray,
+    lower_tab: np.ndarray,
+    tok_tab: np.ndarray,
+    inter: np.ndarray,
+    keep_ns: np.ndarray,
+    intercept: np.ndarray,
+    df: np.ndarray,
+    docs: np.ndarray,
+    update: bool,
+    mask: int,
+    max_feat: int,
+    want_names: bool,
+) -> Any:
+    """(status, err_row, err_field, indptr, columns, values, names, name offsets): the
+    rows in canonical form (columns ascending and distinct), or with ``want_names`` the
+    features as generated, one per name, with their UTF-8 names. ``intercept`` is the
+    intercept's UTF-8 name (empty for none); ``keep_ns[ns]`` says a namespace's names are needed for
+    the interactions."""
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    out_h = np.empty(16, dtype=np.int64)
+    out_v = np.empty(16, dtype=np.float64)
+    out_nb = np.empty(16, dtype=np.uint8)
+    out_no = np.zeros(17, dtype=np.int64)
+    # one row's features: full hash, value, namespace, name span in nb
+    fh = np.empty(16, dtype=np.int64)
+    fv = np.empty(16, dtype=np.float64)
+    fns = np.empty(16, dtype=np.int64)
+    fo = np.zeros(17, dtype=np.int64)
+    nb = np.empty(256, dtype=np.uint8)
+    n_out = 0
+    a = 0
+    sid_hash = np.full(s_off.shape[0] - 1, -1, dtype=np.int64)  # a string's name, hashed once
+    n_atoms = a_row.shape[0]
+    pre_i = intercept.shape[0]
+    for r in range(n_rows):
+        nf = 0
+        if pre_i > 0:
+            nb[:pre_i] = intercept
+            fh[0], fv[0], fns[0], fo[1] = murmur3(intercept, 0, pre_i), 1.0, -1, pre_i
+            nf = 1
+        while a < n_atoms and a_row[a] == r:
+            f = a_field[a]
+            sid = a_sidx[a]
+            s, e = s_off[sid], s_off[sid + 1]
+            if f_text[f] < 0:  # a named feature: prefix (e.g. "job=") + the string
+                fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
+                q = fo[nf]
+                if want_names or keep_ns[f_ns[f]] or sid_hash[sid] < 0:
+                    p0, p1 = f_pre[f, 0], f_pre[f, 1]
+                    nb = grow_u8(nb, q + p1 - p0 + 4 * (e - s))
+                    for i in range(p0, p1):
+                        nb[q] = prefixes[i]
+                        q += 1
+                    for i in range(s, e):
+                        q = put_utf8(nb, q, cps[i])
+                    if sid_hash[sid] < 0:
+                        sid_hash[sid] = murmur3(nb, fo[nf], q)
+                    if not (want_names or keep_ns[f_ns[f]]):
+                        q = fo[nf]  # the name is not needed: only its hash
+                fh[nf], fv[nf], fns[nf], fo[nf + 1] = sid_hash[sid], a_val[a], f_ns[f], q
+                nf += 1
+            else:
+                p = tp[f_text[f]]
+                keep = want_names or keep_ns[f_ns[f]]
+                hashes, counts, names, noff = text_features(
+                    cps,
+                    s,
+                    e,
+                    lower_tab,
+                    tok_tab,
+                    p[TP_LOWER] != 0,
+                    p[TP_WN],
+                    p[TP_SKIPS],
+                    p[TP_CMIN],
+                    p[TP_CMAX],
+                    p[TP_ACROSS] != 0,
+                    prefixes[p[TP_WPRE_S] : p[TP_WPRE_E]],
+                    prefixes[p[TP_CPRE_S] : p[TP_CPRE_E]],
+                    keep,
+                    NGRAMS_PER_FEATURE * max_feat,
+                )
+                u = hashes.shape[0]
+                if u == 1 and hashes[0] < 0:
+                    return TOO_MANY_NGRAMS, r, f, indptr, out_h, out_v, out_nb, out_no
+                if nf + u > max_feat:
+                    return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no
+                vals = _weights(hashes, counts, p, df, docs, mask, update)
+                fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u)
+                nb = grow_u8(nb, fo[nf] + names.shape[0])
+                base = fo[nf]
+                nb[base : base + names.shape[0]] = names
+                for k in range(u):
+                    fh[nf + k], fv[nf + k], fns[nf + k] = hashes[k], vals[k], f_ns[f]
+                    fo[nf + k + 1] = base + noff[k + 1]
+                nf += u
+            if nf > max_feat:
+                return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no
+            a += 1
+        n_plain = nf
+        for t in range(inter.shape[0]):
+            nf, fh, fv, fns, fo, nb = _interact(
+                inter[t], n_plain, nf, fh, fv, fns, fo, nb, max_feat
+            )
+            if nf > max_feat:
+                return TOO_MANY, r, -1, indptr, out_h, out_v, out_nb, out_no
+        out_h = grow_i64(out_h, n_out + nf)
+        out_v = grow_f64(out_v, n_out + nf)
+        if want_names:  # as generated: one entry per name
+            out_h[n_out : n_out + nf] = fh[:nf] & mask
+            out_v[n_out : n_out + nf] = fv[:nf]
+            out_no = grow_i64(out_no, n_out + nf + 1)
+            out_nb = grow_u8(out_nb, out_no[n_out] + fo[nf])
+            out_nb[out_no[n_out] : out_no[n_out] + fo[nf]] = nb[: fo[nf]]
+            for k in range(nf):
+                out_no[n_out + k + 1] = out_no[n_out] + fo[k + 1]
+        else:  # canonical: columns ascending, a repeated column summed in generation order
+            nf = _canonical(fh, fv, nf, mask, out_h, out_v, n_out)
+        n_out += nf
+        indptr[r + 1] = n_out
+    names = out_nb[: out_no[n_out]].copy() if want_names else out_nb[:0].copy()
+    return OK, -1, -1, indptr, out_h[:n_out].copy(), out_v[:n_out].copy(), names, out_no
+
+
+@numba.njit(cache=True)
+def _canonical(
+    fh: np.ndarray,
+    fv: np.ndarray,
+    nf: int,
+    mask: int,
+    out_c: np.ndarray,
+    out_v: np.ndarray,
+    at: int,
+) -> int:
+    """Write the row's columns ascending from ``at``, summing repeats (stable order);
+    returns how many were written."""
+    cols = fh[:nf] & mask
+    if nf <= 32:  # a stable insertion sort: small rows are the common case
+        order = np.arange(nf)
+        for k in range(1, nf):
+            o = order[k]
+            j = k - 1
+            while j >= 0 and cols[order[j]] > cols[o]:
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = o
+    else:
+        order = np.argsort(cols, kind="mergesort")
+    w = at - 1
+    for k in range(nf):
+        i = order[k]
+        if w >= at and out_c[w] == cols[i]:
+            out_v[w] += fv[i]
+        else:
+            w += 1
+            out_c[w] = cols[i]
+            out_v[w] = fv[i]
+    return w + 1 - at
+
+
+@numba.njit(cache=True)
+def _room(fh: np.ndarray, fv: np.ndarray, fns: np.ndarray, fo: np.ndarray, need: int) -> Any:
+    return grow_i64(fh, need), grow_f64(fv, need), grow_i64(fns, need), grow_i64(fo, need + 1)
+
+
+@numba.njit(cache=True)
+def _interact(
+    spec: np.ndarray,
+    n_plain: int,
+    nf: int,
+    fh: np.ndarray,
+    fv: np.ndarray,
+    fns: np.ndarray,
+    fo: np.ndarray,
+    nb: np.ndarray,
+    max_feat: int,
+) -> Any:
+    """Append the products of the namespaces ``spec`` (2 or 3 ids, -1 padded) of the
+    row's first ``n_plain`` features; stops once past ``max_feat``."""
+    width = 3 if spec[2] >= 0 else 2
+    members = np.empty((3, n_plain), dtype=np.int64)
+    sizes = np.zeros(3, dtype=np.int64)
+    for q in range(width):
+        for i in range(n_plain):
+            if fns[i] == spec[q]:
+                members[q, sizes[q]] = i
+                sizes[q] += 1
+    pos = np.zeros(3, dtype=np.int64)
+    for q in range(width):
+        if sizes[q] == 0:
+            return nf, fh, fv, fns, fo, nb
+    # an odometer over the members; a namespace repeated later takes only later features
+    while True:
+        ok = True
+        for q in range(1, width):
+            for p in range(q):
+                if spec[p] == spec[q] and members[q, pos[q]] <= members[p, pos[p]]:
+                    ok = False
+        if ok:
+            fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
+            q0 = fo[nf]
+            total = 0
+            for q in range(width):
+                i = members[q, pos[q]]
+                total += fo[i + 1] - fo[i] + 1
+            nb = grow_u8(nb, q0 + total)
+            w = q0
+            val = 1.0
+            for q in range(width):
+                i = members[q, pos[q]]
+                if q > 0:
+                    nb[w] = 42  # "*"
+                    w += 1
+                nb[w : w + fo[i + 1] - fo[i]] = nb[fo[i] : fo[i + 1]]
+                w += fo[i + 1] - fo[i]
+                val *= fv[i]
+            fh[nf], fv[nf], fns[nf], fo[nf + 1] = murmur3(nb, q0, w), val, -2, w
+            nf += 1
+            if nf > max_feat:
+                return nf, fh, fv, fns, fo, nb
+        q = width - 1
+        while q >= 0:
+            pos[q] += 1
+            if pos[q] < sizes[q]:
+                break
+            pos[q] = 0
+            q -= 1
+        if q < 0:
+            return nf, fh, fv, fns, fo, nb

@@ -1,0 +1,276 @@
+""":class:`RecordEncoder`: raw JSON records to hashed sparse feature rows (a
+:class:`~learners.csr_batch.Batch`), with the statistics it learns in log order.
+
+The feature names and rules are documented in :mod:`learners.records`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from learners.csr_batch import Batch, FeatureError, canonical_rows
+from learners.records import _columns as C
+from learners.records import _row_kernel as K
+from learners.records._unicode import lower_table, token_chars
+from learners.records.config import CategoricalField, NumericField, TextField, parse_config
+from learners.records.state import EncoderState, canonical_bytes, idf_fields
+
+__all__ = ["INTERCEPT_NAME", "RecordEncoder"]
+
+INTERCEPT_NAME = "^constant"  # "^" is refused in field names: no feature can be called so
+_WEIGHTS = {"binary": K.WEIGHT_BINARY, "tf": K.WEIGHT_TF, "log_tf": K.WEIGHT_LOG_TF}
+
+
+class RecordEncoder:
+    """Turns records (``{field: number | string | [strings] | null}``) into feature rows
+    of ``2**bits`` hashed columns, as its config says (:func:`~learners.records.config.
+    parse_config`); learns the ``standardize`` and ``idf`` statistics it observes.
+
+    - :meth:`encode` encodes with the current statistics and changes nothing (what
+      ``/predict`` does); ``sequential=True`` encodes row k with the statistics after
+      rows ``< k`` of the batch (what an update sees), still changing nothing.
+    - :meth:`observe` adds the records to the statistics, in order;
+      :meth:`learn` is ``encode(sequential=True)`` then ``observe`` in one pass.
+      A record is thus encoded with the statistics of the records before it, and the
+      vectors do not depend on how the records are cut into batches.
+    - :meth:`explain` lists one record's features: (name, column, value).
+    - :meth:`to_state` / :meth:`from_state`: the statistics as JSON, exact to the bit.
+
+    Errors are :class:`~learners.csr_batch.FeatureError` naming ``examples[i].x.<field>``;
+    nothing is learned from a batch holding an error.
+
+    >>> enc = RecordEncoder({"kind": "records", "bits": 10, "fields": {
+    ...     "age": {"type": "numeric"}, "job": {"type": "categorical"}}})
+    >>> b = enc.encode([{"age": 39, "job": "clerk"}, {"job": None}])
+    >>> b.dim, b.indptr.tolist()
+    (1024, [0, 3, 4])
+    >>> [(name, value) for name, _, value in enc.explain({"age": 39, "job": "clerk"})]
+    [('^constant', 1.0), ('age', 39.0), ('job=clerk', 1.0)]
+    """
+
+    def __init__(self, config: Any, *, path: str = "features") -> None:
+        self.config = parse_config(config, path)
+        cfg = self.config
+        self.dim = cfg.dim
+        self._state = EncoderState.empty(cfg)
+        ns_ids = {ns: j for j, ns in enumerate(cfg.namespaces())}
+        self._constants: list[str] = []  # names of numeric features, by field index
+        self._const_of: dict[int, int] = {}
+        n_text = sum(isinstance(f, TextField) for f in cfg.fields)
+        self._f_text = np.full(len(cfg.fields), -1, dtype=np.int64)
+        self._f_ns = np.array([ns_ids[f.namespace] for f in cfg.fields], dtype=np.int64)
+        self._tp = np.zeros((n_text, K.TP_COLS), dtype=np.int64)
+        prefixes = bytearray()
+        self._f_pre = np.zeros((len(cfg.fields), 2), dtype=np.int64)  # name prefix span
+        idf_slot = {name: s for s, name in enumerate(idf_fields(cfg))}
+        for j, f in enumerate(cfg.fields):
+            if isinstance(f, NumericField):
+                self._const_of[j] = len(self._constants)
+                if f.transform == "bins":  # bin k: edges[k-1] <= x < edges[k]
+                    self._constants.extend(f"{f.name}#{k}" for k in range(len(f.edges) + 1))
+                else:
+                    self._constants.append(f.name)
+            elif isinstance(f, CategoricalField):
+                self._f_pre[j] = len(prefixes), len(prefixes) + len((f.name + "=").encode())
+                prefixes += (f.name + "=").encode()
+            elif isinstance(f, TextField):
+                t = int((self._f_text >= 0).sum())
+                self._f_text[j] = t
+                w0 = len(prefixes)
+                prefixes += (f.name + "^").encode()
+                c0 = len(prefixes)
+                prefixes += (f.name + "~").encode()
+                self._tp[t] = [
+                    f.lowercase,
+                    f.word_ngrams,
+                    f.skips,
+                    f.char_min,
+                    f.char_max,
+                    f.across_words,
+                    _WEIGHTS[f.weighting],
+                    idf_slot.get(f.name, -1),
+                    f.normalize,
+                    w0,
+                    c0,
+                    c0,
+                    len(prefixes),
+                ]
+        self._prefixes = np.frombuffer(bytes(prefixes), dtype=np.uint8)
+        self._inter = np.array(
+            [[ns_ids[ns] for ns in t] + [-1] * (3 - len(t)) for t in cfg.interactions],
+            dtype=np.int64,
+        ).reshape(-1, 3)
+        self._keep_ns = np.zeros(len(ns_ids), dtype=np.bool_)
+        self._keep_ns[self._inter[self._inter >= 0]] = True
+        self._intercept = np.frombuffer(
+            INTERCEPT_NAME.encode() if cfg.intercept else b"", dtype=np.uint8
+        )
+
+    # ------------------------------------------------------------------ public
+
+    def encode(
+        self,
+        records: Sequence[Any],
+        *,
+        sequential: bool = False,
+        where: str = "examples",
+        field: str = "x",
+    ) -> Batch:
+        """The rows of ``records`` with the current statistics (unchanged)."""
+        return self._run(records, sequential, False, where, field)[0]
+
+    def observe(self, records: Sequence[Any], *, where: str = "examples", field: str = "x") -> None:
+        """Add the records to the statistics, in order (a no-op without standardize/idf)."""
+        if self._stateful():
+            self._run(records, True, True, where, field)
+
+    def learn(self, records: Sequence[Any], *, where: str = "examples", field: str = "x") -> Batch:
+        """``encode(records, sequential=True)`` then ``observe(records)``, in one pass."""
+        return self._run(records, True, True, where, field)[0]
+
+    def explain(self, record: Any) -> list[tuple[str, int, float]]:
+        """The features of one record with the current statistics, in order of generation
+        (intercept, fields in config order, interactions): (name, column, value). Values of
+        a column are summed in the encoded row."""
+        _, names = self._run([record], False, False, "examples", "x", want_names=True)
+        return names
+
+    def to_config(self) -> dict[str, Any]:
+        return self.config.to_config()
+
+    def to_state(self) -> dict[str, Any]:
+        """The learned statistics as JSON (see :mod:`learners.records.state`)."""
+        return self._state.to_json(self.config)
+
+    @classmethod
+    def from_state(cls, config: Any, state: Any) -> RecordEncoder:
+        """An encoder of ``config`` holding ``state`` (:meth:`to_state`'s form)."""
+        enc = cls(config)
+        enc._state = EncoderState.from_json(enc.config, state)
+        return enc
+
+    def state_bytes(self) -> bytes:
+        """The config and statistics in one canonical byte form (for a state digest)."""
+        return canonical_bytes({"config": self.to_config(), "state": self.to_state()})
+
+    def state_digest(self) -> str:
+        return hashlib.sha256(self.state_bytes()).hexdigest()
+
+    # ------------------------------------------------------------------ the pipeline
+
+    def _stateful(self) -> bool:
+        return bool(self._state.welford) or self._state.docs.shape[0] > 0
+
+    def _run(
+        self,
+        records: Sequence[Any],
+        sequential: bool,
+        commit: bool,
+        where: str,
+        field: str,
+        want_names: bool = False,
+    ) -> tuple[Batch, list[tuple[str, int, float]]]:
+        cfg = self.config
+        if isinstance(records, str | bytes | Mapping) or not isinstance(records, Sequence):
+            raise FeatureError(where, "must be a list of records")
+        if len(records) == 0:
+            raise FeatureError(where, "no examples")
+        all_dicts = set(map(type, records)) == {dict}
+        for i, r in enumerate(records if not all_dicts else ()):
+            if not isinstance(r, Mapping):
+                raise FeatureError(
+                    f"{where}[{i}].{field}", f"must be an object, got {type(r).__name__}"
+                )
+        if cfg.unknown_fields == "refuse":
+            known = {f.name for f in cfg.fields}
+            for i, r in enumerate(records):
+                if not r.keys() <= known:
+                    extra = next(k for k in r if k not in known)
+                    raise FeatureError(C.field_loc(where, i, field, str(extra)), "unknown field")
+        state = self._state
+        atoms = C.Atoms(self._constants)
+        welford = dict(state.welford)
+        for j, f in enumerate(cfg.fields):
+            rows, vals = C.present(records, f.name, all_dicts)
+            if not rows:
+                continue
+
+            def loc(i: int, name: str = f.name) -> str:
+                return C.field_loc(where, i, field, name)
+
+            if isinstance(f, NumericField):
+                r, x, bins, w = C.read_numeric(
+                    f, rows, vals, welford.get(f.name, (0, 0.0, 0.0)), sequential, loc
+                )
+                if f.name in welford:
+                    welford[f.name] = w
+                base = self._const_of[j]
+                sidx = [base] * len(r) if bins is None else (bins + base).tolist()
+                atoms.add(j, r.tolist(), sidx, x.tolist())
+            elif isinstance(f, TextField):
+                C.read_text(f, rows, vals, cfg.max_text_bytes, loc)
+                atoms.add_strings(j, rows, vals, 0.0)
+            else:
+                cat_rows, values = C.read_categorical(f, rows, vals, loc)
+                atoms.add_strings(j, cat_rows, values)
+        a_row, a_field, a_sidx, a_val = atoms.arrays()
+
+        def atom_loc(i: int, j: int) -> str:
+            return C.field_loc(where, i, field, cfg.fields[j].name)
+
+        cps, s_off = C.code_points(atoms, a_row, a_field, a_sidx, atom_loc)
+        update = sequential and state.docs.shape[0] > 0
+        df, docs = (state.df.copy(), state.docs.copy()) if update else (state.df, state.docs)
+        status, err_row, err_field, ip, cols, vals_out, names, noff = K.encode_rows(
+            len(records),
+            cps,
+            a_row,
+            a_field,
+            s_off,
+            a_sidx,
+            a_val,
+            self._f_text,
+            self._f_ns,
+            self._f_pre,
+            self._tp,
+            self._prefixes,
+            lower_table(),
+            token_chars(),
+            self._inter,
+            self._keep_ns,
+            self._intercept,
+            df,
+            docs,
+            update,
+            self.dim - 1,
+            cfg.max_features_per_record,
+            want_names,
+        )
+        limit = cfg.max_features_per_record
+        if status == K.TOO_MANY_NGRAMS:
+            n_max = K.NGRAMS_PER_FEATURE * limit
+            raise FeatureError(
+                atom_loc(err_row, err_field),
+                f"the text could make more than {n_max} n-grams "
+                f"({K.NGRAMS_PER_FEATURE} x max_features_per_record)",
+            )
+        if status == K.TOO_MANY:
+            where_err = (
+                atom_loc(err_row, err_field) if err_field >= 0 else f"{where}[{err_row}].{field}"
+            )
+            what = "the interactions make" if err_field < 0 else "the record makes"
+            raise FeatureError(where_err, f"{what} more than max_features_per_record = {limit}")
+        if commit:  # one assignment: a concurrent reader sees the old state or the new
+            self._state = EncoderState(welford, docs, df)
+        explained: list[tuple[str, int, float]] = []
+        if want_names:
+            raw = names.tobytes()
+            for k in range(cols.shape[0]):
+                name = raw[noff[k] : noff[k + 1]].decode("utf-8")
+                explained.append((name, int(cols[k]), float(vals_out[k])))
+            return Batch(*canonical_rows(ip, cols, vals_out), self.dim), explained
+        return Batch(ip, cols, vals_out, self.dim), explained
