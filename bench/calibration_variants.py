@@ -28,7 +28,9 @@ stream, test rows 0::4), ``mean``/``p90`` (of the per-snapshot ECEs: what a mode
 stopped at a random point gets). ``--lottery`` prints the PA iterate's test accuracy
 every 10 rows over the last 2,000 and its lag-1 correlation.
 
-    .venv/bin/python bench/calibration_variants.py --data a9a mnist0 sms synthetic
+    .venv/bin/python -m bench.calibration_variants --data a9a mnist0 sms synthetic
+
+(as a module: run as a file, bench/http.py would shadow the standard library's http)
 """
 
 from __future__ import annotations
