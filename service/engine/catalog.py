@@ -37,8 +37,9 @@ async def restore_all(registry: Registry) -> None:
         registry.waiting_for = "restoring models: reading the catalog from the store"
         epoch = await registry.store.catalog_epoch()
         configs = leaders_first(await registry.store.list_models())
+        registry.leader_names = followers.leader_names(configs)
         for i, (name, config) in enumerate(configs.items(), 1):
-            if not registry.owns(followers.leader_of(config) or name):  # others: on demand
+            if not registry.owns(name):  # the others load on demand
                 continue
             registry.waiting_for = f"restoring models: {name!r} ({i}/{len(configs)})"
             await load(registry, name, config)
@@ -99,6 +100,11 @@ async def restore_handle(
     lead = followers.leader_of(config)
     if lead is not None:
         leader = registry.models.get(lead)
+        if leader is None:  # not held here (a follower asked of a member not owning it)
+            lconfig = await registry.store.get_config(lead)
+            leader = None if lconfig is None else await load(registry, lead, lconfig)
+            if leader is not None and not registry.owns(lead):
+                registry.on_guest(leader)
         if leader is None or leader.leader is not None or not leader.adapter.online:
             raise RuntimeError(f"model {name!r} follows {lead!r}, which is not loaded here")
         async with leader.lock:
@@ -145,6 +151,7 @@ async def create(
     first field that differs."""
     if isinstance(config.get("follows"), str):  # a challenger: from the leader's log now
         config = await followers.follower_config(registry, name, config)
+        registry.leader_names[name] = config["follows"]["model"]
     try:
         try:
             if checkpoint is None:
@@ -221,6 +228,7 @@ async def sync_catalog(registry: Registry) -> None:
         return
     async with registry.catalog_lock:
         configs = leaders_first(await registry.store.list_models())
+        registry.leader_names = followers.leader_names(configs)
         generations = await registry.store.list_generations()
         for name in [n for n in registry.failed if n not in configs]:
             del registry.failed[name]
@@ -243,8 +251,7 @@ async def sync_catalog(registry: Registry) -> None:
                     continue
                 else:  # another worker deployed or rolled back
                     stale = await registry.store.get_active_version(name) != h.version
-            owner = registry.owns(followers.leader_of(config) or name)
-            if (h is None and owner) or stale:
+            if (h is None and registry.owns(name)) or stale:
                 await load(registry, name, config)
         registry.epoch = epoch
     registry.update_kind_gauge()

@@ -55,7 +55,7 @@ class Engine:
         # Who holds what (LEARNSERVE_OWNERSHIP): with "sharded", this worker owns some
         # models and loads the others on demand as guests (service.fleet.placement).
         self.placement = Placement(store, settings, _PlacementHooks(self))
-        self.registry.owns = self.placement.owns
+        self.registry.owns = self._owns
         self.registry.on_guest = self.placement.admit
         self.registry.on_drop.append(self.placement.forget)
 
@@ -96,10 +96,14 @@ class Engine:
     def waiting_for(self) -> str:
         return self.registry.waiting_for
 
+    def _owns(self, name: str) -> bool:
+        # a follower lives where its leader's log is: placed by the leader's name
+        return self.placement.owns(self.registry.leader_names.get(name, name))
+
     def owns(self, name: str) -> bool:
         """Whether this worker applies (apply loop) and checkpoints ``name``: always
         when replicated; when sharded, if this member is one of its owners."""
-        return self.placement.owns(name)
+        return self._owns(name)
 
     def get(self, name: str) -> ModelHandle:
         return self.registry.get(name)

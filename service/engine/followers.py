@@ -38,8 +38,8 @@ from service.store.base import StoreUnavailable
 log = logging.getLogger("learnserve.registry")
 
 __all__ = [
-    "FollowerLost", "check_delete", "control_for", "follower_config", "follows", "leader_of",
-    "rebuild", "restore_follower_locked", "serving",
+    "FollowerLost", "check_delete", "control_for", "follower_config", "follows", "leader_names",
+    "leader_of", "rebuild", "restore_follower_locked", "serving",
 ]  # fmt: skip
 
 
@@ -57,6 +57,11 @@ def follows(config: dict[str, Any]) -> dict[str, Any] | None:
 def leader_of(config: dict[str, Any]) -> str | None:
     f = follows(config)
     return None if f is None else str(f["model"])
+
+
+def leader_names(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Follower -> leader, of a catalog."""
+    return {n: lead for n, c in configs.items() if (lead := leader_of(c)) is not None}
 
 
 def serving(h: ModelHandle) -> ModelHandle:

@@ -64,6 +64,9 @@ class Registry:
         # what to do with a model loaded here that it does not own, and who to tell
         # when a name leaves the table (held or not: the fleet's LRU forgets it).
         self.owns: Callable[[str], bool] = lambda name: True
+        # Followers by name -> their leader's (service.engine.followers): a follower is
+        # placed with its leader (the leader's name decides its owners).
+        self.leader_names: dict[str, str] = {}
         self.on_guest: Callable[[ModelHandle], None] = lambda h: None
         self.on_drop: list[Callable[[str], None]] = []
 
@@ -100,8 +103,7 @@ class Registry:
             return False
         if h.leader is not None:  # a follower: its leader no longer applies to it
             h.leader.followers.pop(name, None)
-        for f in list(h.followers):  # a leader gone (deleted elsewhere): so are they
-            self.failed[f] = f"the model it follows, {name!r}, was deleted"
+        for f in list(h.followers):  # a leader dropped here: its followers come back with it
             self.drop(f)
         M.forget_model(name)  # every per-model series (also with several workers)
         self.update_kind_gauge()

@@ -210,3 +210,74 @@ def test_two_processes_and_a_restart_hold_the_same_followers(
     assert seen[0] == seen[1] == seen[2], seen
     assert serving == ["c-arow"] * 3
     assert cp is not None and cp["position"] > 5  # followers are checkpointed with the leader
+
+
+def test_followers_in_a_sharded_fleet(stream: Any, redis_url: str, tmp_path: Path) -> None:
+    """Three members, one owner per model: the follower lives with its leader (placed by
+    the leader's name); every member answers for it with the same state, that of a
+    model sent the same requests."""
+    rows, y = stream
+    ports = [free_port() for _ in range(3)]
+    procs = []
+    try:
+        for i, port in enumerate(ports):
+            env = {
+                **os.environ,
+                "LEARNSERVE_REDIS_URL": redis_url,
+                "LEARNSERVE_DATA_DIR": str(tmp_path / f"p{i}"),
+                "LEARNSERVE_OWNERSHIP": "sharded",
+                "LEARNSERVE_REPLICAS_PER_MODEL": "1",
+                "LEARNSERVE_MEMBER_ID": f"p{i}",
+                "LEARNSERVE_MEMBER_LEASE_SECONDS": "3",
+            }
+            procs.append(start_learnserve(port, env))
+        cs = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in ports]
+        assert cs[0].put("/models/lead", json=LEADER).status_code == 201
+        body = {"algorithm": "arow", "features": FEATURES, "follows": "lead"}
+        assert cs[1].put("/models/c-arow", json=body).status_code == 201
+        assert (
+            cs[2]
+            .put("/models/direct", json={"algorithm": "arow", "features": FEATURES})
+            .status_code
+            == 201
+        )
+        for k, ex in enumerate(batches(rows, y, 0, 2000)):
+            learn(cs[k % 3], "lead", ex)
+            learn(cs[(k + 1) % 3], "direct", ex)
+        wait = {"model": "lead", "instances": [{"x": rows[0]}], "min_version": 20}
+        digests = set()
+        for c in cs:
+            ok(c.post("/predict", json=wait))
+            digests.add(info(c, "c-arow")["state_digest"])
+        direct = info(cs[0], "direct")["state_digest"]
+        owners = [info(c, "c-arow")["ownership"]["owned_here"] for c in cs]
+        lead_owners = [info(c, "lead")["ownership"]["owned_here"] for c in cs]
+    finally:
+        for p in procs:
+            stop_process(p)
+    assert digests == {direct}
+    assert owners == lead_owners and sum(owners) == 1
+
+
+def test_delayed_labels_reach_the_followers(stream: Any, tmp_path: Path) -> None:
+    """Predicted with ids on the leader, labelled by id later: the follower learns the
+    entry as a model sent x and y together does."""
+    rows, y = stream
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
+        assert c.put("/models/lead", json=LEADER).status_code == 201
+        body = {"algorithm": "scw1", "features": FEATURES, "follows": "lead"}
+        assert c.put("/models/c-scw1", json=body).status_code == 201
+        assert (
+            c.put("/models/xy", json={"algorithm": "scw1", "features": FEATURES}).status_code == 201
+        )
+        first = batches(rows, y, 0, BATCH)[0]  # a model predicts once it knows a label
+        learn(c, "lead", first)
+        learn(c, "xy", first)
+        for s in range(BATCH, 1000, BATCH):
+            inst = [{"x": rows[i], "id": f"r{i}"} for i in range(s, s + BATCH)]
+            ok(c.post("/predict", json={"model": "lead", "instances": inst}))
+            labels = [{"id": f"r{i}", "y": y[i]} for i in range(s, s + BATCH)]
+            ok(c.post("/update", json={"model": "lead", "examples": labels}))
+            learn(c, "xy", [{"x": rows[i], "y": y[i]} for i in range(s, s + BATCH)])
+        assert info(c, "c-scw1")["state_digest"] == info(c, "xy")["state_digest"]
+        assert info(c, "c-scw1")["examples_learned"] == 1000
