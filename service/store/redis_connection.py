@@ -12,6 +12,7 @@ declared here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -42,6 +43,14 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,
 )
 _UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "LOADING", "NOREPLICAS")
+# Errors after which the pool's idle connections are suspect too (see _drop_idle_connections).
+_CONNECTION_LOST: tuple[type[BaseException], ...] = (
+    rex.ConnectionError,
+    rex.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+    OSError,
+)
 
 
 class RedisConnection(Store):
@@ -92,6 +101,8 @@ class RedisConnection(Store):
         try:
             return await fn()
         except _UNAVAILABLE as e:
+            if isinstance(e, _CONNECTION_LOST):
+                await self._drop_idle_connections()
             raise self._unavailable(e) from e
         except rex.ResponseError as e:
             if str(e).startswith(_UNAVAILABLE_PREFIXES):
@@ -99,6 +110,16 @@ class RedisConnection(Store):
             if "exceeds maximum allowed size" in str(e):  # proto-max-bulk-len set lower
                 raise ValueTooLarge(f"redis {self._where()}: {e}") from e
             raise
+
+    async def _drop_idle_connections(self) -> None:
+        """Close the pooled connections nobody uses: after a connection was lost, the
+        idle ones are most likely dead too (Redis restarted, a failover), and each would
+        fail the one call that next checks it out (the pool's check at checkout does not
+        see a peer that closed). Closed, they connect afresh when next checked out."""
+        for client in (self._r, self._blocking):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.connection_pool.disconnect(inuse_connections=False)
 
     def _unavailable(self, e: BaseException) -> StoreUnavailable:
         if isinstance(e, rex.AskError | rex.ClusterCrossSlotError):  # only "<slot> <host:port>"
