@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Literal
 
@@ -46,7 +46,7 @@ __all__ = [
     "sparse_index",
 ]
 
-FeatureKind = Literal["dense", "sparse", "hashed"]
+FeatureKind = Literal["dense", "sparse", "hashed", "records"]
 
 
 def _fmt_key(key: Any) -> str:
@@ -94,6 +94,8 @@ class FeatureSpec:
     # The first index of sparse keys (0 or 1). Dense rows are lists, read by position:
     # there it only records the base of the model's files (the client shifts by it).
     index_base: int = 0
+    # ``records``: the raw-record encoder (learners.records) its config describes.
+    encoder: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def dense(cls, dim: int, index_base: int = 0) -> FeatureSpec:
@@ -122,9 +124,31 @@ class FeatureSpec:
             if "index_base" in config:
                 raise ValueError("index_base does not apply to hashed features (keys are names)")
             return cls.hashed(config.get("bits"))  # type: ignore[arg-type]
-        raise ValueError(f"features.kind must be 'dense', 'sparse' or 'hashed', got {kind!r}")
+        if kind == "records":
+            return cls.records(config)
+        raise ValueError(
+            f"features.kind must be 'dense', 'sparse', 'hashed' or 'records', got {kind!r}"
+        )
+
+    @classmethod
+    def records(cls, config: Mapping[str, Any]) -> FeatureSpec:
+        """Raw records (``learners.records``: fields, namespaces, text, interactions),
+        hashed into ``2**bits`` columns. Raises ``learners.records.config.ConfigError``
+        (a ValueError with the ``path`` of the bad field)."""
+        from learners.records.encoder import RecordEncoder
+
+        enc = RecordEncoder(config)
+        return cls("records", enc.dim, enc.config.bits, 0, enc)
+
+    @property
+    def stateful(self) -> bool:
+        """Whether encoding depends on the records seen so far (standardize, idf)."""
+        return self.encoder is not None and bool(self.encoder._stateful())
 
     def to_config(self) -> dict[str, Any]:
+        if self.kind == "records":
+            out_records: dict[str, Any] = self.encoder.to_config()
+            return out_records
         if self.kind == "hashed":
             return {"kind": "hashed", "bits": self.bits}
         # index_base only when 1: configs (and digests) of 0-based models stay as they were
@@ -152,6 +176,9 @@ class FeatureSpec:
         n = len(rows)
         if n == 0:
             raise FeatureError(where, "no examples")
+        if self.kind == "records":
+            batch: Batch = self.encoder.encode(rows, where=where, field=field)
+            return batch
         if self.kind == "dense":
             return self._encode_dense(rows, where, field)
         fast = self._encode_maps_fast(rows, max_features)

@@ -62,6 +62,8 @@ def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
             f"got {type_name(features)}",
             "features",
         )
+    if features.get("kind") == "records":
+        return records_spec(features, settings)
     features = {k: json_int(v) for k, v in features.items()}  # "dim": 28.0 is 28
     try:
         spec = FeatureSpec.from_config(features)
@@ -82,6 +84,37 @@ def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
     if spec.dim > settings.max_dim:
         raise invalid(
             f"features: dimension {spec.dim} exceeds the limit of {settings.max_dim}", "features"
+        )
+    return spec
+
+
+def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
+    """Raw records (``learners.records``): a 422 naming the config's bad field. The
+    statistics of ``standardize`` and ``idf`` are learned in log order, which the
+    service does not do yet: refused, naming the field."""
+    from learners.records.config import ConfigError
+
+    try:
+        spec = FeatureSpec.records(features)
+    except ConfigError as e:
+        raise invalid(str(e), e.path) from None
+    except ValueError as e:
+        raise invalid(f"features: {e}", "features") from None
+    if spec.stateful:
+        field = next(
+            f"features.fields.{f.name}.{'transform' if getattr(f, 'transform', '') else 'idf'}"
+            for f in spec.encoder.config.fields
+            if getattr(f, "transform", None) == "standardize" or getattr(f, "idf", False)
+        )
+        raise invalid(
+            f"{field}: standardize and idf keep statistics of the records seen so far, which "
+            "the service does not serve yet; use bins or log1p (numbers), tf or log_tf (text)",
+            field,
+        )
+    if spec.dim > settings.max_dim:
+        raise invalid(
+            f"features.bits: dimension {spec.dim} exceeds the limit of {settings.max_dim}",
+            "features.bits",
         )
     return spec
 
@@ -269,6 +302,8 @@ class LinearAdapter(ModelAdapter):
         return encode_payload(batch, labels, dense=dense, **extra), len(labels)
 
     def parse_update_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
+        if self.spec.kind == "records":  # the general path encodes raw records
+            return None
         if self.spec.kind != "dense":
             from service.models.fast_json_maps import scan_hashed_examples, scan_map_examples
 
