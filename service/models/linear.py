@@ -15,6 +15,7 @@ both be labels of one model (the answer would hold two equal keys).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -26,7 +27,7 @@ from learners.features import Batch, FeatureError, FeatureSpec
 from learners.linear import NotFittedError
 from service.errors import Kind, ServiceError, invalid
 from service.models import feature_names as names
-from service.models import probability
+from service.models import probability, record_entries
 from service.models.base import FastUpdate, ModelAdapter
 from service.models.drift_monitor import drift_config
 from service.models.example_weights import WEIGHT_FIELD, check_weight, entry_weights, weights_meta
@@ -38,6 +39,7 @@ from service.models.payload import (
     encode_dense_payload,
     encode_payload,
 )
+from service.models.record_entries import decode_records_entry, encode_records_entry
 
 if TYPE_CHECKING:
     from learners.linear._base import CheckedBatch
@@ -100,17 +102,6 @@ def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
         raise invalid(str(e), e.path) from None
     except ValueError as e:
         raise invalid(f"features: {e}", "features") from None
-    if spec.stateful:
-        field = next(
-            f"features.fields.{f.name}.{'transform' if getattr(f, 'transform', '') else 'idf'}"
-            for f in spec.encoder.config.fields
-            if getattr(f, "transform", None) == "standardize" or getattr(f, "idf", False)
-        )
-        raise invalid(
-            f"{field}: standardize and idf keep statistics of the records seen so far, which "
-            "the service does not serve yet; use bins or log1p (numbers), tf or log_tf (text)",
-            field,
-        )
     if spec.dim > settings.max_dim:
         raise invalid(
             f"features.bits: dimension {spec.dim} exceeds the limit of {settings.max_dim}",
@@ -244,7 +235,10 @@ class LinearAdapter(ModelAdapter):
         from learners.linear import LinearClassifier
 
         adapter = cls(config, LinearClassifier.from_bytes(blob))
-        adapter.load_calibration(read_header(blob).get("meta") or {})
+        meta = read_header(blob).get("meta") or {}
+        adapter.load_calibration(meta)
+        if adapter.spec.stateful:
+            record_entries.restore_statistics(adapter.spec, meta)
         return adapter
 
     def load_calibration(self, meta: dict[str, Any]) -> None:
@@ -255,6 +249,8 @@ class LinearAdapter(ModelAdapter):
     def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes | memoryview]:
         # the map's state (a few kB) taken now, with the weights, into the artifact's meta
         own = {**(meta or {}), probability.META_KEY: self.calibration.to_json()}
+        if self.spec.stateful:
+            own.update(record_entries.snapshot_meta(self.spec.encoder))
         dump: Callable[[], bytes | memoryview] = self.model.snapshot(own)
         return dump
 
@@ -288,6 +284,9 @@ class LinearAdapter(ModelAdapter):
         examples = require_list(body, "examples", settings.max_batch_examples)
         xs, labels, weights = split_examples(examples)
         self._check_labels(labels, settings)
+        if self.spec.stateful:  # features from the statistics at apply time: the records
+            encode_features(self.spec, xs, "examples", settings)  # refused here if bad
+            return encode_records_entry(xs, labels, **weights_meta(weights)), len(labels)
         X = dense_matrix(self.spec, xs, raw)
         if X is not None:
             return encode_dense_payload(X, labels, **weights_meta(weights)), len(labels)
@@ -391,7 +390,12 @@ class LinearAdapter(ModelAdapter):
     def check_update(self, payload: bytes) -> None:
         from learners.linear import first_nonfinite_row
 
-        batch, meta = decode_payload(payload, self.spec.dim)
+        records = decode_records_entry(payload)
+        if records is not None:  # encoded with the statistics as they are now
+            batch = self.spec.encoder.encode(records[0], sequential=True)
+            meta = records[1]
+        else:
+            batch, meta = decode_payload(payload, self.spec.dim)
         weights = entry_weights(meta)
         checked = self.model.check(batch, meta["y"], weights)
         row = first_nonfinite_row(self.model, batch, meta["y"], weights, checked)
@@ -403,7 +407,7 @@ class LinearAdapter(ModelAdapter):
         # checked and label-coded form instead of making it again (``update`` checks
         # that its codes still hold). Keyed by id() and held with the object, so an id
         # cannot be reused while its entry is here; nothing mutates them either.
-        if len(payload) <= _CHECKED_MAX_BYTES:  # a big entry's decode is a small part of it
+        if records is None and len(payload) <= _CHECKED_MAX_BYTES:  # (records: at apply)
             kept = self._checked
             kept[id(payload)] = (payload, batch, meta, checked)
             if len(kept) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
@@ -426,6 +430,9 @@ class LinearAdapter(ModelAdapter):
     def apply(self, payload: bytes) -> UpdateResult:
         from learners.linear import NonFiniteWeightsError
 
+        records = decode_records_entry(payload)
+        if records is not None:
+            return self._apply_records(*records)
         batch, meta, checked = self._decode(payload)
         refuse_label_clash(meta["y"], self.model.labels_)
         try:
@@ -439,6 +446,34 @@ class LinearAdapter(ModelAdapter):
             raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
         names.record(self.model, meta)
         return probability.learn(self.calibration, result)
+
+    def _apply_records(self, records: list[Any], meta: dict[str, Any]) -> UpdateResult:
+        """Learn an entry of raw records: each encoded with the statistics of the
+        records before it, which then take it in (service.models.record_entries); the
+        statistics as they were if the entry is refused."""
+        from learners.linear import NonFiniteWeightsError
+
+        refuse_label_clash(meta["y"], self.model.labels_)
+        encoder = self.spec.encoder
+        before = encoder._state
+        batch = encoder.learn(records)
+        try:
+            result: UpdateResult = self.model.update(batch, meta["y"], entry_weights(meta))
+        except NonFiniteWeightsError as e:
+            encoder._state = before
+            raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
+        except BaseException:
+            encoder._state = before
+            raise
+        return probability.learn(self.calibration, result)
+
+    def state_digest(self) -> str:
+        digest = str(self.model.state_digest())
+        if not self.spec.stateful:
+            return digest
+        # the record statistics are model state too
+        both = f"{digest}:{self.spec.encoder.state_digest()}".encode()
+        return hashlib.sha256(both).hexdigest()
 
     # ------------------------------------------------------------ read path
     def predict(

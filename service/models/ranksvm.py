@@ -80,9 +80,16 @@ class RankSVMAdapter(ModelAdapter):
     def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
         from learners.ranking.ranksvm import make_ranker
 
-        return online_model_config(
+        config = online_model_config(
             cls.kind, body, settings, ("ranksvm",), lambda _, spec, p: make_ranker(spec.dim, p)
         )
+        if FeatureSpec.from_config(config["features"]).stateful:
+            raise invalid(
+                "features: standardize and idf (statistics learned in log order) are for "
+                "classifiers; a ranker's records take bins, log1p and tf weighting",
+                "features",
+            )
+        return config
 
     @classmethod
     def create(cls, config: dict[str, Any]) -> RankSVMAdapter:
