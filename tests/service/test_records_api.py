@@ -251,3 +251,27 @@ def test_sms_with_idf_through_http(sms: Any, tmp_path: Path) -> None:
         acc = one_pass_http(c, "sms", sms_config(chars={"ngrams": [3, 5]}, idf=True), sms)
     print(f"sms-spam, AROW words + chars 3-5 + idf, one pass through HTTP: {acc:.4f}")
     assert acc == pytest.approx(0.9874, abs=0.002)  # = in process, idf in log order
+
+
+def test_export_import_keeps_the_statistics(tmp_path: Path) -> None:
+    """GET /models/{name}/state of a records model with statistics, imported under another
+    name: the same state_digest, the same predictions, and it learns on as the original."""
+    examples = stateful_stream(300, seed=3)
+    octets = {"content-type": "application/octet-stream"}
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
+        assert (
+            c.put("/models/a", json={"algorithm": "scw1", "features": STATEFUL}).status_code == 201
+        )
+        ok(c.post("/update", json={"model": "a", "examples": examples[:200]}))
+        blob = c.get("/models/a/state")
+        assert blob.status_code == 200, blob.text
+        r = c.put("/models/b", content=blob.content, headers=octets)
+        assert r.status_code == 201, r.text
+        assert info(c, "b")["state_digest"] == info(c, "a")["state_digest"]
+        inst = {"instances": [{"x": e["x"]} for e in examples[200:220]]}
+        pa = ok(c.post("/predict", json={"model": "a", **inst}))["predictions"]
+        pb = ok(c.post("/predict", json={"model": "b", **inst}))["predictions"]
+        assert pa == pb
+        for name in ("a", "b"):
+            ok(c.post("/update", json={"model": name, "examples": examples[200:]}))
+        assert info(c, "b")["state_digest"] == info(c, "a")["state_digest"]
