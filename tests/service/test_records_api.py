@@ -275,3 +275,17 @@ def test_export_import_keeps_the_statistics(tmp_path: Path) -> None:
         for name in ("a", "b"):
             ok(c.post("/update", json={"model": name, "examples": examples[200:]}))
         assert info(c, "b")["state_digest"] == info(c, "a")["state_digest"]
+
+
+def test_the_client_sends_raw_records(tmp_path: Path) -> None:
+    from service.client import Client
+
+    examples = stateful_stream(200, seed=4)
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, Client(srv.url) as client:
+        client.create_model("m", "arow", STATEFUL)
+        summary = client.update("m", ((e["x"], e["y"]) for e in examples), batch_size=64)
+        assert (summary.examples, summary.batches) == (200, 4)
+        got = client.predict("m", [e["x"] for e in examples[:5]])
+        assert len(got.predictions) == 5 and got.version == 4
+        with srv.client() as c:
+            assert info(c, "m")["state_digest"] == in_process_digest(examples, 64)
