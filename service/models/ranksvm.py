@@ -47,7 +47,8 @@ from service.models import feature_names as names
 from service.models.base import ModelAdapter
 from service.models.example_weights import entry_weights, weights_meta
 from service.models.json_fields import items_field, require_list
-from service.models.linear import online_model_config, overflow_problem
+from service.models.linear_inputs import overflow_problem
+from service.models.online_config import online_model_config
 from service.models.payload import decode_payload, encode_payload
 from service.models.queries import (
     encode_rows,
