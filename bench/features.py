@@ -1,6 +1,6 @@
 """What raw records cost against pre-encoded vectors (issue 22), in one run.
 
-    flock /tmp/bench.lock .venv/bin/python bench/features.py            # ~2 min
+    flock /tmp/bench.lock .venv/bin/python bench/features.py            # ~1 min
     .venv/bin/python bench/features.py --limit 300 --rounds 1 --repeats 1   # smoke
 
 1. ``/update`` through HTTP: one learnserve (uvicorn ``service.app:factory``, one worker,
