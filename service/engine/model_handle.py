@@ -23,7 +23,7 @@ from learners.linear.calibration import PROBABILITY
 from service.engine.recent_counts import RecentCounts
 from service.models.base import ModelAdapter, state_nbytes
 from service.models.drift_monitor import drift_monitor
-from service.models.payload import decode_control
+from service.models.payload import CONTROL_MAGIC, decode_control
 from service.models.progressive_metrics import EvalWindow, window_size
 from service.observability import metrics as M
 from service.settings import Settings
@@ -138,7 +138,7 @@ class ModelHandle:
         chain: ``head`` is the store's chain head after it, "" for an entry written
         before chains existed, None when not known; ``digest``: the payload's
         ``payload_digest`` if known)."""
-        control = decode_control(payload)
+        control = decode_control(payload) if payload[:4] == CONTROL_MAGIC else None
         try:
             r = self.adapter.apply(payload) if control is None else None
         except Exception as e:

@@ -44,7 +44,11 @@ from service.models.payload import (
     encode_dense_payload,
     encode_payload,
 )
-from service.models.record_entries import decode_records_entry, encode_records_entry
+from service.models.record_entries import (
+    RECORDS_MAGIC,
+    decode_records_entry,
+    encode_records_entry,
+)
 
 if TYPE_CHECKING:
     from learners.linear._base import CheckedBatch
@@ -250,7 +254,7 @@ class LinearAdapter(ModelAdapter):
     def check_update(self, payload: bytes) -> None:
         from learners.linear import first_nonfinite_row
 
-        records = decode_records_entry(payload)
+        records = decode_records_entry(payload) if payload[:4] == RECORDS_MAGIC else None
         if records is not None:  # encoded with the statistics as they are now
             batch = self.spec.encoder.encode(records[0], sequential=True)
             meta = records[1]
@@ -290,9 +294,8 @@ class LinearAdapter(ModelAdapter):
     def apply(self, payload: bytes) -> UpdateResult:
         from learners.linear import NonFiniteWeightsError
 
-        records = decode_records_entry(payload)
-        if records is not None:
-            return self._apply_records(*records)
+        if payload[:4] == RECORDS_MAGIC:  # raw records (features from the statistics)
+            return self._apply_records(*decode_records_entry(payload))  # type: ignore[misc]
         batch, meta, checked = self._decode(payload)
         refuse_label_clash(meta["y"], self.model.labels_)
         try:
