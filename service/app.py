@@ -102,13 +102,13 @@ class MetricsMiddleware:
 
         in_flight = self._in_flight.get(route)
         if in_flight is None:
-            in_flight = self._in_flight[route] = M.IN_FLIGHT.labels(route)
-        in_flight.inc()
+            in_flight = self._in_flight[route] = M.raw(M.IN_FLIGHT.labels(route))
+        in_flight.inc(1)
         t0 = time.perf_counter()
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            in_flight.dec()
+            in_flight.inc(-1)
             state = scope.get("state", {})
             model = state.get("model", "")
             error = state.get("error_code") or error  # bodies without our code (/v2)
@@ -117,7 +117,7 @@ class MetricsMiddleware:
             # Cached children, dropped with the model (service.observability.metrics.forget_model).
             children = M.request_children(route, model, status)
             children[0].observe(time.perf_counter() - t0)
-            children[1].inc()
+            children[1].inc(1)
             if status >= 400:
                 M.REQUEST_ERRORS.labels(route, str(status), error or _DEFAULT_ERROR).inc()
 

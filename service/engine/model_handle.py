@@ -113,8 +113,8 @@ class ModelHandle:
         self.next_time_checkpoint = time.monotonic() + settings.checkpoint_every_seconds * (
             0.5 + random.random()  # jitter: replicas rarely checkpoint the same model together
         )
-        self._m_version = M.MODEL_VERSION.labels(name)
-        self._m_learned = M.EXAMPLES_LEARNED.labels(name)
+        self._m_version = M.raw(M.MODEL_VERSION.labels(name))
+        self._m_learned = M.raw(M.EXAMPLES_LEARNED.labels(name))
         # The learning gauges exist only once the model reports them: a classifier has
         # no NDCG series and a ranker no accuracy (a 0 line would read as "learns badly").
         self._m_acc: Any = None
@@ -129,7 +129,9 @@ class ModelHandle:
         self.auc_shown = False  # the AUC gauge has a series (set it NaN when AUC goes)
         _init_model_series(name, adapter)
         self.show_drift()  # from 0: a detection must be a change the gauge shows
-        self._m_applied = {r: M.LOG_ENTRIES_APPLIED.labels(name, r) for r in ("owner", "guest")}
+        self._m_applied = {
+            r: M.raw(M.LOG_ENTRIES_APPLIED.labels(name, r)) for r in ("owner", "guest")
+        }
 
     def apply_entry(
         self, position: int, payload: bytes, head: str | None = None, digest: str | None = None
@@ -168,7 +170,7 @@ class ModelHandle:
         self._m_version.set(position)
         role = "owner" if self.owned else "guest"
         self.entries_applied[role] += 1
-        self._m_applied[role].inc()
+        self._m_applied[role].inc(1)
         self.notify_advanced()
         for f in self.followers.values():  # lockstep: the same entry, each on its own state
             if f.version == position - 1:
@@ -190,8 +192,8 @@ class ModelHandle:
         acc_loss = self.window.accuracy_loss()
         if acc_loss is not None:
             if self._m_acc is None:
-                self._m_acc = M.ONLINE_ACCURACY.labels(self.name)
-                self._m_loss = M.ONLINE_LOSS.labels(self.name)
+                self._m_acc = M.raw(M.ONLINE_ACCURACY.labels(self.name))
+                self._m_loss = M.raw(M.ONLINE_LOSS.labels(self.name))
             self._m_acc.set(acc_loss[0])
             self._m_loss.set(acc_loss[1])
             log_loss = self.window.log_loss()
@@ -199,13 +201,13 @@ class ModelHandle:
                 # A model that became multiclass has no binary figures left in its
                 # window: NaN (a gap on the dashboard), not its last binary value.
                 if self._m_logloss is None:
-                    self._m_logloss = M.ONLINE_LOG_LOSS.labels(self.name)
+                    self._m_logloss = M.raw(M.ONLINE_LOG_LOSS.labels(self.name))
                 self._m_logloss.set(math.nan if log_loss is None else log_loss)
                 self.auc_stale = True
         ndcg = self.window.ndcg()
         if ndcg is not None:
             if self._m_ndcg is None:
-                self._m_ndcg = M.ONLINE_NDCG.labels(self.name)
+                self._m_ndcg = M.raw(M.ONLINE_NDCG.labels(self.name))
             self._m_ndcg.set(ndcg)
 
     def chain_breaks(self, payload: bytes, head: str | None, digest: str | None = None) -> bool:
@@ -246,9 +248,9 @@ class ModelHandle:
         if self._m_drift is None:
             self._drift_shown = -1
             self._m_drift = (
-                M.DRIFT_DETECTIONS.labels(self.name),
-                M.DRIFT_ESTIMATE.labels(self.name),
-                M.DRIFT_LAST_VERSION.labels(self.name),
+                M.raw(M.DRIFT_DETECTIONS.labels(self.name)),
+                M.raw(M.DRIFT_ESTIMATE.labels(self.name)),
+                M.raw(M.DRIFT_LAST_VERSION.labels(self.name)),
             )
         detections, estimate, last = self._m_drift
         value = float(d.detector.estimation)
