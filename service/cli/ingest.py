@@ -69,6 +69,21 @@ QueryFile = Annotated[
         exists=True, dir_okay=False, readable=True,
     ),
 ]  # fmt: skip
+Columns = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="CSV without a header row: its column names, comma-separated (a,b,c).",
+    ),
+]
+Missing = Annotated[
+    str | None,
+    typer.Option(
+        "--missing",
+        help="Records models: a cell (or JSON string) equal to this is a missing value "
+        "(null); an empty cell always is.",
+    ),
+]
 BATCH_KINDS = ("lambdamart", "fastxml", "llsvm")
 
 
@@ -79,12 +94,27 @@ def open_examples(
     index_base: int | None,
     label_column: str | None,
     id_column: str | None = None,
+    columns: str | None = None,
+    missing: str | None = None,
 ) -> ExampleFile:
     fmt = fmt or guess_format(file)
     if fmt not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    target = Target.of_model(info.features, index_base)
-    return ExampleFile(file, fmt, target, label_column=label_column, id_column=id_column)
+    if missing is not None and info.features.get("kind") != "records":
+        raise typer.BadParameter("only records models take a missing-value token",
+                                 param_hint="--missing")  # fmt: skip
+    names = None
+    if columns is not None:
+        names = [c.strip() for c in columns.split(",")]
+        if fmt != "csv":
+            raise typer.BadParameter("only CSV files take column names", param_hint="--columns")
+        if not all(names) or len(set(names)) != len(names):
+            raise typer.BadParameter(f"names must be distinct and non-empty, got {columns!r}",
+                                     param_hint="--columns")  # fmt: skip
+    target = Target.of_model(info.features, index_base, missing)
+    return ExampleFile(
+        file, fmt, target, label_column=label_column, id_column=id_column, columns=names
+    )
 
 
 def bytes_progress(enabled: bool) -> Progress:
@@ -106,8 +136,16 @@ def update(
     batch: Batch = 1000,
     index_base: IndexBase = None,
     label_column: Annotated[
-        str | None, typer.Option(help="CSV: the label column's name (default: the last).")
+        str | None,
+        typer.Option(
+            "--label-column",
+            "--label",
+            help="CSV: the label column's name (default: the last); JSON lines of a "
+            "records model: the field of each record holding its label.",
+        ),
     ] = None,
+    columns: Columns = None,
+    missing: Missing = None,
     query: QueryFile = None,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar (it goes to stderr).")
@@ -136,7 +174,8 @@ def update(
                                             query, "update")  # fmt: skip
             examples = rf.examples
         else:
-            examples = open_examples(info, file, fmt, index_base, label_column or "")
+            examples = open_examples(info, file, fmt, index_base, label_column or "", None,
+                                     columns, missing)  # fmt: skip
         with bytes_progress(not no_progress) as bar:
             task = bar.add_task(f"learning {model}", total=examples.size)
             sent = 0
@@ -205,8 +244,16 @@ def predict(
     batch: Batch = 1000,
     index_base: IndexBase = None,
     label_column: Annotated[
-        str | None, typer.Option(help="CSV: a label column to leave out of the features.")
+        str | None,
+        typer.Option(
+            "--label-column",
+            "--label",
+            help="CSV: a label column to leave out of the features (accuracy is printed "
+            "against it); JSON lines of a records model: the field holding the label.",
+        ),
     ] = None,
+    columns: Columns = None,
+    missing: Missing = None,
     id_column: Annotated[
         str | None, typer.Option(help="CSV: a column of instance ids (for feedback by id).")
     ] = None,
@@ -263,7 +310,8 @@ def predict(
             typer.echo(report, err=True, nl=False)
             return
         else:
-            examples = open_examples(info, file, fmt, index_base, label_column, id_column)
+            examples = open_examples(info, file, fmt, index_base, label_column, id_column,
+                                     columns, missing)  # fmt: skip
         with sink(output) as fh:
             message = predict_rows(c, model, examples, fh, out_fmt, batch, scores,
                                    min_version, k)  # fmt: skip
