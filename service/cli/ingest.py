@@ -4,6 +4,7 @@ service.
     learnserve models create a9a arow --kind sparse --dim 123 --index-base 1
     learnserve update a9a --file a9a.svm --format svmlight --batch 1000
     learnserve predict a9a --file a9a.t -o predictions.jsonl
+    learnserve update adult --file adult.data --format csv --label class --missing '?'
 
 ``update`` sends batches of ``--batch`` examples, each with its own Idempotency-Key (a
 retried batch is learned once), shows the bytes read, and prints the model's
@@ -14,7 +15,11 @@ progressive (predict-then-learn) metrics from ``GET /models/{name}`` at the end.
 Online models read the file as a stream (constant memory; ``.gz`` by name).
 ``--index-base`` is the first feature index of the file (SVMlight files are usually
 1-based); it defaults to the model's ``index_base``, and indices are shifted
-client-side when the two differ.
+client-side when the two differ. A records model (``features.kind = "records"``) takes
+CSV rows as raw records, numbers where its config says numeric (``--missing`` names the
+missing-value token, ``--columns`` the columns of a file without a header) and JSON
+lines that are flat records holding their ``--label`` field
+(:mod:`service.client.record_files`).
 
 Rankers (RankSVM, LambdaMART) take query groups (``--query`` FILE or ``qid:``; see
 :mod:`service.cli.ranking_files`): ``update`` learns whole queries and ``predict``
