@@ -12,7 +12,8 @@ the ``top`` smallest below 0, most negative first (ties: lower index first).
 ``variance`` is the weight's variance Σ_ii (the diagonal of the covariance, also
 for ``covariance: "full"``): the confidence-weighted learners' (CW, AROW, SCW)
 uncertainty about the weight, which shrinks as the feature is seen; ``null`` for
-PA and RankSVM, which keep no covariance. ``names`` (hashed features only) are the
+PA and RankSVM, which keep no covariance. ``names`` (hashed and records features
+only; a records model's are the raw features' names, ``age#3``, ``job=clerk``) are the
 names recorded at that index (:mod:`service.models.feature_names`): several names
 are a hash collision (``"collision": true``); none recorded gives ``[]``.
 
@@ -74,7 +75,7 @@ def report(
     """The ``classes`` of the answer from ``(label, w, var)`` triples."""
     picked = [(lab, w, var, *_tops(w, top)) for lab, w, var in by_label]
     names = None
-    if spec.kind == "hashed":
+    if spec.kind in ("hashed", "records"):
         parts = [np.concatenate([p, n]) for *_, p, n in picked]
         wanted = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         bits = int(spec.bits or 0)
