@@ -20,7 +20,8 @@ gives them (``age#3``, ``job=clerk``, ``note^free``; several names may share a c
 each listed); ``hashed`` as sent (``age``, or ``job=clerk`` for a string value);
 ``sparse`` the key as sent; ``dense`` none (``null``). Dense and sparse list the non-zero
 values only. Errors are the ``/predict`` ones (422 naming ``x.<field>`` or
-``instances[i].x.<field>``).
+``instances[i].x.<field>``), also for a contribution or score that overflows (``x`` or
+``instances[i].x``: an answer's numbers are finite).
 """
 
 from __future__ import annotations
@@ -116,7 +117,13 @@ def explain(
         cols = np.array([c for _, c, _ in feats], dtype=np.int64)
         vals = np.array([v for _, _, v in feats], dtype=np.float64)
         w = np.stack([r[cols] for r in rows], axis=1) if rows else np.zeros((len(feats), 0))
-        contrib = w * vals[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            contrib = w * vals[:, None]
+            scores = contrib.sum(axis=0)
+        if not (np.isfinite(contrib).all() and np.isfinite(scores).all()):
+            # as /predict (service.models.finite_answers): never a JSON null for a number
+            loc = "x" if form == "x" else f"instances[{i}].x"
+            raise invalid(f"{loc}: a contribution or score overflows (not finite)", loc)
         out.append(
             {
                 "features": [
@@ -129,7 +136,7 @@ def explain(
                     }
                     for k, (name, col, value) in enumerate(feats)
                 ],
-                "scores": contrib.sum(axis=0).tolist(),
+                "scores": scores.tolist(),
             }
         )
     return {"labels": labels, "explanations": out}

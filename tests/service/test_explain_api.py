@@ -32,8 +32,10 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
         yield c
 
 
-def train(c: httpx.Client, name: str, features: dict[str, Any], ex: list[Any]) -> None:
-    r = c.put(f"/models/{name}", json={"algorithm": "arow", "features": features})
+def train(
+    c: httpx.Client, name: str, features: dict[str, Any], ex: list[Any], algorithm: str = "arow"
+) -> None:
+    r = c.put(f"/models/{name}", json={"algorithm": algorithm, "features": features})
     assert r.status_code == 201, r.text
     ok(c.post("/update", json={"model": name, "examples": ex}))
 
@@ -103,6 +105,21 @@ def test_dense_and_sparse_models_give_index_and_value(client: httpx.Client) -> N
         ("3", 2, 2.0),
         ("10", 9, -1.0),
     ]
+
+
+def test_an_overflowing_contribution_is_refused_naming_the_input(client: httpx.Client) -> None:
+    # small inputs make large weights (PA reaches a margin of 1: w = 50 each here)
+    train(client, "big", {"kind": "dense", "dim": 2},
+          [{"x": [0.01, 0.01], "y": "a"}, {"x": [-0.01, -0.01], "y": "b"}], "pa")  # fmt: skip
+    w = ok(client.post("/models/big/explain", json={"x": [1.0, 1.0]}))["explanations"][0]
+    assert all(abs(f["weights"][0]) > 2 for f in w["features"])
+    huge = [1.7e308, 1.7e308]
+    r = client.post("/predict", json={"model": "big", "instances": [{"x": huge}]})
+    assert r.status_code == 422  # /predict refuses it too
+    body = {"instances": [{"x": [1.0, 1.0]}, {"x": huge}]}
+    r = client.post("/models/big/explain", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"]["field"] == "instances[1].x"
 
 
 def test_a_model_that_learned_nothing_has_no_labels(client: httpx.Client) -> None:
