@@ -34,14 +34,6 @@ unknown body field. 409: a batch model.
 """
 
 
-class ExplainRequest(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"x": {"age": 39, "job": "clerk"}}]})
-    x: Any = Field(None, description="one input, as /predict's x (or give instances)")
-    instances: list[dict[str, Any]] | None = Field(
-        None, max_length=MAX_INSTANCES, description='[{"x": ...}, ...] instead of x'
-    )
-
-
 class ExplainedFeature(BaseModel):
     name: str | None
     index: int
@@ -77,11 +69,30 @@ class ExplainResponse(BaseModel):
     explanations: list[Explanation]
 
 
+_ONE_X = {
+    "type": "object",
+    "required": ["x"],
+    "properties": {"x": {"description": "an input, as /predict's instance x"}},
+    "additionalProperties": False,
+}
+_BODY_SCHEMA = {
+    "title": "ExplainRequest",
+    "oneOf": [
+        _ONE_X,
+        {
+            "type": "object",
+            "required": ["instances"],
+            "properties": {
+                "instances": {"type": "array", "minItems": 1, "maxItems": MAX_INSTANCES,
+                              "items": _ONE_X}
+            },
+            "additionalProperties": False,
+        },
+    ],
+    "examples": [{"x": {"age": 39, "job": "clerk"}}],
+}  # fmt: skip
 _BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": ExplainRequest.model_json_schema()}},
-    }
+    "requestBody": {"required": True, "content": {"application/json": {"schema": _BODY_SCHEMA}}}
 }
 
 
