@@ -15,6 +15,7 @@ from service.api.deps import EngineDep, SettingsDep
 from service.api.errors import ApiError, json_response
 from service.api.request_bodies import read_json_object
 from service.api.schemas import error_responses
+from service.engine import followers
 from service.models.explain import MAX_INSTANCES, explain
 
 router = APIRouter(tags=["models"])
@@ -28,7 +29,8 @@ name sent, `job=clerk` for a string value; `sparse`: the key; `dense`: null), it
 `index` (the column of `GET /models/{{name}}/weights`), its `value`, the model's
 `weights` for that column and the `contributions` (value x weight), one per label in
 the order of `labels`; `scores` are the sums, the model's score per label. Dense and
-sparse inputs list their non-zero values. One version's weights (`version`).
+sparse inputs list their non-zero values. One version's weights (`version`), of the
+state that answers `/predict` under this name (`serving`: a promoted follower's).
 422: the errors `/predict` gives, naming `x.<field>` or `instances[i].x.<field>`; an
 unknown body field. 409: a batch model.
 """
@@ -51,8 +53,8 @@ class ExplainResponse(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
-                {"model": "adult", "version": 33, "features": {"kind": "records"},
-                 "labels": ["<=50K", ">50K"],
+                {"model": "adult", "serving": "adult", "version": 33,
+                 "features": {"kind": "records"}, "labels": ["<=50K", ">50K"],
                  "explanations": [{"features": [
                      {"name": "^constant", "index": 40112, "value": 1.0,
                       "weights": [0.31, -0.31], "contributions": [0.31, -0.31]},
@@ -63,6 +65,7 @@ class ExplainResponse(BaseModel):
         }
     )  # fmt: skip
     model: str
+    serving: str = Field(description="the model whose state answers /predict under `model`")
     version: int
     features: dict[str, Any] = Field(description="the model's feature config")
     labels: list[str | int | None]
@@ -109,15 +112,18 @@ async def explain_input(
     body = await read_json_object(request, settings.max_body_bytes)
     h = await engine.find(name)
     request.state.model = name
-    adapter: Any = h.adapter
-    if not adapter.online:
+    if not h.adapter.online:
         raise ApiError(
             409, "not_online", f"model {name!r} is a batch model; this is for online models"
         )
     # Under the lock, in a thread: one version's weights, and a text's n-grams or a
-    # 2**24-wide weight row do not stall the loop.
+    # 2**24-wide weight row do not stall the loop. The state explained is the one that
+    # answers /predict under this name (a promoted follower's, as /predict takes it).
     async with h.lock:
         version = h.version
+        served = followers.serving(h)
+        adapter: Any = served.adapter
         found = await asyncio.to_thread(explain, adapter.spec, adapter.model, body, settings)
-    features = h.config["features"]
-    return json_response({"model": name, "version": version, "features": features, **found})
+    body_out = {"model": name, "serving": served.name, "version": version,
+                "features": served.config["features"], **found}  # fmt: skip
+    return json_response(body_out)

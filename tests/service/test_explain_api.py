@@ -122,6 +122,24 @@ def test_an_overflowing_contribution_is_refused_naming_the_input(client: httpx.C
     assert r.json()["detail"]["field"] == "instances[1].x"
 
 
+def test_a_promoted_follower_is_what_is_explained(client: httpx.Client) -> None:
+    ex = [{"x": {"a": float(i % 5), "b": "xy"[i % 2]}, "y": "pq"[i % 3 == 0]} for i in range(40)]
+    features = {"kind": "hashed", "bits": 10}
+    r = client.put("/models/lead", json={"algorithm": "arow", "features": features})
+    assert r.status_code == 201, r.text
+    body = {"algorithm": "pa", "features": features, "follows": "lead"}
+    assert client.put("/models/chal", json=body).status_code == 201
+    ok(client.post("/update", json={"model": "lead", "examples": ex}))
+    x = {"a": 2.0, "b": "x"}
+    (own,) = scores_agree(client, "lead", [x])
+    ok(client.post("/models/lead/promote", json={"follower": "chal"}))
+    got = ok(client.post("/models/lead/explain", json={"x": x}))
+    assert got["serving"] == "chal" and got["model"] == "lead"
+    (promoted,) = scores_agree(client, "lead", [x])  # = /predict's scores, now chal's
+    assert promoted == ok(client.post("/models/chal/explain", json={"x": x}))["explanations"][0]
+    assert promoted["scores"] != own["scores"]  # PA learned other weights than AROW
+
+
 def test_a_model_that_learned_nothing_has_no_labels(client: httpx.Client) -> None:
     assert client.put("/models/fresh", json={"algorithm": "pa", "features": RECORDS}).is_success
     got = ok(client.post("/models/fresh/explain", json={"x": {"job": "a"}}))
