@@ -140,6 +140,22 @@ def test_a_promoted_follower_is_what_is_explained(client: httpx.Client) -> None:
     assert promoted["scores"] != own["scores"]  # PA learned other weights than AROW
 
 
+def test_a_ranker_has_one_weight_vector(client: httpx.Client) -> None:
+    body = {"algorithm": "ranksvm", "features": {"kind": "sparse", "dim": 3}}
+    assert client.put("/models/rank", json=body).status_code == 201
+    items = [{"x": {"0": 1.0, "1": float(r)}, "relevance": r} for r in range(3)]
+    ok(client.post("/update", json={"model": "rank", "queries": [{"qid": 1, "items": items}]}))
+    x = {"1": 2.0, "2": 1.0}
+    got = ok(client.post("/models/rank/explain", json={"x": x}))
+    assert got["labels"] == [None]
+    (e,) = got["explanations"]
+    query = {"qid": 2, "items": [{"x": x}]}
+    pred = ok(client.post("/predict", json={"model": "rank", "queries": [query]}))
+    assert e["scores"] == pytest.approx(pred["predictions"][0]["scores"], abs=1e-12)
+    assert [(f["name"], f["value"]) for f in e["features"]] == [("1", 2.0), ("2", 1.0)]
+    assert e["features"][0]["weights"][0] > 0  # relevance grows with feature 1
+
+
 def test_a_model_that_learned_nothing_has_no_labels(client: httpx.Client) -> None:
     assert client.put("/models/fresh", json={"algorithm": "pa", "features": RECORDS}).is_success
     got = ok(client.post("/models/fresh/explain", json={"x": {"job": "a"}}))
