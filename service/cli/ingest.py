@@ -89,7 +89,15 @@ Missing = Annotated[
         "(null); an empty cell always is.",
     ),
 ]
+Label = Annotated[str | None, typer.Option("--label", help="The same as --label-column.")]
 BATCH_KINDS = ("lambdamart", "fastxml", "llsvm")
+
+
+def one_label(label_column: str | None, label: str | None) -> str | None:
+    if label is not None and label_column is not None and label != label_column:
+        raise typer.BadParameter("--label and --label-column name different columns",
+                                 param_hint="--label")  # fmt: skip
+    return label if label is not None else label_column
 
 
 def open_examples(
@@ -143,12 +151,11 @@ def update(
     label_column: Annotated[
         str | None,
         typer.Option(
-            "--label-column",
-            "--label",
             help="CSV: the label column's name (default: the last); JSON lines of a "
-            "records model: the field of each record holding its label.",
+            "records model: the field of each record holding its label."
         ),
     ] = None,
+    label: Label = None,
     columns: Columns = None,
     missing: Missing = None,
     query: QueryFile = None,
@@ -162,6 +169,7 @@ def update(
 ) -> None:
     """Learn from a file, in batches; prints the model's progressive metrics at the end."""
     t0 = time.perf_counter()
+    label_column = one_label(label_column, label)
     with service_client(url, token, timeout) as c:
         info = c.describe(model)
         if info.kind in BATCH_KINDS:
@@ -251,12 +259,11 @@ def predict(
     label_column: Annotated[
         str | None,
         typer.Option(
-            "--label-column",
-            "--label",
             help="CSV: a label column to leave out of the features (accuracy is printed "
-            "against it); JSON lines of a records model: the field holding the label.",
+            "against it); JSON lines of a records model: the field holding the label."
         ),
     ] = None,
+    label: Label = None,
     columns: Columns = None,
     missing: Missing = None,
     id_column: Annotated[
@@ -280,6 +287,7 @@ def predict(
 ) -> None:
     """Predict every instance of a file: one line per instance (per query for a ranker
     given query groups), in file order; the metrics on stderr when the file has labels."""
+    label_column = one_label(label_column, label)
     out_fmt = output_format or ("csv" if output and output.suffix.lower() == ".csv" else "jsonl")
     if out_fmt not in ("jsonl", "csv"):
         raise typer.BadParameter(f"--output-format must be jsonl or csv, got {out_fmt!r}")

@@ -119,6 +119,8 @@ def test_bad_files_and_options_are_refused_naming_them(server, tmp_path: Path) -
     badlabel.write_text('{"age": 3, "job": "x", "y": [1]}\n')
     r = cli(url, "update", "r", "--file", badlabel, "--label", "y", "--no-progress", code=2)
     assert "badlabel.jsonl:1: the label 'y'" in r.stderr
+    r = cli(url, "update", "r", "--file", good, "--label", "y", "--label-column", "job", code=2)
+    assert "--label" in r.stderr
     r = cli(url, "update", "r", "--file", good, "--columns", "a,a,b", code=2)
     assert "--columns" in r.stderr
     r = cli(url, "update", "r", "--file", nolabel, "--format", "jsonl", "--columns", "a", code=2)
