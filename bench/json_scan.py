@@ -10,7 +10,7 @@ serialized by ``json.dumps`` (case ``full``: full-precision doubles, 16-17 signi
 digits, what a client sending numpy output as is sends). Measured per body:
 
 - ``orjson``: ``orjson.loads(raw)``, then the x/y split loop (the type checks of
-  ``service/models/linear.py``'s ``split_examples``), then
+  ``service/models/linear_inputs.py``'s ``split_examples``), then
   ``np.array(xs, dtype=np.float64)``;
 - ``scan``: ``scan_dense_examples(raw, 28, max_examples)`` (model, matrix and labels).
 

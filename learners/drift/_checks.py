@@ -65,8 +65,8 @@ def value_array(values: Any) -> np.ndarray:
     arr = np.ascontiguousarray(values, dtype=np.float64)
     if arr.ndim != 1:
         raise ValueError(f"values: must be one-dimensional, got shape {arr.shape}")
-    bad = np.flatnonzero(~np.isfinite(arr))
-    if bad.size:
+    if not np.isfinite(arr).all():  # (the usual case costs no Python call)
+        bad = np.flatnonzero(~np.isfinite(arr))
         raise ValueError(f"values[{bad[0]}]: must be finite, got {arr[bad[0]]!r}")
     return arr
 

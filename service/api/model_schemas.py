@@ -5,7 +5,7 @@ types and bounds (``learners/linear``, ``learners/ranking/ranksvm.py``), and
 ``features`` per kind, so a body that validates against the document is one the
 service accepts (up to the configured limits, which ``service.api.openapi``
 writes into the document: ``max_dim``). These models only document; the route
-validates by hand (``service.models.linear.online_model_config``).
+validates by hand (``service.models.online_config.online_model_config``).
 """
 
 from __future__ import annotations

@@ -85,9 +85,15 @@ def sent_ids(body: dict[str, Any], key: str) -> bool:
 
 
 def _adapter(h: ModelHandle, where: str, ids: list[str | None]) -> LinearAdapter:
-    if isinstance(h.adapter, LinearAdapter):
-        return h.adapter
     loc = f"{where}[{next(i for i, x in enumerate(ids) if x is not None)}].id"
+    if isinstance(h.adapter, LinearAdapter):
+        if h.adapter.spec.stateful:  # a kept prediction holds features, not the record
+            raise invalid(
+                f"{loc}: ids (delayed labels) are not taken by a model whose features use "
+                "statistics of the records (standardize, idf); send x and y together",
+                loc,
+            )
+        return h.adapter
     raise invalid(f"{loc}: ids (delayed labels) are for online classifiers only", loc)
 
 

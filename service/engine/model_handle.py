@@ -23,7 +23,7 @@ from learners.linear.calibration import PROBABILITY
 from service.engine.recent_counts import RecentCounts
 from service.models.base import ModelAdapter, state_nbytes
 from service.models.drift_monitor import drift_monitor
-from service.models.payload import decode_control
+from service.models.payload import CONTROL_MAGIC, decode_control
 from service.models.progressive_metrics import EvalWindow, window_size
 from service.observability import metrics as M
 from service.settings import Settings
@@ -122,6 +122,7 @@ class ModelHandle:
         self._m_ndcg: Any = None
         self._m_logloss: Any = None
         self._m_drift: Any = None
+        self._drift_shown = -1  # the detections the gauges show
         # The window changed since the AUC gauge was computed (an O(window log window)
         # sort, so it is refreshed by the once-a-second loop, not on every entry).
         self.auc_stale = False
@@ -137,7 +138,7 @@ class ModelHandle:
         chain: ``head`` is the store's chain head after it, "" for an entry written
         before chains existed, None when not known; ``digest``: the payload's
         ``payload_digest`` if known)."""
-        control = decode_control(payload)
+        control = decode_control(payload) if payload[:4] == CONTROL_MAGIC else None
         try:
             r = self.adapter.apply(payload) if control is None else None
         except Exception as e:
@@ -243,16 +244,19 @@ class ModelHandle:
         if d is None:
             return
         if self._m_drift is None:
+            self._drift_shown = -1
             self._m_drift = (
                 M.DRIFT_DETECTIONS.labels(self.name),
                 M.DRIFT_ESTIMATE.labels(self.name),
                 M.DRIFT_LAST_VERSION.labels(self.name),
             )
         detections, estimate, last = self._m_drift
-        detections.set(d.detections)
         value = float(d.detector.estimation)
         estimate.set(value if math.isfinite(value) else math.nan)
-        last.set(math.nan if d.last_detection_version is None else d.last_detection_version)
+        if d.detections != self._drift_shown:  # (rare: two of the three gauges then)
+            self._drift_shown = d.detections
+            detections.set(d.detections)
+            last.set(math.nan if d.last_detection_version is None else d.last_detection_version)
 
     def checkpoint_meta(self) -> dict[str, Any]:
         return {

@@ -34,6 +34,7 @@ from service.engine import catalog
 from service.engine.model_handle import ModelHandle, pack_checkpoint
 from service.engine.registry import Registry
 from service.errors import Kind, ServiceError, invalid
+from service.models import record_entries
 from service.models.base import ModelAdapter
 from service.models.kinds import adapter_class
 from service.settings import Settings
@@ -100,7 +101,6 @@ def load_online_artifact(
         raise _refuse(f"its config is refused here: {e.message}") from None
     if FeatureSpec.from_config(config["features"]).dim != model.dim:
         raise _refuse("meta.features does not match the model's dimension")
-    check_digest(art, model)
     names = model.feature_names_
     if names is not None and len(names) > settings.max_feature_names:
         model.feature_names_ = _first(names, settings.max_feature_names)
@@ -118,6 +118,13 @@ def load_online_artifact(
             load_calibration(art.meta)
         except ValueError as e:
             raise _refuse(str(e)) from None
+    spec = getattr(adapter, "spec", None)
+    if spec is not None and spec.stateful:  # a records model's statistics (its state too)
+        try:
+            record_entries.restore_statistics(spec, art.meta)
+        except (ValueError, KeyError, TypeError) as e:
+            raise _refuse(f"meta.{record_entries.META_KEY}: {e}") from None
+    check_digest(art, adapter)
     return cls, config, adapter, learned, rewrite
 
 
@@ -164,7 +171,7 @@ def check_digest(art: Artifact, model: Any) -> None:
     if not isinstance(service, dict) or "state_digest" not in service:
         return  # not an export of this service (e.g. written with learners' to_bytes)
     recorded = service["state_digest"]
-    actual = model.state_digest()
+    actual = model.state_digest()  # the adapter's: the learner's (+ record statistics)
     if recorded != actual:
         held = sorted(k for k in art.arrays if not k.startswith("feature_names"))
         raise _refuse(

@@ -20,7 +20,7 @@ from learners.registry import class_for
 from service.errors import Kind, ServiceError
 from service.models.base import ModelAdapter
 from service.models.json_fields import items_field, require_list
-from service.models.linear import encode_features
+from service.models.online_config import encode_features
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -4,7 +4,7 @@
 The store compares configs as text (``service.store.base.canonical_config``); a body
 that spells out a default (``{"r": 1.0}``) is the same model as one that leaves it out
 (``{}``), and a config stored by an older learnserve keeps its hyperparameters as they
-were sent (newer ones store them all, ``service.models.linear.online_model_config``).
+were sent (newer ones store them all, ``service.models.online_config.online_model_config``).
 So when the texts differ, the catalog compares :func:`effective` configs: the stored
 one is never rewritten, and means what it meant. When they still differ,
 :func:`difference` names the first field that does and both values, for the 409.

@@ -227,6 +227,9 @@ class DriftMonitor:
         if errors is None or errors.shape[0] == 0:
             return 0
         flags = self.detector.update_many(np.ascontiguousarray(errors, dtype=np.float64))
+        if not flags.any():  # the usual case: nothing detected
+            self.values_seen += int(errors.shape[0])
+            return 0
         hits = np.flatnonzero(flags)
         if hits.shape[0]:
             self.detections += int(hits.shape[0])

@@ -34,7 +34,7 @@ from learners.feature_keys import hashed_indices
 from learners.features import FeatureSpec
 from service.errors import ServiceError, invalid
 from service.models.json_fields import items_field, require_list
-from service.models.linear import encode_features
+from service.models.online_config import encode_features
 
 if TYPE_CHECKING:
     from service.settings import Settings

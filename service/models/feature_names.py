@@ -38,23 +38,29 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 _FULL = 0xFFFFFFFF
-NAMED_KINDS = ("hashed", "records")
 # A records model's names map -> its encoder, which names the raw records a parser
 # reads (``new_names`` is handed the map only). Weak: a map goes with its model.
 _RECORD_ENCODERS: WeakKeyDictionary[FeatureNames, Any] = WeakKeyDictionary()
+
+
+def named(spec: Any) -> bool:
+    """Whether a model of this feature spec records names: hashed, and records without
+    statistics (a model with standardize or idf keeps its records in the log and encodes
+    them at apply time, where no names are recorded yet)."""
+    return bool(spec.kind == "hashed" or (spec.kind == "records" and not spec.stateful))
 
 
 def attach(model: Any, spec: Any) -> None:
     """Give the learner its feature spec, and a names map if hashed or records and it
     has none."""
     model.features_ = spec
-    if spec.kind in NAMED_KINDS and getattr(model, "feature_names_", None) is None:
+    if named(spec) and getattr(model, "feature_names_", None) is None:
         model.feature_names_ = FeatureNames(MAX_FEATURE_NAMES)
     elif model.feature_names_ is not None:
         # a map read from an artifact keeps its writer's limit; here the parsers bound
         # it (max_feature_names), apply only by the hard maximum (as on every worker)
         model.feature_names_.limit = MAX_FEATURE_NAMES
-    if spec.kind == "records":
+    if spec.kind == "records" and model.feature_names_ is not None:
         _RECORD_ENCODERS[model.feature_names_] = spec.encoder
 
 

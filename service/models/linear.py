@@ -15,194 +15,49 @@ both be labels of one model (the answer would hold two equal keys).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+import hashlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-
-from learners.base import UpdateResult, check_label
-from learners.features import Batch, FeatureError, FeatureSpec
+from learners.base import UpdateResult
+from learners.features import Batch, FeatureSpec
 from learners.linear import NotFittedError
 from service.errors import Kind, ServiceError, invalid
 from service.models import feature_names as names
-from service.models import probability
+from service.models import probability, record_entries
 from service.models.base import FastUpdate, ModelAdapter
-from service.models.drift_monitor import drift_config
-from service.models.example_weights import WEIGHT_FIELD, check_weight, entry_weights, weights_meta
+from service.models.example_weights import entry_weights, weights_meta
 from service.models.feedback_rows import encode_record, update_with_served
-from service.models.json_fields import items_field, json_int, require_list, too_large, type_name
+from service.models.json_fields import items_field, require_list
+from service.models.linear_inputs import (
+    dense_matrix,
+    encode_fast,
+    label_clash,
+    overflow_problem,
+    refuse_label_clash,
+    shift_down,
+    split_examples,
+)
+from service.models.online_config import encode_features, online_model_config
 from service.models.payload import (
     decode_payload,
-    dense_batch,
     encode_dense_payload,
     encode_payload,
+)
+from service.models.record_entries import (
+    RECORDS_MAGIC,
+    decode_records_entry,
+    encode_records_entry,
 )
 
 if TYPE_CHECKING:
     from learners.linear._base import CheckedBatch
     from service.settings import Settings
 
-# A model name, as the routes take it (service.api.models.NAME_RE).
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
-CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics", "drift", "follows"})
-EXAMPLE_FIELDS = ("x", "y", WEIGHT_FIELD)
-INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
 # Decoded entries kept between check_update and apply (at most 64 of at most 256 KiB:
 # a few requests in flight per worker; a failed append's entry is dropped in turn).
 _CHECKED_KEEP = 64
 _CHECKED_MAX_BYTES = 256 * 1024
-
-
-def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
-    features = body.get("features")
-    if not isinstance(features, dict):
-        raise invalid(
-            f'features: must be an object like {{"kind": "dense", "dim": 28}}, '
-            f"got {type_name(features)}",
-            "features",
-        )
-    if features.get("kind") == "records":
-        return records_spec(features, settings)
-    features = {k: json_int(v) for k, v in features.items()}  # "dim": 28.0 is 28
-    try:
-        spec = FeatureSpec.from_config(features)
-    except ValueError as e:
-        field = "features.index_base" if str(e).startswith("index_base") else "features"
-        raise invalid(f"features: {e}", field) from None
-    extra = set(features) - {"kind", "dim", "bits", "index_base"}
-    if extra:
-        raise invalid(f"features: unknown field(s) {sorted(extra)}", "features")
-    # A field of another kind is a mistake (the value would be silently ignored).
-    misplaced = "dim" if spec.kind == "hashed" else "bits"
-    if misplaced in features:
-        raise invalid(
-            f"features.{misplaced}: does not apply to kind {spec.kind!r} "
-            f"({'bits' if spec.kind == 'hashed' else 'dim'} sets the dimension)",
-            f"features.{misplaced}",
-        )
-    if spec.dim > settings.max_dim:
-        raise invalid(
-            f"features: dimension {spec.dim} exceeds the limit of {settings.max_dim}", "features"
-        )
-    return spec
-
-
-def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
-    """Raw records (``learners.records``): a 422 naming the config's bad field. The
-    statistics of ``standardize`` and ``idf`` are learned in log order, which the
-    service does not do yet: refused, naming the field."""
-    from learners.records.config import ConfigError
-
-    try:
-        spec = FeatureSpec.records(features)
-    except ConfigError as e:
-        raise invalid(str(e), e.path) from None
-    except ValueError as e:
-        raise invalid(f"features: {e}", "features") from None
-    if spec.stateful:
-        field = next(
-            f"features.fields.{f.name}.{'transform' if getattr(f, 'transform', '') else 'idf'}"
-            for f in spec.encoder.config.fields
-            if getattr(f, "transform", None) == "standardize" or getattr(f, "idf", False)
-        )
-        raise invalid(
-            f"{field}: standardize and idf keep statistics of the records seen so far, which "
-            "the service does not serve yet; use bins or log1p (numbers), tf or log_tf (text)",
-            field,
-        )
-    if spec.dim > settings.max_dim:
-        raise invalid(
-            f"features.bits: dimension {spec.dim} exceeds the limit of {settings.max_dim}",
-            "features.bits",
-        )
-    return spec
-
-
-def encode_features(spec: FeatureSpec, rows: list[Any], where: str, settings: Settings) -> Any:
-    try:
-        return spec.encode(
-            rows, where=where, field="x", max_features=settings.max_features_per_example
-        )
-    except FeatureError as e:
-        if "exceed the limit" in e.problem:
-            raise too_large(str(e), e.location) from None
-        raise invalid(str(e), e.location) from None
-
-
-def online_model_config(
-    kind: str,
-    body: dict[str, Any],
-    settings: Settings,
-    algorithms: Sequence[str],
-    build: Callable[[str, FeatureSpec, dict[str, Any]], Any],
-) -> dict[str, Any]:
-    """Validate a ``PUT /models/{name}`` body of an online kind; return the stored config.
-
-    ``build(algorithm, spec, params)`` constructs the learner once, so bad
-    hyperparameters are refused here with the learner's own message
-    (``params.r: must be > 0``) instead of when the first update arrives. The config
-    keeps the learner's hyperparameters, every one (defaults filled in): a stored model
-    says what it is, whatever later defaults become (``{"r": 1.0}`` and ``{}`` are
-    one AROW model; configs stored before this kept the body's params, and compare
-    equal by ``service.models.config_compare``)."""
-    extra = set(body) - CONFIG_KEYS
-    if extra:
-        raise invalid(f"unknown field(s) {sorted(extra)}", sorted(extra)[0])
-    algorithm = body.get("algorithm")
-    if not isinstance(algorithm, str) or algorithm not in algorithms:
-        raise invalid(
-            f"algorithm: must be one of {list(algorithms)}, got {algorithm!r}", "algorithm"
-        )
-    params = body.get("params", {})
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise invalid(f"params: must be an object, got {type_name(params)}", "params")
-    # JSON does not tell 100.0 from 100: integer-valued hyperparameters arrive as ints.
-    params = {k: json_int(v) if k in INTEGER_PARAMS else v for k, v in params.items()}
-    spec = feature_spec(body, settings)
-    try:
-        learner = build(algorithm, spec, dict(params))
-    except (ValueError, TypeError) as e:
-        msg = str(e)
-        field = msg.split(":", 1)[0] if msg.startswith("params.") else "params"
-        raise invalid(msg if msg.startswith("params") else f"params: {msg}", field) from None
-    config = {"kind": kind, "algorithm": algorithm, "params": dict(learner.params),
-              "features": spec.to_config()}  # fmt: skip
-    if body.get("metrics") is not None:  # kept only when sent: an older model's body stays equal
-        metrics = metrics_config(body["metrics"])
-        if metrics:
-            config["metrics"] = metrics
-    # Always stored, defaults filled in: the detector is the model's from its creation.
-    reopens = getattr(learner, "covariance", "none") != "none"  # CW, AROW, SCW
-    config["drift"] = drift_config(body.get("drift"), reopens)
-    follows = body.get("follows")
-    if follows is not None:  # a challenger (service.engine.followers checks the leader)
-        if not isinstance(follows, str) or not _NAME.fullmatch(follows):
-            raise invalid(f"follows: must be a model name, got {follows!r}", "follows")
-        config["follows"] = follows
-    return config
-
-
-def metrics_config(metrics: Any) -> dict[str, Any]:
-    """``{"window": n}``: the progressive metrics' window, 1..MAX_WINDOW examples."""
-    from service.models.progressive_metrics import MAX_WINDOW
-
-    if not isinstance(metrics, dict):
-        raise invalid(f"metrics: must be an object, got {type_name(metrics)}", "metrics")
-    extra = sorted(set(metrics) - {"window"})
-    if extra:
-        raise invalid(f"metrics.{extra[0]}: unknown field (known: window)", f"metrics.{extra[0]}")
-    if "window" not in metrics:
-        return {}
-    w = json_int(metrics["window"])
-    if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_WINDOW:
-        raise invalid(
-            f"metrics.window: must be an integer in [1, {MAX_WINDOW}], got {metrics['window']!r}",
-            "metrics.window",
-        )
-    return {"window": w}
 
 
 class LinearAdapter(ModelAdapter):
@@ -244,7 +99,10 @@ class LinearAdapter(ModelAdapter):
         from learners.linear import LinearClassifier
 
         adapter = cls(config, LinearClassifier.from_bytes(blob))
-        adapter.load_calibration(read_header(blob).get("meta") or {})
+        meta = read_header(blob).get("meta") or {}
+        adapter.load_calibration(meta)
+        if adapter.spec.stateful:
+            record_entries.restore_statistics(adapter.spec, meta)
         return adapter
 
     def load_calibration(self, meta: dict[str, Any]) -> None:
@@ -255,6 +113,8 @@ class LinearAdapter(ModelAdapter):
     def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes | memoryview]:
         # the map's state (a few kB) taken now, with the weights, into the artifact's meta
         own = {**(meta or {}), probability.META_KEY: self.calibration.to_json()}
+        if self.spec.stateful:
+            own.update(record_entries.snapshot_meta(self.spec.encoder))
         dump: Callable[[], bytes | memoryview] = self.model.snapshot(own)
         return dump
 
@@ -288,6 +148,9 @@ class LinearAdapter(ModelAdapter):
         examples = require_list(body, "examples", settings.max_batch_examples)
         xs, labels, weights = split_examples(examples)
         self._check_labels(labels, settings)
+        if self.spec.stateful:  # features from the statistics at apply time: the records
+            encode_features(self.spec, xs, "examples", settings)  # refused here if bad
+            return encode_records_entry(xs, labels, **weights_meta(weights)), len(labels)
         X = dense_matrix(self.spec, xs, raw)
         if X is not None:
             return encode_dense_payload(X, labels, **weights_meta(weights)), len(labels)
@@ -391,7 +254,12 @@ class LinearAdapter(ModelAdapter):
     def check_update(self, payload: bytes) -> None:
         from learners.linear import first_nonfinite_row
 
-        batch, meta = decode_payload(payload, self.spec.dim)
+        records = decode_records_entry(payload) if payload[:4] == RECORDS_MAGIC else None
+        if records is not None:  # encoded with the statistics as they are now
+            batch = self.spec.encoder.encode(records[0], sequential=True)
+            meta = records[1]
+        else:
+            batch, meta = decode_payload(payload, self.spec.dim)
         weights = entry_weights(meta)
         checked = self.model.check(batch, meta["y"], weights)
         row = first_nonfinite_row(self.model, batch, meta["y"], weights, checked)
@@ -403,7 +271,7 @@ class LinearAdapter(ModelAdapter):
         # checked and label-coded form instead of making it again (``update`` checks
         # that its codes still hold). Keyed by id() and held with the object, so an id
         # cannot be reused while its entry is here; nothing mutates them either.
-        if len(payload) <= _CHECKED_MAX_BYTES:  # a big entry's decode is a small part of it
+        if records is None and len(payload) <= _CHECKED_MAX_BYTES:  # (records: at apply)
             kept = self._checked
             kept[id(payload)] = (payload, batch, meta, checked)
             if len(kept) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
@@ -426,6 +294,8 @@ class LinearAdapter(ModelAdapter):
     def apply(self, payload: bytes) -> UpdateResult:
         from learners.linear import NonFiniteWeightsError
 
+        if payload[:4] == RECORDS_MAGIC:  # raw records (features from the statistics)
+            return self._apply_records(*decode_records_entry(payload))  # type: ignore[misc]
         batch, meta, checked = self._decode(payload)
         refuse_label_clash(meta["y"], self.model.labels_)
         try:
@@ -439,6 +309,34 @@ class LinearAdapter(ModelAdapter):
             raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
         names.record(self.model, meta)
         return probability.learn(self.calibration, result)
+
+    def _apply_records(self, records: list[Any], meta: dict[str, Any]) -> UpdateResult:
+        """Learn an entry of raw records: each encoded with the statistics of the
+        records before it, which then take it in (service.models.record_entries); the
+        statistics as they were if the entry is refused."""
+        from learners.linear import NonFiniteWeightsError
+
+        refuse_label_clash(meta["y"], self.model.labels_)
+        encoder = self.spec.encoder
+        before = encoder._state
+        batch = encoder.learn(records)
+        try:
+            result: UpdateResult = self.model.update(batch, meta["y"], entry_weights(meta))
+        except NonFiniteWeightsError as e:
+            encoder._state = before
+            raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
+        except BaseException:
+            encoder._state = before
+            raise
+        return probability.learn(self.calibration, result)
+
+    def state_digest(self) -> str:
+        digest = str(self.model.state_digest())
+        if not self.spec.stateful:
+            return digest
+        # the record statistics are model state too
+        both = f"{digest}:{self.spec.encoder.state_digest()}".encode()
+        return hashlib.sha256(both).hexdigest()
 
     # ------------------------------------------------------------ read path
     def predict(
@@ -512,163 +410,3 @@ class LinearAdapter(ModelAdapter):
         if calibration is not None:
             out["calibration"] = calibration
         return out
-
-
-def shift_down(batch: Batch, base: int) -> Batch | None:
-    """``batch`` of ``base``-based sparse keys (its ``dim`` counts the unused index 0) as
-    0-based columns; ``None`` when a key is below ``base``. Rows are sorted, so each
-    row's first index is its smallest and the shift keeps them sorted."""
-    if batch.nnz and int(batch.indices.min()) < base:
-        return None
-    return Batch(batch.indptr, batch.indices - base, batch.values, batch.dim - base)
-
-
-def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any], list[float] | None]:
-    """``x``s, checked ``y``s and checked weights (``None`` when no example has one) of
-    ``[{"x": ..., "y": ..., "weight"?: ...}, ...]`` in one pass."""
-    xs: list[Any] = []
-    ys: list[Any] = []
-    ws: list[float] | None = None
-    for i, ex in enumerate(examples):
-        if type(ex) is not dict:
-            raise invalid(
-                f"examples[{i}]: must be an object, got {type_name(ex)}", f"examples[{i}]"
-            )
-        try:
-            x, y = ex["x"], ex["y"]
-        except KeyError:
-            missing = "x" if "x" not in ex else "y"
-            raise invalid(
-                f"examples[{i}].{missing}: field required", f"examples[{i}].{missing}"
-            ) from None
-        if len(ex) != 2:
-            refuse_unknown_fields(ex, EXAMPLE_FIELDS, f"examples[{i}]")
-            if WEIGHT_FIELD in ex:
-                if ws is None:
-                    ws = [1.0] * i
-                ws.append(check_weight(ex[WEIGHT_FIELD], f"examples[{i}].{WEIGHT_FIELD}"))
-            elif ws is not None:
-                ws.append(1.0)
-        elif ws is not None:
-            ws.append(1.0)
-        t = type(y)
-        if not ((t is str and y) or t is int):
-            y = check_label_api(y, i)  # 1.0 -> 1, or raises with the example named
-        xs.append(x)
-        ys.append(y)
-    return xs, ys, ws
-
-
-def refuse_unknown_fields(item: dict[str, Any], known: tuple[str, ...], where: str) -> None:
-    """422 naming the first field of ``item`` not in ``known`` (e.g. ``examples[0].foo``):
-    a field the service would silently ignore is a client's mistake (or a feature it
-    does not have)."""
-    for key in item:
-        if key not in known:
-            loc = f"{where}.{key}"
-            raise invalid(f"{loc}: unknown field (an example has only {list(known)})", loc)
-
-
-class LabelClash(NamedTuple):
-    """``labels[row]`` and ``other`` (a known label, or ``labels[other_row]``) are
-    different labels with the same JSON key (``1`` and ``"1"``)."""
-
-    row: int
-    label: Any
-    other: Any
-    other_row: int | None
-
-    def message(self, where: str) -> str:
-        whose = (
-            "a label the model already knows"
-            if self.other_row is None
-            else f"the label of {where}[{self.other_row}]"
-        )
-        return (
-            f"{where}[{self.row}].y: label {self.label!r} clashes with {self.other!r}, "
-            f"{whose}: both would be the key {str(self.label)!r} of a prediction's "
-            '"scores" (a JSON object), so one model cannot have both'
-        )
-
-
-def label_clash(labels: list[Any], known: list[Any]) -> LabelClash | None:
-    """The first label of ``labels`` (string or int) whose JSON key (``str``) another
-    label, known or earlier in the batch, already has; ``None`` when there is none.
-    Only a batch or model mixing strings and ints can clash (one pass over types)."""
-    types = set(map(type, labels))
-    if len(types) == 1 and (not known or {type(k) for k in known} == types):
-        return None
-    seen: dict[str, tuple[Any, bool]] = {str(k): (k, True) for k in known}  # (label, known)
-    for lab in dict.fromkeys(labels):  # distinct labels, in order of first appearance
-        other, is_known = seen.setdefault(str(lab), (lab, False))
-        if type(other) is not type(lab):  # equal keys, one an int and one a str
-            at = None if is_known else labels.index(other)
-            return LabelClash(labels.index(lab), lab, other, at)
-    return None
-
-
-def refuse_label_clash(labels: list[Any], known: list[Any]) -> None:
-    """``apply``'s check of an entry's labels against the model's at that moment (another
-    worker may have appended a clashing label since this entry was parsed): raises, so
-    every replica skips the entry alike (they hold the same labels at that position)."""
-    clash = label_clash(labels, known)
-    if clash is not None:
-        raise ValueError(clash.message("labels"))
-
-
-def dense_matrix(spec: FeatureSpec, xs: list[Any], raw: bytes) -> np.ndarray | None:
-    """Dense rows straight through numpy when that is provably what ``spec.encode``
-    would read: a finite float64 ``(n, dim)`` matrix, else ``None``."""
-    if spec.kind != "dense" or not raw or b"true" in raw or b"false" in raw:
-        return None
-    # No JSON true/false anywhere, so no bools among the values (numpy would
-    # silently turn them into 1.0/0.0). Strings, None or ragged rows change the
-    # inferred dtype/shape and fall through to the checked path.
-    try:
-        X = np.array(xs)
-    except (ValueError, TypeError):
-        return None
-    if X.shape != (len(xs), spec.dim) or X.dtype.kind not in "fi":
-        return None
-    X = X.astype(np.float64, copy=False)
-    return X if np.isfinite(X).all() else None
-
-
-def encode_fast(
-    spec: FeatureSpec, xs: list[Any], where: str, settings: Settings, raw: bytes
-) -> Any:
-    """The batch of ``xs``: the numpy fast path when it applies, else ``spec.encode``
-    (which names the offending example and field)."""
-    X = dense_matrix(spec, xs, raw)
-    if X is not None:
-        return dense_batch(X)
-    if spec.kind == "dense":
-        reject_strings(xs, where)
-    return encode_features(spec, xs, where, settings)
-
-
-def reject_strings(xs: list[Any], where: str) -> None:
-    # numpy turns "3" into 3.0 when asked for floats; a feature value must be a number.
-    for i, row in enumerate(xs):
-        if isinstance(row, list):
-            for j, v in enumerate(row):
-                if isinstance(v, str):
-                    loc = f"{where}[{i}].x[{j}]"
-                    raise invalid(f"{loc}: value must be a number, got str", loc)
-
-
-def check_label_api(y: Any, i: int) -> Any:
-    try:
-        return check_label(y, f"examples[{i}].y")
-    except FeatureError as e:
-        raise invalid(str(e), e.location) from None
-
-
-def overflow_problem(batch: Any, rows: Sequence[int]) -> str:
-    """Why an example was refused although every value is finite (names the largest)."""
-    vals = np.concatenate([batch.values[batch.indptr[r] : batch.indptr[r + 1]] for r in rows])
-    big = float(np.abs(vals).max()) if vals.size else 0.0
-    return (
-        f"these feature values (largest magnitude {big:.3g}) would make the model's "
-        "weights non-finite; the update was refused and the model is unchanged"
-    )

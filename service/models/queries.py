@@ -34,7 +34,7 @@ from learners.features import Batch, FeatureError, FeatureSpec, sparse_index
 from service.errors import invalid
 from service.models.example_weights import WEIGHT_FIELD, check_weight
 from service.models.json_fields import require_list, too_large, type_name
-from service.models.linear import dense_matrix
+from service.models.linear_inputs import dense_matrix
 from service.models.payload import dense_batch
 
 if TYPE_CHECKING:

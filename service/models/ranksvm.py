@@ -47,7 +47,8 @@ from service.models import feature_names as names
 from service.models.base import ModelAdapter
 from service.models.example_weights import entry_weights, weights_meta
 from service.models.json_fields import items_field, require_list
-from service.models.linear import online_model_config, overflow_problem
+from service.models.linear_inputs import overflow_problem
+from service.models.online_config import online_model_config
 from service.models.payload import decode_payload, encode_payload
 from service.models.queries import (
     encode_rows,
@@ -80,9 +81,16 @@ class RankSVMAdapter(ModelAdapter):
     def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
         from learners.ranking.ranksvm import make_ranker
 
-        return online_model_config(
+        config = online_model_config(
             cls.kind, body, settings, ("ranksvm",), lambda _, spec, p: make_ranker(spec.dim, p)
         )
+        if FeatureSpec.from_config(config["features"]).stateful:
+            raise invalid(
+                "features: standardize and idf (statistics learned in log order) are for "
+                "classifiers; a ranker's records take bins, log1p and tf weighting",
+                "features",
+            )
+        return config
 
     @classmethod
     def create(cls, config: dict[str, Any]) -> RankSVMAdapter:

@@ -76,6 +76,21 @@ def test_records_model_names_every_feature(client: httpx.Client) -> None:
     assert one["features"]["kind"] == "records"
 
 
+def test_records_with_statistics_explain_with_the_current_ones(client: httpx.Client) -> None:
+    standardize = {"type": "numeric", "transform": "standardize"}
+    features = {**RECORDS, "fields": {**RECORDS["fields"], "age": standardize}}
+    ex = [{"x": {"age": 20.0 + 3 * i, "job": "ab"[i % 2]}, "y": "pq"[i % 2]} for i in range(30)]
+    train(client, "std", features, ex)
+    ages = [e["x"]["age"] for e in ex]
+    (e,) = scores_agree(client, "std", [{"age": 50.0, "job": "a"}])
+    (age,) = [f for f in e["features"] if f["name"] == "age"]
+    z = (50.0 - np.mean(ages)) / np.std(ages)  # (x - mean) / sqrt(m2 / n) of those learned
+    assert age["value"] == pytest.approx(z, rel=1e-9)
+    weights = ok(client.get("/models/std/weights"))
+    assert weights["feature_names"] is None  # not recorded (yet) for such a model
+    assert "names" not in weights["classes"][0]["positive"][0]
+
+
 def test_hashed_binary_model(client: httpx.Client) -> None:
     ex = [{"x": {"age": 30.0 + i % 7, "job": "clerk" if i % 2 else "boss"}, "y": i % 2}
           for i in range(60)]  # fmt: skip

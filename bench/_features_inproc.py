@@ -1,0 +1,127 @@
+"""In-process feature extraction of ``bench/features.py`` (issue 22): ours against VW's parser.
+
+Ours (``learners.records.RecordEncoder``), per config, best of ``repeats``:
+
+- ``encode``: ``encoder.encode(records)`` over the whole stream in one call, from
+  Python dicts (JSON already parsed): fields read, numbers binned / categories one-hot /
+  text tokenised into words and n-grams, log-tf weights, L2 norm, MurmurHash3 of every
+  feature name, a CSR batch out;
+- ``learn``: ``encoder.learn(records)`` of a fresh encoder (what ``/update`` runs);
+- ``json + encode``: ``orjson.loads`` of the stream as one JSON array, then ``encode``
+  (the same starting point as VW: bytes).
+
+VW (``vowpalwabbit.Workspace`` running its C++ driver over a file, ``--data``):
+``--quiet --noop -b 20`` (``--noop``: no learning reduction, so the driver only reads
+lines, parses, hashes features, makes n-grams and hands the examples back), plus
+``--ngram t2`` on the SMS text namespace (words + word bigrams). The set-up and
+tear-down of a workspace over an empty file is subtracted (wall and CPU). VW's CPU
+time includes its parser thread.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench._common import Timing, measure
+from bench._features_data import (
+    SMS_WORD_BIGRAMS,
+    Stream,
+    vw_adult_line,
+    vw_sms_line,
+)
+from learners.records import RecordEncoder
+
+VW_BASE = "--quiet --noop -b 20"
+
+
+def ours(stream: Stream, config: dict[str, Any], repeats: int) -> dict[str, Any]:
+    recs = stream.records
+    blob = orjson.dumps(recs)
+    enc = RecordEncoder(config)
+    enc.learn(recs[:10])  # numba kernels load (or compile) outside the timing
+    enc = RecordEncoder(config)
+    enc.learn(recs)
+    n = len(recs)
+
+    def fresh() -> RecordEncoder:
+        return RecordEncoder(config)
+
+    timings: dict[str, Timing] = {
+        "encode": measure(lambda _: enc.encode(recs), repeats=repeats, n_items=n),
+        "learn": measure(lambda e: e.learn(recs), setup=fresh, repeats=repeats, n_items=n),
+        "json + encode": measure(
+            lambda _: enc.encode(orjson.loads(blob)), repeats=repeats, n_items=n
+        ),
+    }
+    return {"nnz_per_record": enc.encode(recs).nnz / n,
+            **{k: t.to_json() for k, t in timings.items()}}  # fmt: skip
+
+
+def vw_lines(stream: Stream) -> tuple[list[str], str]:
+    """(VW text lines of the stream, its extra VW options)."""
+    if stream.name == "sms":
+        lines = [vw_sms_line(r["text"], y) for r, y in zip(stream.records, stream.labels,
+                                                            strict=True)]  # fmt: skip
+        return lines, "--ngram t2"
+    return [vw_adult_line(r, y) for r, y in zip(stream.records, stream.labels, strict=True)], ""
+
+
+def vw(stream: Stream, repeats: int, min_records: int = 30_000) -> dict[str, Any] | str:
+    """VW's driver parsing + hashing the stream, or why it was not run. The file holds
+    the stream repeated up to ``min_records`` lines (SMS: 5,574 messages parse in ~15 ms,
+    too close to the few ms of set-up subtracted)."""
+    try:
+        import vowpalwabbit
+    except ImportError:
+        return "vowpalwabbit is not installed (pip install -e '.[bench]')"
+    lines, extra = vw_lines(stream)
+    lines = lines * max(1, -(-min_records // len(lines)))
+    args = f"{VW_BASE} {extra}".strip()
+    with tempfile.TemporaryDirectory(prefix="bench-features-vw-") as tmp:
+        data, empty = Path(tmp) / "data.vw", Path(tmp) / "empty.vw"
+        data.write_text("\n".join(lines) + "\n")
+        empty.write_text("")
+
+        def run(path: Path) -> None:
+            vowpalwabbit.Workspace(f"{args} -d {path}").finish()
+
+        base = measure(lambda _: run(empty), repeats=max(repeats, 3), warmup=1)
+        t = measure(lambda _: run(data), repeats=repeats, warmup=1, n_items=len(lines))
+    n = len(lines)
+    wall = t.best - base.best
+    cpu = min(t.cpu_times) - min(base.cpu_times)
+    return {"args": args, "records": n, "bytes_per_record": sum(map(len, lines)) / n + 1,
+            "setup": base.to_json(), "parse": t.to_json(),
+            # None: the run took no longer than an empty one (a tiny smoke input)
+            "rate_best": n / wall if wall > 0 else None,
+            "rate_cpu": n / cpu if cpu > 0 else None}  # fmt: skip
+
+
+def extraction(streams: dict[str, Stream], repeats: int) -> dict[str, Any]:
+    """Ours and VW's records/s on Adult's raw records and the SMS texts."""
+    out: dict[str, Any] = {}
+    cases = [("adult-raw", "adult-raw", None), ("sms", "sms", None),
+             ("sms", "sms words 1-2", SMS_WORD_BIGRAMS)]  # fmt: skip
+    vw_done: dict[str, Any] = {}
+    for stream_name, label, config in cases:
+        s = streams[stream_name]
+        if stream_name not in vw_done:
+            vw_done[stream_name] = vw(s, repeats)
+        res = ours(s, config or s.features, repeats)
+        v = vw_done[stream_name]
+        if isinstance(v, dict):
+            res["vw"] = v
+            for clock, key in (("cpu", "rate_cpu"), ("wall", "rate_best")):
+                res[f"ours_over_vw_{clock}"] = {
+                    k: res[k][key] / v[key] if v[key] else None
+                    for k in ("encode", "learn", "json + encode")
+                }
+        else:
+            res["vw"] = {"skipped": v}
+        res["config"] = config or s.features
+        out[label] = res
+    return out

@@ -1,0 +1,165 @@
+"""The stored config of an online model (``PUT /models/{name}``): its algorithm and
+hyperparameters (the learner's own, defaults filled in), features (dense, sparse,
+hashed or raw records), metrics window, drift detector and the model it follows;
+every refusal a 422 naming the field. Shared by the linear classifiers and RankSVM.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from learners.features import FeatureError, FeatureSpec
+from service.errors import invalid
+from service.models.drift_monitor import drift_config
+from service.models.json_fields import json_int, too_large, type_name
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+
+# A model name, as the routes take it (service.api.models.NAME_RE).
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics", "drift", "follows"})
+INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
+
+
+def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
+    features = body.get("features")
+    if not isinstance(features, dict):
+        raise invalid(
+            f'features: must be an object like {{"kind": "dense", "dim": 28}}, '
+            f"got {type_name(features)}",
+            "features",
+        )
+    if features.get("kind") == "records":
+        return records_spec(features, settings)
+    features = {k: json_int(v) for k, v in features.items()}  # "dim": 28.0 is 28
+    try:
+        spec = FeatureSpec.from_config(features)
+    except ValueError as e:
+        field = "features.index_base" if str(e).startswith("index_base") else "features"
+        raise invalid(f"features: {e}", field) from None
+    extra = set(features) - {"kind", "dim", "bits", "index_base"}
+    if extra:
+        raise invalid(f"features: unknown field(s) {sorted(extra)}", "features")
+    # A field of another kind is a mistake (the value would be silently ignored).
+    misplaced = "dim" if spec.kind == "hashed" else "bits"
+    if misplaced in features:
+        raise invalid(
+            f"features.{misplaced}: does not apply to kind {spec.kind!r} "
+            f"({'bits' if spec.kind == 'hashed' else 'dim'} sets the dimension)",
+            f"features.{misplaced}",
+        )
+    if spec.dim > settings.max_dim:
+        raise invalid(
+            f"features: dimension {spec.dim} exceeds the limit of {settings.max_dim}", "features"
+        )
+    return spec
+
+
+def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
+    """Raw records (``learners.records``): a 422 naming the config's bad field. The
+    statistics of ``standardize`` and ``idf`` are learned in log order, which the
+    service does not do yet: refused, naming the field."""
+    from learners.records.config import ConfigError
+
+    try:
+        spec = FeatureSpec.records(features)
+    except ConfigError as e:
+        raise invalid(str(e), e.path) from None
+    except ValueError as e:
+        raise invalid(f"features: {e}", "features") from None
+    if spec.dim > settings.max_dim:
+        raise invalid(
+            f"features.bits: dimension {spec.dim} exceeds the limit of {settings.max_dim}",
+            "features.bits",
+        )
+    return spec
+
+
+def encode_features(spec: FeatureSpec, rows: list[Any], where: str, settings: Settings) -> Any:
+    try:
+        return spec.encode(
+            rows, where=where, field="x", max_features=settings.max_features_per_example
+        )
+    except FeatureError as e:
+        if "exceed the limit" in e.problem:
+            raise too_large(str(e), e.location) from None
+        raise invalid(str(e), e.location) from None
+
+
+def online_model_config(
+    kind: str,
+    body: dict[str, Any],
+    settings: Settings,
+    algorithms: Sequence[str],
+    build: Callable[[str, FeatureSpec, dict[str, Any]], Any],
+) -> dict[str, Any]:
+    """Validate a ``PUT /models/{name}`` body of an online kind; return the stored config.
+
+    ``build(algorithm, spec, params)`` constructs the learner once, so bad
+    hyperparameters are refused here with the learner's own message
+    (``params.r: must be > 0``) instead of when the first update arrives. The config
+    keeps the learner's hyperparameters, every one (defaults filled in): a stored model
+    says what it is, whatever later defaults become (``{"r": 1.0}`` and ``{}`` are
+    one AROW model; configs stored before this kept the body's params, and compare
+    equal by ``service.models.config_compare``)."""
+    extra = set(body) - CONFIG_KEYS
+    if extra:
+        raise invalid(f"unknown field(s) {sorted(extra)}", sorted(extra)[0])
+    algorithm = body.get("algorithm")
+    if not isinstance(algorithm, str) or algorithm not in algorithms:
+        raise invalid(
+            f"algorithm: must be one of {list(algorithms)}, got {algorithm!r}", "algorithm"
+        )
+    params = body.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise invalid(f"params: must be an object, got {type_name(params)}", "params")
+    # JSON does not tell 100.0 from 100: integer-valued hyperparameters arrive as ints.
+    params = {k: json_int(v) if k in INTEGER_PARAMS else v for k, v in params.items()}
+    spec = feature_spec(body, settings)
+    try:
+        learner = build(algorithm, spec, dict(params))
+    except (ValueError, TypeError) as e:
+        msg = str(e)
+        field = msg.split(":", 1)[0] if msg.startswith("params.") else "params"
+        raise invalid(msg if msg.startswith("params") else f"params: {msg}", field) from None
+    config = {"kind": kind, "algorithm": algorithm, "params": dict(learner.params),
+              "features": spec.to_config()}  # fmt: skip
+    if body.get("metrics") is not None:  # kept only when sent: an older model's body stays equal
+        metrics = metrics_config(body["metrics"])
+        if metrics:
+            config["metrics"] = metrics
+    # Always stored, defaults filled in: the detector is the model's from its creation.
+    reopens = getattr(learner, "covariance", "none") != "none"  # CW, AROW, SCW
+    config["drift"] = drift_config(body.get("drift"), reopens)
+    follows = body.get("follows")
+    if follows is not None:  # a challenger (service.engine.followers checks the leader)
+        if not isinstance(follows, str) or not _NAME.fullmatch(follows):
+            raise invalid(f"follows: must be a model name, got {follows!r}", "follows")
+        config["follows"] = follows
+    return config
+
+
+def metrics_config(metrics: Any) -> dict[str, Any]:
+    """``{"window": n}``: the progressive metrics' window, 1..MAX_WINDOW examples."""
+    from service.models.progressive_metrics import MAX_WINDOW
+
+    if not isinstance(metrics, dict):
+        raise invalid(f"metrics: must be an object, got {type_name(metrics)}", "metrics")
+    extra = sorted(set(metrics) - {"window"})
+    if extra:
+        raise invalid(f"metrics.{extra[0]}: unknown field (known: window)", f"metrics.{extra[0]}")
+    if "window" not in metrics:
+        return {}
+    w = json_int(metrics["window"])
+    if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_WINDOW:
+        raise invalid(
+            f"metrics.window: must be an integer in [1, {MAX_WINDOW}], got {metrics['window']!r}",
+            "metrics.window",
+        )
+    return {"window": w}
