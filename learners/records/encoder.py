@@ -7,14 +7,16 @@ The feature names and rules are documented in :mod:`learners.records`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from learners.csr_batch import Batch, FeatureError, canonical_rows
 from learners.records import _columns as C
 from learners.records import _row_kernel as K
+from learners.records._name_hashes import span_hashes
 from learners.records._unicode import lower_table, token_chars
 from learners.records.config import CategoricalField, NumericField, TextField, parse_config
 from learners.records.state import EncoderState, canonical_bytes, idf_fields
@@ -23,6 +25,16 @@ __all__ = ["INTERCEPT_NAME", "RecordEncoder"]
 
 INTERCEPT_NAME = "^constant"  # "^" is refused in field names: no feature can be called so
 _WEIGHTS = {"binary": K.WEIGHT_BINARY, "tf": K.WEIGHT_TF, "log_tf": K.WEIGHT_LOG_TF}
+
+
+class _NameTable(NamedTuple):
+    """The features of a batch as generated: name k is ``utf8[offsets[k]:offsets[k+1]]``,
+    with its column and value."""
+
+    utf8: np.ndarray
+    offsets: np.ndarray
+    columns: np.ndarray
+    values: np.ndarray
 
 
 class RecordEncoder:
@@ -37,7 +49,8 @@ class RecordEncoder:
       :meth:`learn` is ``encode(sequential=True)`` then ``observe`` in one pass.
       A record is thus encoded with the statistics of the records before it, and the
       vectors do not depend on how the records are cut into batches.
-    - :meth:`explain` lists one record's features: (name, column, value).
+    - :meth:`explain` lists one record's features: (name, column, value);
+      :meth:`names` the distinct names of a batch's.
     - :meth:`to_state` / :meth:`from_state`: the statistics as JSON, exact to the bit.
 
     Errors are :class:`~learners.csr_batch.FeatureError` naming ``examples[i].x.<field>``;
@@ -136,8 +149,42 @@ class RecordEncoder:
         """The features of one record with the current statistics, in order of generation
         (intercept, fields in config order, interactions): (name, column, value). Values of
         a column are summed in the encoded row."""
-        _, names = self._run([record], False, False, "examples", "x", want_names=True)
-        return names
+        table = self._run([record], False, False, "examples", "x", want_names=True)[1]
+        assert table is not None
+        raw = table.utf8.tobytes()
+        offs = table.offsets.tolist()  # C-speed conversions, not a numpy-scalar loop
+        named = [raw[a:b].decode("utf-8") for a, b in pairwise(offs)]
+        return list(zip(named, table.columns.tolist(), table.values.tolist(), strict=True))
+
+    def names(
+        self, records: Sequence[Any], new: Callable[[np.ndarray], np.ndarray] | None = None
+    ) -> list[str]:
+        """The names of the features of ``records`` (as :meth:`explain` gives them), each
+        once, first made first, in one pass over the batch. ``new``, given the names'
+        full 32-bit MurmurHash3 (int64), answers those to keep (e.g.
+        :meth:`~learners.feature_names.FeatureNames.unknown_hashes`): only those names
+        are decoded, so a batch whose names are all known costs about an :meth:`encode`.
+
+        >>> enc = RecordEncoder({"kind": "records", "bits": 4, "fields": {
+        ...     "job": {"type": "categorical"}}})
+        >>> enc.names([{"job": "a"}, {"job": ["b", "a"]}])
+        ['^constant', 'job=a', 'job=b']
+        """
+        table = self._run(records, False, False, "examples", "x", want_names=True)[1]
+        assert table is not None
+        offs = table.offsets
+        if new is not None:
+            full = span_hashes(table.utf8, offs)
+            keep = np.flatnonzero(np.isin(full, new(full)))
+            if keep.size == 0:
+                return []
+        else:
+            keep = np.arange(offs.shape[0] - 1)
+        raw = table.utf8.tobytes()
+        starts, ends = offs[keep].tolist(), offs[keep + 1].tolist()
+        return list(
+            dict.fromkeys(raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True))
+        )
 
     def to_config(self) -> dict[str, Any]:
         return self.config.to_config()
@@ -173,7 +220,7 @@ class RecordEncoder:
         where: str,
         field: str,
         want_names: bool = False,
-    ) -> tuple[Batch, list[tuple[str, int, float]]]:
+    ) -> tuple[Batch, _NameTable | None]:
         cfg = self.config
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Sequence):
             raise FeatureError(where, "must be a list of records")
@@ -266,11 +313,7 @@ class RecordEncoder:
             raise FeatureError(where_err, f"{what} more than max_features_per_record = {limit}")
         if commit:  # one assignment: a concurrent reader sees the old state or the new
             self._state = EncoderState(welford, docs, df)
-        explained: list[tuple[str, int, float]] = []
-        if want_names:
-            raw = names.tobytes()
-            for k in range(cols.shape[0]):
-                name = raw[noff[k] : noff[k + 1]].decode("utf-8")
-                explained.append((name, int(cols[k]), float(vals_out[k])))
-            return Batch(*canonical_rows(ip, cols, vals_out), self.dim), explained
-        return Batch(ip, cols, vals_out, self.dim), explained
+        if want_names:  # one entry per name, as generated (not a canonical row)
+            table = _NameTable(names, noff[: cols.shape[0] + 1], cols, vals_out)
+            return Batch(*canonical_rows(ip, cols, vals_out), self.dim), table
+        return Batch(ip, cols, vals_out, self.dim), None

@@ -21,6 +21,7 @@ from service.api.errors import ApiError, json_response
 from service.api.schemas import error_responses
 from service.engine.model_handle import ModelHandle
 from service.engine.transfers import export_state
+from service.models.feature_names import named
 from service.models.weights import MAX_TOP
 
 router = APIRouter(tags=["models"])
@@ -48,9 +49,11 @@ SCW are about it; `null` for PA and RankSVM, which keep none). A binary classifi
 lists both labels (the second one's weights are the first one's negated).
 A ranker has one entry with `label: null`.
 
-Hashed features: each entry has `names` (the feature names recorded at that index,
-at update time, by whichever worker parsed the update; see `feature_names`) and
-`collision` (several names share the index). Names are recorded up to the
+Hashed and records features: each entry has `names` (the feature names recorded at
+that index, at update time, by whichever worker parsed the update; see
+`feature_names`; a records model's are its raw features, `age#3`, `job=clerk`, as
+`POST /models/{name}/explain` names them; not yet for one with `standardize` or `idf`)
+and `collision` (several names share the index). Names are recorded up to the
 `max_feature_names` setting per model (100k by default), first seen first.
 422: `top` outside 1..1000, a `label` the model does not have. 409: a batch model.
 """
@@ -60,8 +63,10 @@ class WeightEntry(BaseModel):
     index: int
     weight: float
     variance: float | None = Field(description="Σ_ii; null for PA and RankSVM")
-    names: list[str] | None = Field(None, description="hashed features: names at this index")
-    collision: bool | None = Field(None, description="hashed features: several names")
+    names: list[str] | None = Field(
+        None, description="hashed and records features: names at this index"
+    )
+    collision: bool | None = Field(None, description="hashed and records features: several names")
 
 
 class ClassWeights(BaseModel):
@@ -99,7 +104,7 @@ class WeightsResponse(BaseModel):
     features: dict[str, Any]
     top: int
     classes: list[ClassWeights]
-    feature_names: FeatureNamesInfo | None = Field(description="hashed features only")
+    feature_names: FeatureNamesInfo | None = Field(description="hashed and records features only")
 
 
 def _online(h: ModelHandle, name: str) -> None:
@@ -163,7 +168,8 @@ async def model_weights(
     config = h.config
     names = getattr(h.adapter.model, "feature_names_", None)
     info = None
-    if config["features"].get("kind") == "hashed":
+    spec = getattr(h.adapter, "spec", None)
+    if spec is not None and named(spec):
         recorded = 0 if names is None else len(names)
         limit = settings.max_feature_names
         info = {"recorded": recorded, "limit": limit, "complete": recorded < limit}

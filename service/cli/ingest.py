@@ -4,6 +4,7 @@ service.
     learnserve models create a9a arow --kind sparse --dim 123 --index-base 1
     learnserve update a9a --file a9a.svm --format svmlight --batch 1000
     learnserve predict a9a --file a9a.t -o predictions.jsonl
+    learnserve update adult --file adult.data --format csv --label class --missing '?'
 
 ``update`` sends batches of ``--batch`` examples, each with its own Idempotency-Key (a
 retried batch is learned once), shows the bytes read, and prints the model's
@@ -14,7 +15,11 @@ progressive (predict-then-learn) metrics from ``GET /models/{name}`` at the end.
 Online models read the file as a stream (constant memory; ``.gz`` by name).
 ``--index-base`` is the first feature index of the file (SVMlight files are usually
 1-based); it defaults to the model's ``index_base``, and indices are shifted
-client-side when the two differ.
+client-side when the two differ. A records model (``features.kind = "records"``) takes
+CSV rows as raw records, numbers where its config says numeric (``--missing`` names the
+missing-value token, ``--columns`` the columns of a file without a header) and JSON
+lines that are flat records holding their ``--label`` field
+(:mod:`service.client.record_files`).
 
 Rankers (RankSVM, LambdaMART) take query groups (``--query`` FILE or ``qid:``; see
 :mod:`service.cli.ranking_files`): ``update`` learns whole queries and ``predict``
@@ -69,7 +74,30 @@ QueryFile = Annotated[
         exists=True, dir_okay=False, readable=True,
     ),
 ]  # fmt: skip
+Columns = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="CSV without a header row: its column names, comma-separated (a,b,c).",
+    ),
+]
+Missing = Annotated[
+    str | None,
+    typer.Option(
+        "--missing",
+        help="Records models: a cell (or JSON string) equal to this is a missing value "
+        "(null); an empty cell always is.",
+    ),
+]
+Label = Annotated[str | None, typer.Option("--label", help="The same as --label-column.")]
 BATCH_KINDS = ("lambdamart", "fastxml", "llsvm")
+
+
+def one_label(label_column: str | None, label: str | None) -> str | None:
+    if label is not None and label_column is not None and label != label_column:
+        raise typer.BadParameter("--label and --label-column name different columns",
+                                 param_hint="--label")  # fmt: skip
+    return label if label is not None else label_column
 
 
 def open_examples(
@@ -79,12 +107,27 @@ def open_examples(
     index_base: int | None,
     label_column: str | None,
     id_column: str | None = None,
+    columns: str | None = None,
+    missing: str | None = None,
 ) -> ExampleFile:
     fmt = fmt or guess_format(file)
     if fmt not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    target = Target.of_model(info.features, index_base)
-    return ExampleFile(file, fmt, target, label_column=label_column, id_column=id_column)
+    if missing is not None and info.features.get("kind") != "records":
+        raise typer.BadParameter("only records models take a missing-value token",
+                                 param_hint="--missing")  # fmt: skip
+    names = None
+    if columns is not None:
+        names = [c.strip() for c in columns.split(",")]
+        if fmt != "csv":
+            raise typer.BadParameter("only CSV files take column names", param_hint="--columns")
+        if not all(names) or len(set(names)) != len(names):
+            raise typer.BadParameter(f"names must be distinct and non-empty, got {columns!r}",
+                                     param_hint="--columns")  # fmt: skip
+    target = Target.of_model(info.features, index_base, missing)
+    return ExampleFile(
+        file, fmt, target, label_column=label_column, id_column=id_column, columns=names
+    )
 
 
 def bytes_progress(enabled: bool) -> Progress:
@@ -106,8 +149,15 @@ def update(
     batch: Batch = 1000,
     index_base: IndexBase = None,
     label_column: Annotated[
-        str | None, typer.Option(help="CSV: the label column's name (default: the last).")
+        str | None,
+        typer.Option(
+            help="CSV: the label column's name (default: the last); JSON lines of a "
+            "records model: the field of each record holding its label."
+        ),
     ] = None,
+    label: Label = None,
+    columns: Columns = None,
+    missing: Missing = None,
     query: QueryFile = None,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar (it goes to stderr).")
@@ -119,6 +169,7 @@ def update(
 ) -> None:
     """Learn from a file, in batches; prints the model's progressive metrics at the end."""
     t0 = time.perf_counter()
+    label_column = one_label(label_column, label)
     with service_client(url, token, timeout) as c:
         info = c.describe(model)
         if info.kind in BATCH_KINDS:
@@ -136,7 +187,8 @@ def update(
                                             query, "update")  # fmt: skip
             examples = rf.examples
         else:
-            examples = open_examples(info, file, fmt, index_base, label_column or "")
+            examples = open_examples(info, file, fmt, index_base, label_column or "", None,
+                                     columns, missing)  # fmt: skip
         with bytes_progress(not no_progress) as bar:
             task = bar.add_task(f"learning {model}", total=examples.size)
             sent = 0
@@ -205,8 +257,15 @@ def predict(
     batch: Batch = 1000,
     index_base: IndexBase = None,
     label_column: Annotated[
-        str | None, typer.Option(help="CSV: a label column to leave out of the features.")
+        str | None,
+        typer.Option(
+            help="CSV: a label column to leave out of the features (accuracy is printed "
+            "against it); JSON lines of a records model: the field holding the label."
+        ),
     ] = None,
+    label: Label = None,
+    columns: Columns = None,
+    missing: Missing = None,
     id_column: Annotated[
         str | None, typer.Option(help="CSV: a column of instance ids (for feedback by id).")
     ] = None,
@@ -228,6 +287,7 @@ def predict(
 ) -> None:
     """Predict every instance of a file: one line per instance (per query for a ranker
     given query groups), in file order; the metrics on stderr when the file has labels."""
+    label_column = one_label(label_column, label)
     out_fmt = output_format or ("csv" if output and output.suffix.lower() == ".csv" else "jsonl")
     if out_fmt not in ("jsonl", "csv"):
         raise typer.BadParameter(f"--output-format must be jsonl or csv, got {out_fmt!r}")
@@ -263,7 +323,8 @@ def predict(
             typer.echo(report, err=True, nl=False)
             return
         else:
-            examples = open_examples(info, file, fmt, index_base, label_column, id_column)
+            examples = open_examples(info, file, fmt, index_base, label_column, id_column,
+                                     columns, missing)  # fmt: skip
         with sink(output) as fh:
             message = predict_rows(c, model, examples, fh, out_fmt, batch, scores,
                                    min_version, k)  # fmt: skip

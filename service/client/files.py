@@ -14,6 +14,12 @@ model's feature config (:class:`Target`):
   row as numbers, hashed models ``{column: value}`` (a non-numeric value is the
   categorical feature ``column=value``); an ``--id-column`` gives each row an ``id``.
 - ``jsonl``: one object per line, sent as it is (``{"x", "y"}`` or ``{"id", "y"}``).
+- ``records`` models (:mod:`service.client.record_files`): a CSV row is the record
+  ``{column: value}``, numbers where the config says numeric, a ``missing`` token (and
+  an empty cell) ``null``; a JSON line with the label column named is a flat record
+  holding its label.
+
+A CSV file without a header is read with ``columns`` (the names of its columns).
 
 Labels that are integers (``+1``, ``-1``, ``3``, ``1.0``) are sent as integers,
 anything else as the string written.
@@ -36,6 +42,8 @@ from typing import IO, Any
 
 import orjson
 
+from service.client.record_files import RecordColumns, RecordFormatError
+
 FORMATS = ("svmlight", "csv", "jsonl")
 
 
@@ -56,15 +64,20 @@ class Target:
     # SVMlight indices past the model's last feature: dropped instead of refused (a
     # tree model never tests them; `learnserve evaluate` ignores them the same way)
     ignore_beyond: bool = False
+    records: RecordColumns | None = None  # a records model: how cells become a record
 
     @classmethod
-    def of_model(cls, features: dict[str, Any], file_base: int | None) -> Target:
+    def of_model(
+        cls, features: dict[str, Any], file_base: int | None, missing: str | None = None
+    ) -> Target:
         base = int(features.get("index_base", 0))
+        kind = str(features.get("kind"))
         return cls(
-            str(features.get("kind")),
+            kind,
             features.get("dim"),
             base,
             base if file_base is None else file_base,
+            records=RecordColumns.of_model(features, missing) if kind == "records" else None,
         )
 
 
@@ -231,9 +244,12 @@ class ExampleFile:
         label_column: str | None = "",
         id_column: str | None = None,
         queries: bool = False,
+        columns: list[str] | None = None,
     ) -> None:
         """``label_column``: ``""`` the last column, a name, or ``None`` for no label
-        (CSV only); ``queries``: SVMlight ``qid:`` tokens are read (a ranker's file)."""
+        (CSV; JSON lines of a records model: the field holding the label);
+        ``queries``: SVMlight ``qid:`` tokens are read (a ranker's file); ``columns``:
+        a CSV file has no header, these are its columns' names."""
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
         self.path = path
@@ -242,6 +258,7 @@ class ExampleFile:
         self.label_column = label_column
         self.id_column = id_column
         self.queries = queries
+        self.columns = columns
         self.size = path.stat().st_size
         self._raw: IO[bytes] | None = None
 
@@ -283,7 +300,8 @@ class ExampleFile:
             text = self._text(raw)
             try:
                 if self.fmt == "csv":
-                    return max(sum(1 for cells in csv.reader(text) if cells) - 1, 0)
+                    rows = sum(1 for cells in csv.reader(text) if cells)
+                    return rows if self.columns else max(rows - 1, 0)
                 if self.fmt == "svmlight":
                     return sum(1 for line in text if line.split("#", 1)[0].strip())
                 return sum(1 for line in text if line.strip())
@@ -300,7 +318,7 @@ class ExampleFile:
 
     def _csv(self, text: IO[str]) -> Iterator[Row]:
         reader = csv.reader(text)
-        header = next(reader, None)
+        header = list(self.columns) if self.columns else next(reader, None)
         if not header:
             raise FileFormatError(f"{self.path}:1: a CSV file needs a header row")
         label_at = self._column(header, self.label_column, "label")
@@ -312,7 +330,7 @@ class ExampleFile:
             raise FileFormatError(
                 f"{self.path}:1: {len(features)} feature columns, the model takes {t.dim}"
             )
-        for lineno, cells in enumerate(reader, 2):
+        for lineno, cells in enumerate(reader, 1 if self.columns else 2):
             if not cells:
                 continue
             where = f"{self.path}:{lineno}"
@@ -333,6 +351,11 @@ class ExampleFile:
 
     def _csv_x(self, cells: list[str], names: list[str], where: str) -> Any:
         t = self.target
+        if t.records is not None:
+            try:
+                return t.records.record(cells, names, where)
+            except RecordFormatError as e:
+                raise FileFormatError(str(e)) from None
         if t.kind == "dense":
             return [_number(c, f"{where}: column {n!r}") for c, n in zip(cells, names, strict=True)]
         if t.kind == "sparse":
@@ -370,6 +393,15 @@ class ExampleFile:
             if not isinstance(obj, dict):
                 raise FileFormatError(f"{self.path}:{lineno}: a line must be a JSON object")
             ident = obj.get("id")
+            records, label = self.target.records, self.label_column
+            if records is not None and label:  # a flat record holding its label
+                where = f"{self.path}:{lineno}"
+                try:
+                    x, y = records.json_record(obj, label, where)
+                except RecordFormatError as e:
+                    raise FileFormatError(str(e)) from None
+                yield Row(x, parse_label(y) if isinstance(y, str) else y, where=where)
+                continue
             yield Row(
                 obj.get("x"),
                 obj.get("y"),

@@ -1,4 +1,5 @@
-"""Recording the feature names of hashed models (for ``GET /models/{name}/weights``).
+"""Recording the feature names of hashed and records models (for
+``GET /models/{name}/weights``).
 
 Where the names live: in the model's state. The worker that parses an ``/update``
 puts the names its copy of the model does not know yet into the log entry
@@ -15,12 +16,17 @@ Bounds: a parser sends names only while its copy holds fewer than
 
 The fast path (``fast_json_maps.scan_hashed_examples``) gives each feature's full
 32-bit hash; one compiled pass finds the unknown ones, and only a body holding
-some is parsed again (orjson) to read their names. Non-hashed models do none of this.
+some is parsed again (orjson) to read their names. Records models (``features.kind =
+"records"``) take the general path: the names are the encoder's
+(:meth:`learners.records.RecordEncoder.names`, what ``/explain`` lists: ``age#3``,
+``job=clerk``, ``note^free``), recorded the same way, in log order, under the same
+bound. Dense and sparse models do none of this.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import orjson
@@ -32,17 +38,30 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 _FULL = 0xFFFFFFFF
+# A records model's names map -> its encoder, which names the raw records a parser
+# reads (``new_names`` is handed the map only). Weak: a map goes with its model.
+_RECORD_ENCODERS: WeakKeyDictionary[FeatureNames, Any] = WeakKeyDictionary()
+
+
+def named(spec: Any) -> bool:
+    """Whether a model of this feature spec records names: hashed, and records without
+    statistics (a model with standardize or idf keeps its records in the log and encodes
+    them at apply time, where no names are recorded yet)."""
+    return bool(spec.kind == "hashed" or (spec.kind == "records" and not spec.stateful))
 
 
 def attach(model: Any, spec: Any) -> None:
-    """Give the learner its feature spec, and a names map if hashed and it has none."""
+    """Give the learner its feature spec, and a names map if hashed or records and it
+    has none."""
     model.features_ = spec
-    if spec.kind == "hashed" and getattr(model, "feature_names_", None) is None:
+    if named(spec) and getattr(model, "feature_names_", None) is None:
         model.feature_names_ = FeatureNames(MAX_FEATURE_NAMES)
     elif model.feature_names_ is not None:
         # a map read from an artifact keeps its writer's limit; here the parsers bound
         # it (max_feature_names), apply only by the hard maximum (as on every worker)
         model.feature_names_.limit = MAX_FEATURE_NAMES
+    if spec.kind == "records" and model.feature_names_ is not None:
+        _RECORD_ENCODERS[model.feature_names_] = spec.encoder
 
 
 def wanted(model: Any, settings: Settings) -> FeatureNames | None:
@@ -54,9 +73,14 @@ def wanted(model: Any, settings: Settings) -> FeatureNames | None:
 
 
 def new_names(names: FeatureNames, rows: list[Any], settings: Settings) -> list[str]:
-    """The names of ``rows`` (dicts) that ``names`` does not hold, within the room left."""
+    """The names of ``rows`` (dicts; raw records of a records model, valid: the parser
+    encoded them first) that ``names`` does not hold, within the room left."""
     room = settings.max_feature_names - len(names)
-    return names.unknown(names_of_rows(rows))[: max(room, 0)]
+    encoder = _RECORD_ENCODERS.get(names)
+    if encoder is None:
+        return names.unknown(names_of_rows(rows))[: max(room, 0)]
+    # the full hashes first (compiled): after warm-up no name is new and none is decoded
+    return names.unknown(encoder.names(rows, names.unknown_hashes))[: max(room, 0)]
 
 
 def new_names_raw(

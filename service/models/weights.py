@@ -12,8 +12,10 @@ the ``top`` smallest below 0, most negative first (ties: lower index first).
 ``variance`` is the weight's variance Σ_ii (the diagonal of the covariance, also
 for ``covariance: "full"``): the confidence-weighted learners' (CW, AROW, SCW)
 uncertainty about the weight, which shrinks as the feature is seen; ``null`` for
-PA and RankSVM, which keep no covariance. ``names`` (hashed features only) are the
-names recorded at that index (:mod:`service.models.feature_names`): several names
+PA and RankSVM, which keep no covariance. ``names`` (hashed and records features
+only; a records model's are the raw features' names, ``age#3``, ``job=clerk``; not yet
+for one with standardize or idf, see ``feature_names.named``) are the names recorded at
+that index (:mod:`service.models.feature_names`): several names
 are a hash collision (``"collision": true``); none recorded gives ``[]``.
 
 A binary classifier scores its second label with −w of its first: both are listed.
@@ -28,6 +30,7 @@ import numpy as np
 from learners.feature_names import FeatureNames
 from learners.features import FeatureSpec
 from service.errors import invalid
+from service.models.feature_names import named
 
 MAX_TOP = 1000
 
@@ -74,7 +77,7 @@ def report(
     """The ``classes`` of the answer from ``(label, w, var)`` triples."""
     picked = [(lab, w, var, *_tops(w, top)) for lab, w, var in by_label]
     names = None
-    if spec.kind == "hashed":
+    if named(spec):
         parts = [np.concatenate([p, n]) for *_, p, n in picked]
         wanted = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         bits = int(spec.bits or 0)

@@ -302,6 +302,29 @@ def test_bad_states_are_refused(edit: Any, problem: str) -> None:
         RecordEncoder.from_state(STATEFUL, state)
 
 
+def test_names_are_the_distinct_explained_names_and_new_filters_them_by_hash() -> None:
+    enc = enc_of(
+        {"age": {"type": "numeric", "transform": {"bins": [30, 50]}, "namespace": "n"},
+         "job": {"type": "categorical", "namespace": "c"},
+         "note": {"type": "text", "chars": {"ngrams": [2, 3]}}},
+        interactions=[["c", "n"]],
+    )  # fmt: skip
+    recs = [{"age": 39, "job": ["é", "b"], "note": "Zoë naïve"}, {"job": "é", "note": "zoë"}]
+    every = [n for r in recs for n, _, _ in enc.explain(r)]
+    assert enc.names(recs) == list(dict.fromkeys(every))
+    assert {"age#1", "job=é*age#1", "note~zoë", "note~ë "} <= set(every)
+    known = {murmurhash3_32(n) for n in every[:5]}
+    seen: list[np.ndarray] = []
+
+    def new(full: np.ndarray) -> np.ndarray:
+        seen.append(full)
+        return np.array([h for h in full.tolist() if h not in known], dtype=np.int64)
+
+    assert enc.names(recs, new) == [n for n in dict.fromkeys(every) if n not in every[:5]]
+    assert seen[0].tolist() == [murmurhash3_32(n) for n in every]  # the full 32-bit hashes
+    assert enc.names(recs, lambda full: full[:0]) == []
+
+
 @pytest.mark.parametrize(
     "module",
     [
@@ -310,6 +333,7 @@ def test_bad_states_are_refused(edit: Any, problem: str) -> None:
         "learners.records.state",
         "learners.records._unicode",
         "learners.records._hash_kernels",
+        "learners.records._name_hashes",
         "learners.io.records",
     ],
 )

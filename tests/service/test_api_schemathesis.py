@@ -137,10 +137,11 @@ include-path-regex = '^/(update|predict|models/\{name\}/(artifact|update|predict
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
 # The same for an import (PUT /models/{name} with an artifact body: any bytes are
-# schema-valid, only a learnserve artifact is accepted) and for /weights, whose
-# ``label`` must be one of the model's labels.
+# schema-valid, only a learnserve artifact is accepted), for /weights, whose
+# ``label`` must be one of the model's labels, and for /explain, whose x must fit the
+# model's features as /predict's.
 [[operations]]
-include-name = ["PUT /models/{name}", "GET /models/{name}/weights"]
+include-name = ["PUT /models/{name}", "GET /models/{name}/weights", "POST /models/{name}/explain"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
 # The Open Inference Protocol routes: the same, with its 400 for invalid input (a tensor
