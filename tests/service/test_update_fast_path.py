@@ -171,12 +171,15 @@ def outcome(fn: Any, *args: Any) -> Any:
         return ("error", http_status(e), e.code, e.message, e.field)
 
 
+@pytest.mark.parametrize("intercept", [False, True])
 @pytest.mark.parametrize("kind", ["dense", "sparse", "hashed"])
-def test_new_input_rules_alike_on_both_paths(kind: str) -> None:
+def test_new_input_rules_alike_on_both_paths(kind: str, intercept: bool) -> None:
     """A body the scanner takes gives the general path's log entry; a body the general
     path refuses is declined by the scanner or refused with the very same error."""
     features = {"dense": {"kind": "dense", "dim": 3}, "sparse": {"kind": "sparse", "dim": 4},
                 "hashed": {"kind": "hashed", "bits": 3}}[kind]  # fmt: skip
+    if intercept:
+        features = {**features, "intercept": True}
     rng = np.random.default_rng(17 + len(kind))
     taken = refused = 0
     for known in ([], [1], ["1", "a"]):
