@@ -119,7 +119,9 @@ class FeatureSpec:
     @classmethod
     def sparse(cls, dim: int, index_base: int = 0, intercept: bool = False) -> FeatureSpec:
         extra = int(_check_intercept(intercept))
-        return cls("sparse", _check_dim(dim) + extra, None, _check_base(index_base), None, intercept)
+        return cls(
+            "sparse", _check_dim(dim) + extra, None, _check_base(index_base), None, intercept
+        )
 
     @classmethod
     def hashed(cls, bits: int, intercept: bool = False) -> FeatureSpec:

@@ -159,3 +159,12 @@ def test_the_service_learns_what_the_learner_learns(tmp_path: Any) -> None:
         got = c.get("/models/m").json()
     assert got["examples_learned"] == n
     assert got["state_digest"] == clf.state_digest()
+
+
+def test_a_hashed_models_weights_name_the_constant() -> None:
+    a = adapter({"kind": "hashed", "bits": 12, "intercept": True}, "pa1")
+    ex = [{"x": {"w": 1.0}, "y": "a"}, {"x": {}, "y": "b"}, {"x": {}, "y": "b"}]
+    a.apply(a.parse_update({"examples": ex}, SETTINGS)[0])
+    entries = [e for c in a.weights(10, None)["classes"] for e in c["positive"] + c["negative"]]
+    named = {n for e in entries for n in e.get("names", [])}
+    assert {"w", INTERCEPT_NAME} <= named

@@ -176,8 +176,9 @@ def outcome(fn: Any, *args: Any) -> Any:
 def test_new_input_rules_alike_on_both_paths(kind: str, intercept: bool) -> None:
     """A body the scanner takes gives the general path's log entry; a body the general
     path refuses is declined by the scanner or refused with the very same error."""
-    features = {"dense": {"kind": "dense", "dim": 3}, "sparse": {"kind": "sparse", "dim": 4},
-                "hashed": {"kind": "hashed", "bits": 3}}[kind]  # fmt: skip
+    features: dict[str, Any] = {"dense": {"kind": "dense", "dim": 3},
+                                "sparse": {"kind": "sparse", "dim": 4},
+                                "hashed": {"kind": "hashed", "bits": 3}}[kind]  # fmt: skip
     if intercept:
         features = {**features, "intercept": True}
     rng = np.random.default_rng(17 + len(kind))
