@@ -215,7 +215,7 @@ def test_a_label_clash_appended_meanwhile_is_skipped_at_apply() -> None:
     the same labels at that position) and leaves the state unchanged."""
     for features in ({"kind": "dense", "dim": 3}, {"kind": "sparse", "dim": 4}):
         a = map_adapter(features)
-        x = ZEROS[features["kind"]]
+        x = ZEROS[str(features["kind"])]
         first, _ = a.parse_update({"examples": [{"x": x, "y": 1}]}, SETTINGS)
         second, _ = a.parse_update({"examples": [{"x": x, "y": "b"}, {"x": x, "y": "1"}]}, SETTINGS)
         a.apply(first)
