@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any, Literal
 
@@ -36,6 +36,7 @@ from learners.feature_keys import (
     sparse_index,
     sparse_indices,
 )
+from learners.intercept import INTERCEPT_NAME, with_intercept
 
 __all__ = [
     "Batch",
@@ -86,6 +87,16 @@ class FeatureSpec:
 
     An empty map (sparse, hashed) is the zero vector, as a dense row of zeros is:
     real data sets (LIBSVM's w8a) hold such rows.
+
+    ``intercept`` (dense, sparse, hashed; off unless asked, so a stored config keeps
+    its meaning): every row gets the constant feature 1.0 (:mod:`learners.intercept`).
+    ``dim`` is the model's dimension, which then counts the extra column of dense and
+    sparse rows; :attr:`width` is what the examples hold.
+
+    >>> spec = FeatureSpec.sparse(3, intercept=True)
+    >>> b = spec.encode([{"0": 2.0}, {}])
+    >>> spec.width, b.dim, b.indices.tolist(), b.values.tolist()
+    (3, 4, [0, 3, 3], [2.0, 1.0, 1.0])
     """
 
     kind: FeatureKind
@@ -96,34 +107,62 @@ class FeatureSpec:
     index_base: int = 0
     # ``records``: the raw-record encoder (learners.records) its config describes.
     encoder: Any = field(default=None, compare=False, repr=False)
+    # A constant feature 1.0 in every row (dense, sparse: column ``width``; hashed: the
+    # name INTERCEPT_NAME). The records kind has its own (its config's ``intercept``).
+    intercept: bool = False
 
     @classmethod
-    def dense(cls, dim: int, index_base: int = 0) -> FeatureSpec:
-        return cls("dense", _check_dim(dim), None, _check_base(index_base))
+    def dense(cls, dim: int, index_base: int = 0, intercept: bool = False) -> FeatureSpec:
+        extra = int(_check_intercept(intercept))
+        return cls("dense", _check_dim(dim) + extra, None, _check_base(index_base), None, intercept)
 
     @classmethod
-    def sparse(cls, dim: int, index_base: int = 0) -> FeatureSpec:
-        return cls("sparse", _check_dim(dim), None, _check_base(index_base))
+    def sparse(cls, dim: int, index_base: int = 0, intercept: bool = False) -> FeatureSpec:
+        extra = int(_check_intercept(intercept))
+        return cls(
+            "sparse", _check_dim(dim) + extra, None, _check_base(index_base), None, intercept
+        )
 
     @classmethod
-    def hashed(cls, bits: int) -> FeatureSpec:
+    def hashed(cls, bits: int, intercept: bool = False) -> FeatureSpec:
         if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 31:
             raise ValueError(f"bits must be an integer in [1, 31], got {bits!r}")
-        return cls("hashed", 1 << bits, bits)
+        return cls("hashed", 1 << bits, bits, 0, None, _check_intercept(intercept))
+
+    @property
+    def width(self) -> int:
+        """The columns the examples hold: ``dim`` less the intercept's own column."""
+        return self.dim - 1 if self.intercept and self.kind != "hashed" else self.dim
+
+    @property
+    def intercept_column(self) -> int | None:
+        """The column of the constant feature; ``None`` without an intercept."""
+        if not self.intercept:
+            return None
+        if self.kind == "hashed":
+            return hashed_index(INTERCEPT_NAME, self.dim - 1)
+        return self.width
+
+    def add_intercept(self, batch: Batch) -> Batch:
+        """``batch`` (rows of :attr:`width` columns, as a parser read them) with the
+        constant feature, or unchanged without an intercept."""
+        column = self.intercept_column
+        return batch if column is None else with_intercept(batch, column, self.dim)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> FeatureSpec:
         """From the service's JSON form: ``{"kind": "dense", "dim": 28}`` etc."""
         kind = config.get("kind")
         base = config.get("index_base", 0)
+        intercept = config.get("intercept", False)
         if kind == "dense":
-            return cls.dense(config.get("dim"), base)  # type: ignore[arg-type]
+            return cls.dense(config.get("dim"), base, intercept)  # type: ignore[arg-type]
         if kind == "sparse":
-            return cls.sparse(config.get("dim"), base)  # type: ignore[arg-type]
+            return cls.sparse(config.get("dim"), base, intercept)  # type: ignore[arg-type]
         if kind == "hashed":
             if "index_base" in config:
                 raise ValueError("index_base does not apply to hashed features (keys are names)")
-            return cls.hashed(config.get("bits"))  # type: ignore[arg-type]
+            return cls.hashed(config.get("bits"), intercept)  # type: ignore[arg-type]
         if kind == "records":
             return cls.records(config)
         raise ValueError(
@@ -149,12 +188,17 @@ class FeatureSpec:
         if self.kind == "records":
             out_records: dict[str, Any] = self.encoder.to_config()
             return out_records
+        # index_base only when 1, intercept only when on: configs (and digests) of the
+        # models made before either existed stay as they were
+        out: dict[str, Any]
         if self.kind == "hashed":
-            return {"kind": "hashed", "bits": self.bits}
-        # index_base only when 1: configs (and digests) of 0-based models stay as they were
-        out: dict[str, Any] = {"kind": self.kind, "dim": self.dim}
-        if self.index_base:
-            out["index_base"] = self.index_base
+            out = {"kind": "hashed", "bits": self.bits}
+        else:
+            out = {"kind": self.kind, "dim": self.width}
+            if self.index_base:
+                out["index_base"] = self.index_base
+        if self.intercept:
+            out["intercept"] = True
         return out
 
     # ------------------------------------------------------------------ encode
@@ -179,6 +223,10 @@ class FeatureSpec:
         if self.kind == "records":
             batch: Batch = self.encoder.encode(rows, where=where, field=field)
             return batch
+        if self.intercept:  # the examples as read without it, then its column
+            plain = replace(self, dim=self.width, intercept=False)
+            read = plain.encode(rows, where=where, field=field, max_features=max_features)
+            return self.add_intercept(read)
         if self.kind == "dense":
             return self._encode_dense(rows, where, field)
         fast = self._encode_maps_fast(rows, max_features)
@@ -330,6 +378,12 @@ class FeatureSpec:
 def _has_bool(rows: Sequence[Any]) -> bool:
     # numpy turns [1.0, True] into [1.0, 1.0]; a JSON true is not a feature value.
     return any(v is True or v is False for row in rows for v in row)
+
+
+def _check_intercept(intercept: Any) -> bool:
+    if not isinstance(intercept, bool):
+        raise ValueError(f"intercept must be true or false, got {intercept!r}")
+    return intercept
 
 
 def _check_base(base: Any) -> int:

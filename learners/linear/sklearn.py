@@ -1,12 +1,12 @@
 """scikit-learn estimators around the online linear classifiers (optional module).
 
-This is the one module of ``learners`` that imports scikit-learn; nothing else
-imports it, so the core stays numpy/numba only. The estimators follow the
-scikit-learn conventions: hyperparameters in ``__init__`` (stored as given),
-``fit`` (reset, then ``epochs`` passes in the given order), ``partial_fit`` (one
-more pass, labels may appear at any time), ``predict``, ``decision_function``
-(binary: one column, positive = ``classes_[1]``), fitted attributes with a
-trailing underscore (``classes_``, ``n_features_in_``, ``model_``).
+This module and ``learners.records.sklearn`` are the ones of ``learners`` that import
+scikit-learn; nothing else imports them, so the core stays numpy/numba only. The
+estimators follow the scikit-learn conventions: hyperparameters in ``__init__``
+(stored as given), ``fit`` (reset, then ``epochs`` passes in the given order),
+``partial_fit`` (one more pass, labels may appear at any time), ``predict``,
+``decision_function`` (binary: one column, positive = ``classes_[1]``), fitted
+attributes with a trailing underscore (``classes_``, ``n_features_in_``, ``model_``).
 
 >>> import numpy as np
 >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.2], [0.1, 1.0]])

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from learners.csr_batch import Batch, FeatureError, canonical_rows
+from learners.intercept import INTERCEPT_NAME
 from learners.records import _columns as C
 from learners.records import _row_kernel as K
 from learners.records._name_hashes import span_hashes
@@ -23,7 +24,6 @@ from learners.records.state import EncoderState, canonical_bytes, idf_fields
 
 __all__ = ["INTERCEPT_NAME", "RecordEncoder"]
 
-INTERCEPT_NAME = "^constant"  # "^" is refused in field names: no feature can be called so
 _WEIGHTS = {"binary": K.WEIGHT_BINARY, "tf": K.WEIGHT_TF, "log_tf": K.WEIGHT_LOG_TF}
 
 

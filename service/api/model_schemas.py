@@ -17,12 +17,22 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 # ------------------------------------------------------------------ features
 
 
+def _intercept_doc(where: str) -> str:
+    return (
+        f"a constant feature 1.0 in every row, the model's intercept ({where}); "
+        "classifiers only (a ranker refuses it)"
+    )
+
+
 class DenseFeatures(BaseModel):
     model_config = ConfigDict(extra="forbid", title="DenseFeatures")
     kind: Literal["dense"]
     dim: int = Field(ge=1, description="number of features (x is a list of dim numbers)")
     index_base: Literal[0, 1] = Field(
         0, description="the first feature index of the model's files (x is read by position)"
+    )
+    intercept: bool = Field(
+        False, description=_intercept_doc("an extra column: the model has dim + 1")
     )
 
 
@@ -35,12 +45,16 @@ class SparseFeatures(BaseModel):
         description="1: keys are 1-based as in SVMlight files (1 to dim; 0 is refused); "
         "0: keys 0 to dim - 1",
     )
+    intercept: bool = Field(
+        False, description=_intercept_doc("an extra column: the model has dim + 1")
+    )
 
 
 class HashedFeatures(BaseModel):
     model_config = ConfigDict(extra="forbid", title="HashedFeatures")
     kind: Literal["hashed"]
     bits: int = Field(ge=1, le=31, description="2**bits dimensions; x is {name: value}")
+    intercept: bool = Field(False, description=_intercept_doc("the name ^constant, hashed"))
 
 
 FeaturesConfig = Annotated[

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from learners.base import UpdateResult
 from learners.features import Batch, FeatureSpec
+from learners.intercept import with_ones_column
 from learners.linear import NotFittedError
 from service.errors import Kind, ServiceError, invalid
 from service.models import feature_names as names
@@ -175,7 +176,7 @@ class LinearAdapter(ModelAdapter):
             # 0 takes the general path, which refuses it naming the field. (Hashed
             # models have no index base.)
             dim, n_max, f_max = (
-                self.spec.dim + base,
+                self.spec.width + base,
                 settings.max_batch_examples,
                 settings.max_features_per_example,
             )
@@ -198,17 +199,19 @@ class LinearAdapter(ModelAdapter):
                 model, batch, labels, hashes, weights = hashed
                 new = names.new_names_raw(known, raw, hashes, settings, "examples")
                 extra = {"n": new} if new else {}
+            batch = self.spec.add_intercept(batch)  # as spec.encode adds it
             self._check_labels(labels, settings)
             extra.update(weights_meta(weights))
             payload = encode_payload(batch, labels, dense=False, **extra)
             return FastUpdate(model, payload, len(labels))
         from service.models.fast_json import scan_dense_examples
 
-        scanned = scan_dense_examples(raw, self.spec.dim, settings.max_batch_examples)
+        scanned = scan_dense_examples(raw, self.spec.width, settings.max_batch_examples)
         if scanned is None:
             return None
         self._check_labels(scanned.labels, settings)
-        payload = encode_dense_payload(scanned.X, scanned.labels, **weights_meta(scanned.weights))
+        X = with_ones_column(scanned.X) if self.spec.intercept else scanned.X
+        payload = encode_dense_payload(X, scanned.labels, **weights_meta(scanned.weights))
         return FastUpdate(scanned.model, payload, len(scanned.labels))
 
     def _check_labels(self, labels: list[Any], settings: Settings) -> None:
@@ -353,6 +356,8 @@ class LinearAdapter(ModelAdapter):
         return self.predict_batch(batch), batch
 
     def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
+        if self.spec.intercept and batch.dim == self.spec.width:  # a v2 tensor's rows
+            batch = self.spec.add_intercept(batch)
         try:
             answers = self._answers(self.model, batch)
         except NotFittedError:
@@ -385,7 +390,7 @@ class LinearAdapter(ModelAdapter):
 
     def zero_features(self) -> Any:
         """An ``x`` of the model's kind that is the zero vector (a placeholder)."""
-        return [0.0] * self.spec.dim if self.spec.kind == "dense" else {}
+        return [0.0] * self.spec.width if self.spec.kind == "dense" else {}
 
     def weights(self, top: int, label: str | None) -> dict[str, Any]:
         from service.models.weights import linear_weights
@@ -395,7 +400,7 @@ class LinearAdapter(ModelAdapter):
     tensor_task: ClassVar[str | None] = "classify"
 
     def tensor_width(self) -> int | None:
-        return self.spec.dim if self.spec.kind == "dense" else None
+        return self.spec.width if self.spec.kind == "dense" else None
 
     def classes(self) -> list[Any]:
         return list(self.model.labels_)

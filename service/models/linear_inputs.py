@@ -13,6 +13,7 @@ import numpy as np
 
 from learners.base import check_label
 from learners.features import Batch, FeatureError, FeatureSpec
+from learners.intercept import with_ones_column
 from service.errors import invalid
 from service.models.example_weights import WEIGHT_FIELD, check_weight
 from service.models.json_fields import type_name
@@ -140,10 +141,12 @@ def dense_matrix(spec: FeatureSpec, xs: list[Any], raw: bytes) -> np.ndarray | N
         X = np.array(xs)
     except (ValueError, TypeError):
         return None
-    if X.shape != (len(xs), spec.dim) or X.dtype.kind not in "fi":
+    if X.shape != (len(xs), spec.width) or X.dtype.kind not in "fi":
         return None
     X = X.astype(np.float64, copy=False)
-    return X if np.isfinite(X).all() else None
+    if not np.isfinite(X).all():
+        return None
+    return with_ones_column(X) if spec.intercept else X
 
 
 def encode_fast(

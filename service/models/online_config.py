@@ -39,9 +39,11 @@ def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
     try:
         spec = FeatureSpec.from_config(features)
     except ValueError as e:
-        field = "features.index_base" if str(e).startswith("index_base") else "features"
+        msg = str(e)
+        field = next((f"features.{k}" for k in ("index_base", "intercept") if msg.startswith(k)),
+                     "features")  # fmt: skip
         raise invalid(f"features: {e}", field) from None
-    extra = set(features) - {"kind", "dim", "bits", "index_base"}
+    extra = set(features) - {"kind", "dim", "bits", "index_base", "intercept"}
     if extra:
         raise invalid(f"features: unknown field(s) {sorted(extra)}", "features")
     # A field of another kind is a mistake (the value would be silently ignored).

@@ -84,6 +84,12 @@ class RankSVMAdapter(ModelAdapter):
         config = online_model_config(
             cls.kind, body, settings, ("ranksvm",), lambda _, spec, p: make_ranker(spec.dim, p)
         )
+        if config["features"].get("intercept") and config["features"]["kind"] != "records":
+            raise invalid(
+                "features.intercept: a ranker learns from differences of rows, in which a "
+                "constant feature cancels out",
+                "features.intercept",
+            )
         if FeatureSpec.from_config(config["features"]).stateful:
             raise invalid(
                 "features: standardize and idf (statistics learned in log order) are for "

@@ -29,6 +29,7 @@ import numpy as np
 
 from learners.feature_names import FeatureNames
 from learners.features import FeatureSpec
+from learners.intercept import INTERCEPT_NAME
 from service.errors import invalid
 from service.models.feature_names import named
 
@@ -82,6 +83,9 @@ def report(
         wanted = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         bits = int(spec.bits or 0)
         names = feature_names.names_at(wanted, bits) if feature_names is not None else {}
+        column = spec.intercept_column
+        if column is not None:  # the constant is no name a client sent: never recorded
+            names[column] = [INTERCEPT_NAME, *names.get(column, [])]
     return [
         {
             "label": lab,

@@ -130,6 +130,11 @@ def test_intercept_helps_numeric_records(adult, algo_c: tuple[str, float | None]
 
 @pytest.fixture(scope="module")
 def sms() -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]], list[str]]:
+    return sms_split()
+
+
+def sms_split() -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]], list[str]]:
+    """The documented split (module docstring): train records, labels, test records, labels."""
     texts, labels = read_labeled_text(require_data("sms-spam", "SMSSpamCollection"))
     pairs = list(zip(texts, labels, strict=True))
     random.Random(0).shuffle(pairs)

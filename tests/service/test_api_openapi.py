@@ -117,6 +117,8 @@ def test_params_are_typed_per_algorithm(spec: dict[str, Any]) -> None:
     assert not ok({"algorithm": "ranksvm", "params": {"seed": -1}, "features": dense})
     assert not ok({"algorithm": "arow", "features": {"kind": "dense", "dim": 4, "bits": 3}})
     assert not ok({"algorithm": "arow", "features": {"kind": "hashed", "bits": 20, "dim": 5}})
+    assert ok({"algorithm": "arow", "features": {**dense, "intercept": True}})
+    assert not ok({"algorithm": "arow", "features": {**dense, "intercept": 1}})
     # the configured limits are in the document
     assert not ok({"algorithm": "arow", "features": {"kind": "dense", "dim": 4097}})
     assert not ok({"algorithm": "arow", "features": {"kind": "hashed", "bits": 13}})

@@ -171,12 +171,16 @@ def outcome(fn: Any, *args: Any) -> Any:
         return ("error", http_status(e), e.code, e.message, e.field)
 
 
+@pytest.mark.parametrize("intercept", [False, True])
 @pytest.mark.parametrize("kind", ["dense", "sparse", "hashed"])
-def test_new_input_rules_alike_on_both_paths(kind: str) -> None:
+def test_new_input_rules_alike_on_both_paths(kind: str, intercept: bool) -> None:
     """A body the scanner takes gives the general path's log entry; a body the general
     path refuses is declined by the scanner or refused with the very same error."""
-    features = {"dense": {"kind": "dense", "dim": 3}, "sparse": {"kind": "sparse", "dim": 4},
-                "hashed": {"kind": "hashed", "bits": 3}}[kind]  # fmt: skip
+    features: dict[str, Any] = {"dense": {"kind": "dense", "dim": 3},
+                                "sparse": {"kind": "sparse", "dim": 4},
+                                "hashed": {"kind": "hashed", "bits": 3}}[kind]  # fmt: skip
+    if intercept:
+        features = {**features, "intercept": True}
     rng = np.random.default_rng(17 + len(kind))
     taken = refused = 0
     for known in ([], [1], ["1", "a"]):
@@ -211,7 +215,7 @@ def test_a_label_clash_appended_meanwhile_is_skipped_at_apply() -> None:
     the same labels at that position) and leaves the state unchanged."""
     for features in ({"kind": "dense", "dim": 3}, {"kind": "sparse", "dim": 4}):
         a = map_adapter(features)
-        x = ZEROS[features["kind"]]
+        x = ZEROS[str(features["kind"])]
         first, _ = a.parse_update({"examples": [{"x": x, "y": 1}]}, SETTINGS)
         second, _ = a.parse_update({"examples": [{"x": x, "y": "b"}, {"x": x, "y": "1"}]}, SETTINGS)
         a.apply(first)
