@@ -170,21 +170,32 @@ class RecordEncoder:
         >>> enc.names([{"job": "a"}, {"job": ["b", "a"]}])
         ['^constant', 'job=a', 'job=b']
         """
-        table = self._run(records, False, False, "examples", "x", want_names=True)[1]
+        return self.encode_named(records, new)[1]
+
+    def encode_named(
+        self,
+        records: Sequence[Any],
+        new: Callable[[np.ndarray], np.ndarray] | None = None,
+        *,
+        where: str = "examples",
+        field: str = "x",
+    ) -> tuple[Batch, list[str]]:
+        """:meth:`encode` and :meth:`names` of the same records in one pass (what a
+        request that records its names needs: the two separately encode twice)."""
+        batch, table = self._run(records, False, False, where, field, want_names=True)
         assert table is not None
         offs = table.offsets
         if new is not None:
             full = span_hashes(table.utf8, offs)
             keep = np.flatnonzero(np.isin(full, new(full)))
             if keep.size == 0:
-                return []
+                return batch, []
         else:
             keep = np.arange(offs.shape[0] - 1)
         raw = table.utf8.tobytes()
         starts, ends = offs[keep].tolist(), offs[keep + 1].tolist()
-        return list(
-            dict.fromkeys(raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True))
-        )
+        names = dict.fromkeys(raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True))
+        return batch, list(names)
 
     def to_config(self) -> dict[str, Any]:
         return self.config.to_config()

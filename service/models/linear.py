@@ -39,7 +39,11 @@ from service.models.linear_inputs import (
     shift_down,
     split_examples,
 )
-from service.models.online_config import encode_features, online_model_config
+from service.models.online_config import (
+    encode_features,
+    encode_records_named,
+    online_model_config,
+)
 from service.models.payload import (
     decode_payload,
     encode_dense_payload,
@@ -156,9 +160,12 @@ class LinearAdapter(ModelAdapter):
         if X is not None:
             return encode_dense_payload(X, labels, **weights_meta(weights)), len(labels)
         # the checked path, with errors naming the example and field
-        batch = encode_fast(self.spec, xs, "examples", settings, b"")
         known = names.wanted(self.model, settings)
-        new = names.new_names(known, xs, settings) if known is not None else []
+        if known is not None and self.spec.kind == "records":  # features and names, one pass
+            batch, new = encode_records_named(self.spec, xs, known, settings)
+        else:
+            batch = encode_fast(self.spec, xs, "examples", settings, b"")
+            new = names.new_names(known, xs, settings) if known is not None else []
         # the fast path's key order ("n", then "w"): both paths write the same bytes
         extra: dict[str, Any] = {"n": new} if new else {}
         extra.update(weights_meta(weights))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from learners.features import FeatureError, FeatureSpec
-from service.errors import invalid
+from service.errors import ServiceError, invalid
 from service.models.drift_monitor import drift_config
 from service.models.json_fields import json_int, too_large, type_name
 
@@ -87,9 +87,26 @@ def encode_features(spec: FeatureSpec, rows: list[Any], where: str, settings: Se
             rows, where=where, field="x", max_features=settings.max_features_per_example
         )
     except FeatureError as e:
-        if "exceed the limit" in e.problem:
-            raise too_large(str(e), e.location) from None
-        raise invalid(str(e), e.location) from None
+        raise _refused(e) from None
+
+
+def encode_records_named(
+    spec: FeatureSpec, rows: list[Any], known: Any, settings: Settings
+) -> tuple[Any, list[str]]:
+    """A records model's batch and the names of its features ``known`` (the model's
+    names map) lacks, within the room left, in one encoding pass."""
+    try:
+        batch, new = spec.encoder.encode_named(rows, known.unknown_hashes, where="examples")
+    except FeatureError as e:
+        raise _refused(e) from None
+    room = settings.max_feature_names - len(known)
+    return batch, known.unknown(new)[: max(room, 0)]
+
+
+def _refused(e: FeatureError) -> ServiceError:
+    if "exceed the limit" in e.problem:
+        return too_large(str(e), e.location)
+    return invalid(str(e), e.location)
 
 
 def online_model_config(
