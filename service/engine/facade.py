@@ -139,7 +139,7 @@ class Engine:
     async def restore_all(self) -> None:
         if not self._warm:
             # JIT-compile (or load cached) kernels off the loop before taking traffic.
-            await asyncio.to_thread(warm_all, self._warming, self._warmed)
+            await asyncio.to_thread(warm_all, self._warming, self._warmed, True)
             self._warm = True
         await self.placement.start()  # join the fleet first: we restore what we own
         await catalog.restore_all(self.registry)

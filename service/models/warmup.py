@@ -51,18 +51,51 @@ def _kind(kind: str) -> Callable[[], None]:
     return run
 
 
-def families() -> list[Family]:
-    """Every kernel family an online model needs, in the order they are warmed."""
+def _drift() -> None:
+    import numpy as np
+
+    from learners.drift.adwin import ADWIN
+    from learners.drift.page_hinkley import PageHinkley
+
+    for detector in (ADWIN(), PageHinkley()):
+        detector.update_many(np.r_[np.zeros(40), np.ones(40)])
+
+
+def _records() -> None:
+    from learners.records import RecordEncoder
+
+    enc = RecordEncoder({"kind": "records", "bits": 10, "interactions": [["a", "c"]], "fields": {
+        "a": {"type": "numeric", "transform": "standardize"}, "c": {"type": "categorical"},
+        "b": {"type": "numeric", "transform": {"bins": [1.0, 2.0]}},
+        "t": {"type": "text", "idf": True, "words": {"ngrams": 2}, "chars": {"ngrams": [2, 3]}},
+        "u": {"type": "text", "chars": {"ngrams": [2, 3], "across_words": True}}}})  # fmt: skip
+    rows = [{"a": 1.0, "b": 1.5, "c": "x", "t": "hello world", "u": "é ab"},
+            {"a": 2.0, "c": ["y", "z"], "t": "héllo", "u": "cd"}]  # fmt: skip
+    enc.learn(rows)
+    enc.encode(rows)
+    enc.encode_named(rows)
+    enc.explain(rows[0])
+
+
+def families(at_start: bool = False) -> list[Family]:
+    """The kernel families, in the order they are warmed: every one for ``learnserve
+    warmup`` (which fills numba's cache), those every online model needs at a service's
+    start (``at_start``; a records model loads its encoder's kernels from the cache, ~0.4 s,
+    at its first request)."""
     from learners.linear import ALGORITHMS
 
     # The costliest first, so a parallel warm-up starts them first.
-    return [
+    out = [
         Family("json", "JSON request scanner (dense examples)", _json),
         Family("json-maps", "JSON request scanner (sparse, named and hashed features)", _json_maps),
         Family("linear", "linear learners: " + ", ".join(ALGORITHMS), _kind("linear")),
         Family("ranksvm", "RankSVM (all pairs and sampled pairs)", _kind("ranksvm")),
         Family("payload", "log-entry decoding (dense->CSR)", _payload),
+        Family("drift", "drift detectors (ADWIN, Page-Hinkley)", _drift),
     ]
+    if not at_start:
+        out.insert(0, Family("records", "raw-record encoder (fields, text n-grams)", _records))
+    return out
 
 
 def _run_family(name: str) -> float:
@@ -103,10 +136,11 @@ def warm_parallel(
 def warm_all(
     before: Callable[[int, int, Family], None] | None = None,
     after: Callable[[int, int, Family, float], None] | None = None,
+    at_start: bool = False,
 ) -> float:
     """Warm every family; ``before(i, n, family)`` / ``after(i, n, family, seconds)``
     report progress (1-based ``i``). Returns the total seconds."""
-    fams = families()
+    fams = families(at_start)
     t_all = time.perf_counter()
     for i, fam in enumerate(fams, 1):
         if before is not None:
