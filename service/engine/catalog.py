@@ -39,7 +39,7 @@ async def restore_all(registry: Registry) -> None:
         configs = leaders_first(await registry.store.list_models())
         registry.leader_names = followers.leader_names(configs)
         for i, (name, config) in enumerate(configs.items(), 1):
-            if not registry.owns(name):  # the others load on demand
+            if name in registry.models or not registry.owns(name):  # (others: on demand)
                 continue
             registry.waiting_for = f"restoring models: {name!r} ({i}/{len(configs)})"
             await load(registry, name, config)
@@ -62,8 +62,11 @@ def leaders_first(configs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any
     return dict(sorted(configs.items(), key=lambda kv: followers.leader_of(kv[1]) is not None))
 
 
-async def load(registry: Registry, name: str, config: dict[str, Any]) -> ModelHandle | None:
-    """Build a model from its checkpoint + log and install it (replacing any old one)."""
+async def load(
+    registry: Registry, name: str, config: dict[str, Any], reattach: bool = True
+) -> ModelHandle | None:
+    """Build a model from its checkpoint + log and install it (replacing any old one);
+    a leader's followers held here (or owned) are loaded again onto the new handle."""
     try:
         cls = adapter_class(config.get("kind", "linear"))
     except ValueError:
@@ -84,7 +87,20 @@ async def load(registry: Registry, name: str, config: dict[str, Any]) -> ModelHa
         return None
     registry.failed.pop(name, None)
     registry.install(h)
+    if reattach:
+        await _reattach(registry, h)
     return h
+
+
+async def _reattach(registry: Registry, h: ModelHandle) -> None:
+    """A leader loaded (again): its followers held here, or owned, follow this handle."""
+    mine = [f for f, lead in registry.leader_names.items() if lead == h.name]
+    for f in mine:
+        if f in h.followers or (f not in registry.models and not registry.owns(f)):
+            continue
+        config = await registry.store.get_config(f)
+        if config is not None:
+            await load(registry, f, config, reattach=False)
 
 
 async def restore_handle(
@@ -102,7 +118,7 @@ async def restore_handle(
         leader = registry.models.get(lead)
         if leader is None:  # not held here (a follower asked of a member not owning it)
             lconfig = await registry.store.get_config(lead)
-            leader = None if lconfig is None else await load(registry, lead, lconfig)
+            leader = None if lconfig is None else await load(registry, lead, lconfig, False)
             if leader is not None and not registry.owns(lead):
                 registry.on_guest(leader)
         if leader is None or leader.leader is not None or not leader.adapter.online:
@@ -151,7 +167,6 @@ async def create(
     first field that differs."""
     if isinstance(config.get("follows"), str):  # a challenger: from the leader's log now
         config = await followers.follower_config(registry, name, config)
-        registry.leader_names[name] = config["follows"]["model"]
     try:
         try:
             if checkpoint is None:
@@ -169,6 +184,9 @@ async def create(
         raise store_unavailable() from e
     except ValueTooLarge as e:
         raise ServiceError(Kind.TOO_LARGE, "too_large", f"artifact: {e}", "artifact") from None
+    lead = followers.leader_of(config)
+    if lead is not None:  # placed with its leader from now on (the sync says so too)
+        registry.leader_names[name] = lead
     h = registry.models.get(name)
     if h is None or h.config != config or h.generation != generation:
         async with registry.catalog_lock:

@@ -79,7 +79,10 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
             f.checkpoint_position = position
             f.checkpoint_at = time.time()
         upto = position - registry.settings.log_retain_entries
-        if upto > 0 and len(fs) == len(h.followers):  # (a follower behind here: not yet)
+        # Not while a follower of the catalog has no checkpoint at this position (one
+        # not held here, or behind here): it would need the entries trimmed.
+        followed = {f for f, lead in registry.leader_names.items() if lead == h.name}
+        if upto > 0 and followed <= {f.name for f, _, _ in fs}:
             await registry.store.trim_log(h.name, upto)
     except StoreUnavailable as e:
         registry.health.failed("put_checkpoint", e)

@@ -56,6 +56,8 @@ class Engine:
         # models and loads the others on demand as guests (service.fleet.placement).
         self.placement = Placement(store, settings, _PlacementHooks(self))
         self.registry.owns = self._owns
+        # a follower lives where its leader's log is: placed by the leader's name
+        self.placement.key = lambda name: self.registry.leader_names.get(name, name)
         self.registry.on_guest = self.placement.admit
         self.registry.on_drop.append(self.placement.forget)
 
@@ -97,8 +99,7 @@ class Engine:
         return self.registry.waiting_for
 
     def _owns(self, name: str) -> bool:
-        # a follower lives where its leader's log is: placed by the leader's name
-        return self.placement.owns(self.registry.leader_names.get(name, name))
+        return self.placement.owns(name)  # (placed by the leader's name: placement.key)
 
     def owns(self, name: str) -> bool:
         """Whether this worker applies (apply loop) and checkpoints ``name``: always

@@ -141,14 +141,20 @@ async def rebuild(registry: Registry, leader: ModelHandle) -> None:
     """Rebuild every follower of ``leader`` from its checkpoint and the leader's log (the
     leader was itself rebuilt); a follower that cannot be is dropped here and listed
     as failed (caller holds the leader's lock)."""
-    for name, old in list(leader.followers.items()):
-        del leader.followers[name]
+    olds = list(leader.followers.items())
+    leader.followers.clear()  # none may be applied to until it is rebuilt
+    for name, old in olds:
         try:
             await restore_follower_locked(registry, leader, name, type(old.adapter), old.config)
         except FollowerLost as e:
             log.error("%s", e)
             registry.failed[name] = str(e)
             registry.drop(name)
+        except Exception as e:  # the store (a failover is when this runs), a checkpoint...
+            log.warning("follower %r not rebuilt (%s); the catalog sync loads it again", name, e)
+            old.leader = None  # detached: never applied to, never answering as current
+            registry.drop(name)
+            registry.epoch = -1  # the next catalog sync lists and loads it again
         else:
             registry.install(leader.followers[name])
 

@@ -33,7 +33,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from service.fleet.membership import Membership, membership_for
@@ -100,9 +100,13 @@ class Placement:
         self._m_members.set(1)
 
     # ------------------------------------------------------------ predicates
+    # Which name places a model: its own, or (a challenger) its leader's, set by the
+    # engine (service.engine.followers): a follower lives where its leader's log is.
+    key: Callable[[str], str] = staticmethod(lambda name: name)
+
     def owns(self, name: str) -> bool:
         """True when this worker applies and checkpoints ``name`` (always, replicated)."""
-        return not self.sharded or self.view.owns(self.member, name)
+        return not self.sharded or self.view.owns(self.member, self.key(name))
 
     def owners(self, name: str) -> list[str]:
         return list(self.view.owners(name)) if self.sharded else list(self.view.members)
@@ -232,8 +236,9 @@ class Placement:
     async def refresh(self, h: HeldModel) -> None:
         """Before a guest answers: the entries the apply loop did not apply to it."""
         self._m_hits.inc()
-        if h.name in self.guests:
-            self.guests.move_to_end(h.name)
+        for name in dict.fromkeys((self.key(h.name), h.name)):  # a follower's leader too
+            if name in self.guests:
+                self.guests.move_to_end(name)
         if h.adapter.online:
             with contextlib.suppress(StoreUnavailable):  # then answer from what we have
                 await self.hooks.catch_up(h)
@@ -263,7 +268,9 @@ class Placement:
         for name in list(self.guests):
             if self.guest_bytes <= self.settings.lru_bytes:
                 break
-            if name == keep or name in self.pinned or self.owns(name):
+            if keep is not None and name in (keep, self.key(keep)):
+                continue  # the one just loaded (and a follower's leader)
+            if name in self.pinned or self.owns(name):
                 continue
             self._m_evictions.inc()
             self.hooks.drop(name)  # calls forget()

@@ -43,14 +43,16 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,
 )
 _UNAVAILABLE_PREFIXES = ("MISCONF", "MASTERDOWN", "LOADING", "NOREPLICAS")
-# Errors after which the pool's idle connections are suspect too (see _drop_idle_connections).
-_CONNECTION_LOST: tuple[type[BaseException], ...] = (
-    rex.ConnectionError,
-    rex.TimeoutError,
-    ConnectionError,
-    TimeoutError,
-    OSError,
-)
+
+
+def _connection_lost(e: BaseException) -> bool:
+    """Whether the pool's idle connections are suspect too (see _drop_idle_connections):
+    a connection closed or refused, not a slow command, a busy pool or a loading server."""
+    if isinstance(e, rex.TimeoutError | TimeoutError | rex.BusyLoadingError):
+        return False
+    if isinstance(e, rex.MaxConnectionsError) or "No connection available" in str(e):
+        return False
+    return isinstance(e, rex.ConnectionError | ConnectionError | OSError)
 
 
 class RedisConnection(Store):
@@ -101,7 +103,7 @@ class RedisConnection(Store):
         try:
             return await fn()
         except _UNAVAILABLE as e:
-            if isinstance(e, _CONNECTION_LOST):
+            if _connection_lost(e):
                 await self._drop_idle_connections()
             raise self._unavailable(e) from e
         except rex.ResponseError as e:
