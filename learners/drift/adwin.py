@@ -59,12 +59,11 @@ from learners.drift._checks import (
     encode_float,
     float_param,
     int_param,
-    one_value,
     state_bool,
     state_field,
     state_int,
-    value_array,
 )
+from learners.drift._detector import DriftDetector
 
 __all__ = ["ADWIN"]
 
@@ -73,7 +72,7 @@ _PARAM_NAMES = {"delta", "clock", "max_buckets", "min_window_length", "grace_per
 _I32_MAX = 2**31 - 1
 
 
-class ADWIN:
+class ADWIN(DriftDetector):
     """Adaptive-window drift detector; see the module docstring.
 
     Parameters (River's names and defaults):
@@ -84,6 +83,9 @@ class ADWIN:
     - ``min_window_length``: shortest sub-window a cut may leave (>= 1);
     - ``grace_period``: no test while the window holds at most this many values.
     """
+
+    _N_DETECTIONS = K.N_DETECTIONS
+    _PENDING_RESET = K.PENDING_RESET
 
     def __init__(
         self,
@@ -115,19 +117,9 @@ class ADWIN:
             "grace_period": self.grace_period,
         }
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"ADWIN({args})"
-
-    # -- updates ---------------------------------------------------------------------
-
-    def update_many(self, values: Any) -> np.ndarray:
-        """Feed values in order; element i of the result is whether value i signalled a
-        drift (what ``update`` would have returned). One compiled loop per call."""
-        arr = value_array(values)
-        detected = np.zeros(arr.shape[0], dtype=np.bool_)
+    def _run(self, values: np.ndarray, detected: np.ndarray) -> None:
         K.adwin_run(
-            arr,
+            values,
             detected,
             self._sums,
             self._sqdevs,
@@ -140,18 +132,8 @@ class ADWIN:
             float(self.min_window_length),
             float(self.grace_period),
         )
-        return detected
-
-    def update(self, x: float) -> bool:
-        """Feed one value (an error flag 0/1, a loss, ...); whether it signalled a drift."""
-        return bool(self.update_many(np.array([one_value(x)]))[0])
 
     # -- what the window holds -------------------------------------------------------
-
-    @property
-    def drift_detected(self) -> bool:
-        """Whether the last update signalled a drift."""
-        return bool(self._counters[K.PENDING_RESET])
 
     @property
     def width(self) -> int:
@@ -173,11 +155,6 @@ class ADWIN:
         """The mean of the window (0.0 when it is empty), as River computes it."""
         width = self._window[K.WIDTH]
         return 0.0 if width == 0.0 else float(self._window[K.TOTAL] / width)
-
-    @property
-    def n_detections(self) -> int:
-        """Drifts signalled since construction (carried through ``to_state``)."""
-        return int(self._counters[K.N_DETECTIONS])
 
     # -- state -----------------------------------------------------------------------
 

@@ -44,12 +44,11 @@ from learners.drift._checks import (
     encode_float,
     float_param,
     int_param,
-    one_value,
     state_bool,
     state_field,
     state_int,
-    value_array,
 )
+from learners.drift._detector import DriftDetector
 
 __all__ = ["PageHinkley"]
 
@@ -113,7 +112,7 @@ def page_hinkley_run(  # pragma: no cover - numba
             counters[_PENDING_RESET] = 1
 
 
-class PageHinkley:
+class PageHinkley(DriftDetector):
     """Page-Hinkley drift detector; see the module docstring.
 
     Parameters (River's names and defaults):
@@ -124,6 +123,9 @@ class PageHinkley:
     - ``alpha``: fading factor of the cumulative sums, in (0, 1];
     - ``mode``: "up", "down" or "both" (which changes of the mean to signal).
     """
+
+    _N_DETECTIONS = _N_DETECTIONS
+    _PENDING_RESET = _PENDING_RESET
 
     def __init__(
         self,
@@ -156,17 +158,9 @@ class PageHinkley:
             "mode": self.mode,
         }
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"PageHinkley({args})"
-
-    def update_many(self, values: Any) -> np.ndarray:
-        """Feed values in order; element i of the result is whether value i signalled a
-        drift (what ``update`` would have returned). One compiled loop per call."""
-        arr = value_array(values)
-        detected = np.zeros(arr.shape[0], dtype=np.bool_)
+    def _run(self, values: np.ndarray, detected: np.ndarray) -> None:
         page_hinkley_run(
-            arr,
+            values,
             detected,
             self._stats,
             self._counters,
@@ -176,21 +170,6 @@ class PageHinkley:
             self.alpha,
             _MODES.index(self.mode),
         )
-        return detected
-
-    def update(self, x: float) -> bool:
-        """Feed one value; whether it signalled a drift."""
-        return bool(self.update_many(np.array([one_value(x)]))[0])
-
-    @property
-    def drift_detected(self) -> bool:
-        """Whether the last update signalled a drift."""
-        return bool(self._counters[_PENDING_RESET])
-
-    @property
-    def n_detections(self) -> int:
-        """Drifts signalled since construction (carried through ``to_state``)."""
-        return int(self._counters[_N_DETECTIONS])
 
     @property
     def n_seen(self) -> int:
