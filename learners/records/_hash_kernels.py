@@ -103,28 +103,11 @@ def put_utf8(buf: np.ndarray, pos: int, cp: int) -> int:
 
 
 @numba.njit(cache=True)
-def grow_u8(buf: np.ndarray, need: int) -> np.ndarray:
-    """``buf``, or a copy at least twice as long when it is shorter than ``need``."""
+def grow(buf: np.ndarray, need: int) -> np.ndarray:
+    """``buf``, or a copy of its dtype at least twice as long when it is shorter than
+    ``need`` (numba compiles one version per dtype)."""
     if need <= buf.shape[0]:
         return buf
-    out = np.empty(max(need, 2 * buf.shape[0]), dtype=np.uint8)
-    out[: buf.shape[0]] = buf
-    return out
-
-
-@numba.njit(cache=True)
-def grow_i64(buf: np.ndarray, need: int) -> np.ndarray:
-    if need <= buf.shape[0]:
-        return buf
-    out = np.empty(max(need, 2 * buf.shape[0]), dtype=np.int64)
-    out[: buf.shape[0]] = buf
-    return out
-
-
-@numba.njit(cache=True)
-def grow_f64(buf: np.ndarray, need: int) -> np.ndarray:
-    if need <= buf.shape[0]:
-        return buf
-    out = np.empty(max(need, 2 * buf.shape[0]), dtype=np.float64)
+    out = np.empty(max(need, 2 * buf.shape[0]), dtype=buf.dtype)
     out[: buf.shape[0]] = buf
     return out

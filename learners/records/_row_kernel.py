@@ -21,7 +21,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import grow_f64, grow_i64, grow_u8, murmur3, put_utf8
+from learners.records._hash_kernels import grow, murmur3, put_utf8
 from learners.records._text_kernel import text_features
 
 OK = 0
@@ -143,7 +143,7 @@ def encode_rows(
                 q = fo[nf]
                 if want_names or keep_ns[f_ns[f]] or sid_hash[sid] < 0:
                     p0, p1 = f_pre[f, 0], f_pre[f, 1]
-                    nb = grow_u8(nb, q + p1 - p0 + 4 * (e - s))
+                    nb = grow(nb, q + p1 - p0 + 4 * (e - s))
                     for i in range(p0, p1):
                         nb[q] = prefixes[i]
                         q += 1
@@ -182,7 +182,7 @@ def encode_rows(
                     return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no
                 vals = _weights(hashes, counts, p, df, docs, mask, update)
                 fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u)
-                nb = grow_u8(nb, fo[nf] + names.shape[0])
+                nb = grow(nb, fo[nf] + names.shape[0])
                 base = fo[nf]
                 nb[base : base + names.shape[0]] = names
                 for k in range(u):
@@ -199,13 +199,13 @@ def encode_rows(
             )
             if nf > max_feat:
                 return TOO_MANY, r, -1, indptr, out_h, out_v, out_nb, out_no
-        out_h = grow_i64(out_h, n_out + nf)
-        out_v = grow_f64(out_v, n_out + nf)
+        out_h = grow(out_h, n_out + nf)
+        out_v = grow(out_v, n_out + nf)
         if want_names:  # as generated: one entry per name
             out_h[n_out : n_out + nf] = fh[:nf] & mask
             out_v[n_out : n_out + nf] = fv[:nf]
-            out_no = grow_i64(out_no, n_out + nf + 1)
-            out_nb = grow_u8(out_nb, out_no[n_out] + fo[nf])
+            out_no = grow(out_no, n_out + nf + 1)
+            out_nb = grow(out_nb, out_no[n_out] + fo[nf])
             out_nb[out_no[n_out] : out_no[n_out] + fo[nf]] = nb[: fo[nf]]
             for k in range(nf):
                 out_no[n_out + k + 1] = out_no[n_out] + fo[k + 1]
@@ -255,7 +255,7 @@ def _canonical(
 
 @numba.njit(cache=True)
 def _room(fh: np.ndarray, fv: np.ndarray, fns: np.ndarray, fo: np.ndarray, need: int) -> Any:
-    return grow_i64(fh, need), grow_f64(fv, need), grow_i64(fns, need), grow_i64(fo, need + 1)
+    return grow(fh, need), grow(fv, need), grow(fns, need), grow(fo, need + 1)
 
 
 @numba.njit(cache=True)
@@ -298,7 +298,7 @@ def _interact(
             for q in range(width):
                 i = members[q, pos[q]]
                 total += fo[i + 1] - fo[i] + 1
-            nb = grow_u8(nb, q0 + total)
+            nb = grow(nb, q0 + total)
             w = q0
             val = 1.0
             for q in range(width):

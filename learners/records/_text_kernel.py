@@ -26,7 +26,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import grow_u8, murmur3, put_utf8
+from learners.records._hash_kernels import grow, murmur3, put_utf8
 
 
 @numba.njit(cache=True, inline="always")
@@ -42,7 +42,7 @@ def _emit(
     """Record the name ``tmp[:n_bytes]`` as occurrence ``m``; returns (m + 1, ob)."""
     occ_h[m] = murmur3(tmp, 0, n_bytes)
     if keep:
-        ob = grow_u8(ob, oo[m] + n_bytes)
+        ob = grow(ob, oo[m] + n_bytes)
         for k in range(n_bytes):
             ob[oo[m] + k] = tmp[k]
         oo[m + 1] = oo[m] + n_bytes
