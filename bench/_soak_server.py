@@ -67,9 +67,22 @@ def _malloc() -> dict[str, int] | None:
             "free_bytes": m.fordblks, "releasable_bytes": m.keepcost}  # fmt: skip
 
 
+def _where(filename: str) -> str:
+    """A source file as the JSON names it: relative to the repository (its .venv
+    included), a standard-library file under ``<python>/``: no machine's paths."""
+    path = Path(filename)
+    try:
+        return str(path.relative_to(_HERE.parent))
+    except ValueError:
+        parts = path.parts
+        lib = next((i for i, p in enumerate(parts) if p.startswith("python3")), None)
+        return "<python>/" + "/".join(parts[lib + 1 :]) if lib is not None else path.name
+
+
 def _stat(s: Any) -> dict[str, Any]:
     frame = s.traceback[0]
-    out = {"where": f"{frame.filename}:{frame.lineno}", "bytes": s.size, "count": s.count}
+    where = f"{_where(frame.filename)}:{frame.lineno}"
+    out = {"where": where, "bytes": s.size, "count": s.count}
     if hasattr(s, "size_diff"):
         out.update(bytes_diff=s.size_diff, count_diff=s.count_diff)
     return out
@@ -104,7 +117,7 @@ def _snapshot() -> dict[str, Any]:
             doc["tracemalloc"]["growth"] = [_stat(s) for s in diff[:_TOP]]
             tb = snap.compare_to(_state["base"], "traceback")[:10]
             doc["tracemalloc"]["growth_tracebacks"] = [
-                {**_stat(s), "traceback": [f"{f.filename}:{f.lineno}" for f in s.traceback]}
+                {**_stat(s), "traceback": [f"{_where(f.filename)}:{f.lineno}" for f in s.traceback]}
                 for s in tb
             ]
             doc["tracemalloc"]["since"] = _state["base_time"]
