@@ -3,7 +3,7 @@ pinned to measured values (tolerance: floating-point differences between platfor
 
 Protocol: one pass over the training records in order, each encoded with the
 statistics of the records before it (``learn``), then the test records encoded with
-the final statistics (``encode``). ``/work/shared/data``'s REFERENCE_RESULTS.md has
+the final statistics (``encode``). ``../shared/data``'s REFERENCE_RESULTS.md has
 the peers (Vowpal Wabbit one pass, scikit-learn batch).
 
 - adult-raw: ``adult.data`` in file order, accuracy on ``adult.test``; "?" is a
