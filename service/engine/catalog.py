@@ -130,18 +130,11 @@ async def restore_handle(
         meta, blob = unpack_checkpoint(cp.blob)
         adapter = await asyncio.to_thread(cls.from_checkpoint, config, blob)
         h = ModelHandle(name, adapter, registry.settings)
-        h.serving = meta.get("serving")
         h.version = cp.position
         h.checkpoint_position = cp.position
         h.checkpoint_at = cp.created_at
-        h.examples_learned = int(meta.get("examples_learned", 0))
-        h.entries_skipped = int(meta.get("entries_skipped", 0))
-        h.window.restore(meta)
-        if h.drift is not None:
-            h.drift.restore(meta.get("drift"))
-            h.show_drift()
+        h.load_meta(meta)
         h.head = meta.get("head")
-        h.load_failed(meta)
     else:
         h = ModelHandle(name, cls.create(config), registry.settings)
     h.generation = generation

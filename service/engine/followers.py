@@ -104,13 +104,7 @@ async def _from_checkpoint(
         h = ModelHandle(name, adapter, registry.settings)
         h.version = h.checkpoint_position = cp.position
         h.checkpoint_at = cp.created_at
-        h.examples_learned = int(meta.get("examples_learned", 0))
-        h.entries_skipped = int(meta.get("entries_skipped", 0))
-        h.window.restore(meta)
-        if h.drift is not None:
-            h.drift.restore(meta.get("drift"))
-            h.show_drift()
-        h.load_failed(meta)
+        h.load_meta(meta)
     else:
         h = ModelHandle(name, cls.create(config), registry.settings)
         h.version = start

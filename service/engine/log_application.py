@@ -27,7 +27,6 @@ from typing import Any
 from service.engine import followers, update_outcomes
 from service.engine.model_handle import ModelHandle, unpack_checkpoint
 from service.engine.registry import Registry
-from service.models.drift_monitor import drift_monitor
 from service.observability import metrics as M
 
 log = logging.getLogger("learnserve.registry")
@@ -96,10 +95,7 @@ async def reload_from_checkpoint(registry: Registry, h: ModelHandle, first: int)
     h.recent_heads.clear()
     h.load_failed(meta)
     h.local = {p: v for p, v in h.local.items() if p > h.version}
-    h.drift = drift_monitor(h.config)
-    if h.drift is not None:
-        h.drift.restore(meta.get("drift"))
-        h.show_drift()
+    h.load_drift(meta)
     h.serving = meta.get("serving")
     h.notify_advanced()
     await followers.rebuild(registry, h)
@@ -191,21 +187,11 @@ async def _reset_to_checkpoint(registry: Registry, h: ModelHandle) -> None:
     h.version = position
     h.checkpoint_position = position
     h.checkpoint_at = None if cp is None else cp.created_at
-    h.examples_learned = int(meta.get("examples_learned", 0))
-    h.entries_skipped = int(meta.get("entries_skipped", 0))
-    h.window = type(h.window)(h.window.size)
-    h.window.restore(meta)
-    h.drift = drift_monitor(h.config)
-    if h.drift is not None:
-        h.drift.restore(meta.get("drift"))
-        h.show_drift()
+    h.load_meta(meta)
     h.head = meta.get("head") if cp is not None else ""
     h.reset_at = position
     h.recent_heads.clear()
     h.local.clear()
-    h.failed.clear()
-    h.load_failed(meta)
-    h.serving = meta.get("serving")
     h._m_version.set(position)
     h.notify_advanced()
     await followers.rebuild(registry, h)

@@ -275,6 +275,25 @@ class ModelHandle:
             ],
         }
 
+    def load_meta(self, meta: dict[str, Any]) -> None:
+        """The bookkeeping a checkpoint carries (``checkpoint_meta``; ``{}``: none): the
+        counters, the metrics window, the detector, the failures and the promotion."""
+        self.examples_learned = int(meta.get("examples_learned", 0))
+        self.entries_skipped = int(meta.get("entries_skipped", 0))
+        self.window = EvalWindow(self.window.size)
+        self.window.restore(meta)
+        self.load_drift(meta)
+        self.failed.clear()
+        self.load_failed(meta)
+        self.serving = meta.get("serving")
+
+    def load_drift(self, meta: dict[str, Any]) -> None:
+        """The detector as the checkpoint left it (new when it has none)."""
+        self.drift = drift_monitor(self.config)
+        if self.drift is not None:
+            self.drift.restore(meta.get("drift"))
+            self.show_drift()
+
     def load_failed(self, meta: dict[str, Any]) -> None:
         """The failures a checkpoint carries (``checkpoint_meta``), oldest first."""
         for p, m in meta.get("failed", []):
