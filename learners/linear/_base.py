@@ -31,8 +31,9 @@ import numpy as np
 
 from learners import artifact
 from learners.base import Label, Prediction, UpdateResult, check_label, digest_arrays
-from learners.feature_names import FeatureNames, artifact_extras, read_extras
+from learners.feature_names import FeatureNames, artifact_extras
 from learners.features import Batch, FeatureError, FeatureSpec
+from learners.linear import _artifact
 from learners.linear import _kernels as K
 from learners.linear import _kernels_full as KF
 from learners.linear._labels import IntTable, int_table, label_codes
@@ -43,7 +44,7 @@ from learners.linear.confidence import check_amount, reopen_diagonal, reopen_ful
 from learners.weights import check_sample_weight
 
 ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2")
-KIND = "linear"
+KIND = _artifact.KIND
 _KEEP_SCRATCH = 1 << 22  # items of each undo scratch buffer kept per thread between calls (32 MiB)
 _NO_LOG = (np.empty((0, 2)), np.empty((0, 3), dtype=np.int64))  # update_diag: don't log
 _scratch = threading.local()
@@ -653,23 +654,7 @@ class LinearClassifier:
         meta: dict[str, Any] | None = None,
         extras: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None,
     ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
-        """(params, arrays, meta) of the artifact; ``extras``: ``artifact_extras`` of the
-        spec and names, taken with the state (else now)."""
-        # algorithm, dim and hyperparameters never change after construction
-        params = {
-            "algorithm": self.algorithm,
-            "dim": self.dim,
-            "hyperparameters": self.params,
-            "labels": list(st.labels),
-            "n_seen": st.n_seen,
-            "n_updates": st.n_updates,
-        }
-        own_meta, own_arrays = extras or artifact_extras(self.features_, self.feature_names_)
-        arrays = {"mu": st.mu}
-        if st.sigma is not None:
-            arrays["sigma"] = st.sigma
-        arrays.update(own_arrays)
-        return params, arrays, {**own_meta, **(meta or {})}
+        return _artifact.parts(self, st, meta, extras)
 
     @classmethod
     def from_bytes(
@@ -682,40 +667,9 @@ class LinearClassifier:
     @classmethod
     def from_artifact(cls, art: artifact.Artifact) -> LinearClassifier:
         """The model an :class:`~learners.artifact.Artifact` of kind ``"linear"`` holds
-        (with its ``features_`` and ``feature_names_`` when it carries them)."""
-        from learners.linear import make_classifier
-
-        if art.kind != KIND:
-            raise artifact.ArtifactError(f"artifact holds a {art.kind!r} model, expected {KIND!r}")
-        p = art.params
-        mu = art.array("mu")
-        if mu.ndim != 2 or p.get("dim") != mu.shape[1]:
-            # before building: the model allocates its state from params.dim
-            raise artifact.ArtifactError(
-                f"linear artifact: state.mu: shape {tuple(mu.shape)} does not match "
-                f"params.dim {p.get('dim')!r}"
-            )
-        try:
-            clf = make_classifier(p["algorithm"], p["dim"], p["hyperparameters"])
-            labels = [check_label(lab, f"labels[{i}]") for i, lab in enumerate(p["labels"])]
-            n_seen, n_updates = int(p["n_seen"]), int(p["n_updates"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise artifact.ArtifactError(f"linear artifact has bad params: {exc}") from None
-        sig = art.arrays.get("sigma")
-        st = LinearState(labels, mu, sig, n_seen, n_updates)
-        try:
-            if not (np.isfinite(mu).all() and (sig is None or np.isfinite(sig).all())):
-                raise ValueError("state arrays hold non-finite values")
-            if n_seen < 0 or n_updates < 0:
-                raise ValueError("n_seen and n_updates must be >= 0")
-            clf._check_state(st)
-            clf.features_, clf.feature_names_ = read_extras(art.meta, art.arrays, clf.dim)
-        except ValueError as exc:
-            raise artifact.ArtifactError(f"linear artifact: {exc}") from None
-        if type(clf) is not cls and cls is not LinearClassifier:
-            raise artifact.ArtifactError(f"artifact holds {p['algorithm']!r}, not {cls.__name__}")
-        clf._restore(st)
-        return clf
+        (with its ``features_`` and ``feature_names_`` when it carries them), validated
+        (:func:`learners.linear._artifact.read`)."""
+        return _artifact.read(cls, art)
 
 
 def phi_of(eta: float) -> float:
