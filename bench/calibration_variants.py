@@ -50,21 +50,13 @@ from bench._common import shared_data_dir
 from learners.csr_batch import Batch
 from learners.io.svmlight import read_svmlight
 from learners.linear import make_classifier
+from learners.linear.calibration import expected_calibration_error as ece
 from learners.linear.calibration import link_is_probit
 from learners.linear.probability_map import ProbabilityMap, prior_slope, sigmoid
 
 Split = tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]
 VARIANTS = ("current", "window250", "decay250", "scaled", "centered", "covariate")
 KEPT = 1000  # as CALIBRATION_EXAMPLES
-
-
-def ece(p: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
-    """As tests/service/test_probability_calibration.py computes it."""
-    at = np.minimum((p * bins).astype(np.int64), bins - 1)
-    return float(sum(
-        (at == b).mean() * abs(p[at == b].mean() - correct[at == b].mean())
-        for b in range(bins) if (at == b).any()
-    ))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- data

@@ -55,6 +55,7 @@ __all__ = [
     "LINK",
     "PROBABILITY",
     "calibrated_z",
+    "expected_calibration_error",
     "link_is_probit",
     "log_loss_sum",
     "margin_z",
@@ -174,3 +175,19 @@ def roc_auc(score: np.ndarray, positive: np.ndarray) -> float:  # pragma: no cov
     if n_pos == 0 or n_neg == 0:
         return math.nan
     return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
+def expected_calibration_error(p: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
+    """ECE: over ``bins`` equal-width bins of the probability ``p`` of the predicted
+    label, Σ n_bin/n · |mean p − accuracy| (``correct``: 1.0 where the prediction was
+    right). The figure ``/predict``'s ``probability`` is measured by.
+
+    >>> p, right = np.array([0.95, 0.95, 0.55]), np.array([1.0, 0.0, 1.0])
+    >>> round(expected_calibration_error(p, right), 4)  # 2/3 * |.95 - .5| + 1/3 * |.55 - 1|
+    0.45
+    """
+    at = np.minimum((p * bins).astype(np.int64), bins - 1)
+    return float(sum(
+        (at == b).mean() * abs(p[at == b].mean() - correct[at == b].mean())
+        for b in range(bins) if (at == b).any()
+    ))  # fmt: skip

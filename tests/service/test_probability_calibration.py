@@ -30,6 +30,7 @@ import pytest
 import learners
 from learners.artifact import dumps, loads
 from learners.io.svmlight import read_svmlight
+from learners.linear.calibration import expected_calibration_error as ece
 from learners.linear.probability_map import served_probabilities
 from service.client import Client
 from service.models.linear import LinearAdapter
@@ -45,14 +46,6 @@ ECE = {"pa": 0.0530, "pa1": 0.0530, "pa2": 0.0525, "cw": 0.0208, "arow": 0.0101,
 POOLED_ECE = {"pa": (0.0224, 0.0326), "pa1": (0.0224, 0.0326), "pa2": (0.0218, 0.0253)}
 TOL = 0.003  # platform floating point; the same platform gives the same bits
 OCTETS = {"content-type": "application/octet-stream"}
-
-
-def ece(p: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
-    at = np.minimum((p * bins).astype(np.int64), bins - 1)
-    return float(sum(
-        (at == b).mean() * abs(p[at == b].mean() - correct[at == b].mean())
-        for b in range(bins) if (at == b).any()
-    ))  # fmt: skip
 
 
 def maps(path: Path) -> tuple[list[dict[str, float]], list[int]]:
