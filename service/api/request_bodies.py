@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import Request
 from starlette.types import Receive
 
+from service.api.body_deadlines import body_deadline
 from service.api.errors import ApiError
 from service.errors import too_large
 from service.models.json_fields import (
@@ -130,7 +131,7 @@ async def receive_body(
 ) -> bytes:
     """``read_body`` for a plain ASGI ``receive``: the same limits and messages."""
     try:
-        async with asyncio.timeout(timeout_seconds):
+        async with body_deadline(timeout_seconds):  # one timer per loop, not per request
             return await _receive_body(receive, declared, max_bytes)
     except TimeoutError:
         raise body_timeout(timeout_seconds) from None
