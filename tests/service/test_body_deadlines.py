@@ -20,11 +20,13 @@ async def _read(seconds: float, takes: float) -> str:
 
 def test_each_read_keeps_its_own_deadline() -> None:
     async def main() -> list[str]:
-        return await asyncio.gather(
-            _read(0.30, 0.05),  # in time
-            _read(0.05, 1.0),  # the shortest deadline, armed after a longer one
-            _read(0.20, 1.0),
-            _read(5.00, 0.40),  # long deadline, a slow but timely body
+        return list(
+            await asyncio.gather(
+                _read(0.30, 0.05),  # in time
+                _read(0.05, 1.0),  # the shortest deadline, armed after a longer one
+                _read(0.20, 1.0),
+                _read(5.00, 0.40),  # long deadline, a slow but timely body
+            )
         )
 
     loop_time = asyncio.new_event_loop()
