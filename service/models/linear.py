@@ -23,6 +23,7 @@ from learners.base import UpdateResult
 from learners.features import Batch, FeatureSpec
 from learners.intercept import with_ones_column
 from learners.linear import NotFittedError
+from learners.linear.serving import dense_answers
 from service.errors import Kind, ServiceError, invalid
 from service.models import feature_names as names
 from service.models import probability, record_entries
@@ -140,6 +141,7 @@ class LinearAdapter(ModelAdapter):
                 probability.learn(pmap, clf.update(batch, ["a", "b", "a"], [1.0, 2.0, 0.5]))
             )
             probability.add_probabilities(clf, pmap, batch, cls._answers(clf, batch))
+            dense_answers(clf, dense.to_dense()[:1], pmap.a, pmap.b)  # a dense /predict
             first_nonfinite_row(clf, batch, ["a", "b", "a"])  # the dry run's kernel
             first_nonfinite_row(clf, dense, ["a", "b", "a", "b"], [1.0, 2.0, 0.5, 1.0])
             clf.update(batch, ["a", "b", 1])
@@ -353,6 +355,12 @@ class LinearAdapter(ModelAdapter):
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> list[dict[str, Any]]:
         instances = require_list(body, "instances", settings.max_batch_examples)
+        if self.spec.kind == "dense":  # dense rows of a CW-family model: one kernel call
+            X = dense_matrix(self.spec, items_field(instances, "instances", "x"), raw)
+            pmap = self.calibration
+            answers = None if X is None else dense_answers(self.model, X, pmap.a, pmap.b)
+            if answers is not None:
+                return answers
         return self._predict(instances, settings, raw)[0]
 
     def _predict(
