@@ -48,6 +48,7 @@ _WANTED = frozenset(
     {b"content-length", b"content-type", b"authorization", b"x-api-key", b"idempotency-key"}
 )
 _JSON = (b"content-type", b"application/json")
+Header = tuple[bytes, bytes]
 
 
 class HotRoutes:
@@ -61,19 +62,30 @@ class HotRoutes:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if await self.serve(scope, receive, send, ()) is not None:
+            return
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = route_path(scope)
+            target = infer_target(path) if path.startswith("/v2/") else None
+            if target is not None:  # the Open Inference Protocol's infer
+                await serve_infer(self.state, scope, receive, send, target)
+                return
+        await self.app(scope, receive, send)
+
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, more_headers: tuple[Header, ...]
+    ) -> int | None:
+        """Answer a hot route (with ``more_headers`` added to the answer) and return its
+        status (0: the client left before its body arrived); ``None``, having done
+        nothing, for any other request. The caller's metrics read ``scope["state"]``'s
+        ``model`` and ``error_code``."""
         path = route_path(scope) if scope["type"] == "http" else ""
         route, path_model = ROUTES.get(path), None
         if route is None and path.startswith("/models/"):
             path_model, _, action = path[8:].partition("/")
             route = MODEL_ROUTES.get(action) if path_model else None
-        elif route is None and path.startswith("/v2/") and scope["method"] == "POST":
-            target = infer_target(path)  # the Open Inference Protocol's infer
-            if target is not None:
-                await serve_infer(self.state, scope, receive, send, target)
-                return
         if route is None or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
+            return None
         key_scope, handler = route
         headers: dict[str, str] = {}
         for k, v in scope["headers"]:
@@ -99,17 +111,19 @@ class HotRoutes:
             )
         except ClientGone:
             rstate["status"] = 499  # nothing to answer; counted apart from server errors
-            return
+            return 0
         except Exception:
             # A bug on our side, never the client's input: log it with the traceback.
             log.exception("unhandled error on POST %s", scope["path"])
             status, extra = 500, None
             body = orjson.dumps(error_body("internal_error", "internal error (see the server log)"))
-        out = [_JSON, (b"content-length", str(len(body)).encode())]
+            rstate["error_code"] = "internal_error"
+        out = [_JSON, (b"content-length", str(len(body)).encode()), *more_headers]
         if extra:
             out += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
         await send({"type": "http.response.start", "status": status, "headers": out})
         await send({"type": "http.response.body", "body": body})
+        return status
 
 
 def route_path(scope: Scope) -> str:

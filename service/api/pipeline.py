@@ -56,4 +56,5 @@ async def serve_json(
     except ServiceError as e:
         status, extra = http_status(e), http_headers(e)
         answer = error_body(e.code, e.message, e.field)
+        rstate["error_code"] = e.code  # for learnserve_request_errors_total
     return status, orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS), extra
