@@ -206,6 +206,44 @@ def fit_logistic(z, y, a, b, a0, prior):  # pragma: no cover - numba
     return a, b
 
 
+@njit(cache=True)
+def _keep_scores(zbuf, ybuf, start, count, size, z, y, max_z):  # pragma: no cover - numba
+    """Append the finite scores of ``z`` (clipped to ±``max_z``) and their labels to the
+    kept ``zbuf[start : start + count]`` (at most ``size``, oldest dropped; the buffers
+    hold ``2 * size``, the kept ones moved to the front when the end is reached).
+    Returns (finite scores in ``z``, start, count): all of them count as learned, even
+    those beyond the window's room."""
+    m = 0
+    for i in range(z.shape[0]):
+        m += math.isfinite(z[i])  # a link's z is finite; never let one poison the fit
+    if m == 0:
+        return 0, start, count
+    n = min(m, size)  # only the last ``size`` of the finite ones can stay
+    end = start + count
+    if end + n > 2 * size:  # move the scores still kept to the front
+        keep_n = min(count, size - n)
+        for k in range(keep_n):
+            zbuf[k] = zbuf[end - keep_n + k]
+            ybuf[k] = ybuf[end - keep_n + k]
+        start, count, end = 0, keep_n, keep_n
+    skip = m - n
+    for i in range(z.shape[0]):
+        zi = z[i]
+        if not math.isfinite(zi):
+            continue
+        if skip > 0:
+            skip -= 1
+            continue
+        zbuf[end] = min(max(zi, -max_z), max_z)
+        ybuf[end] = y[i]
+        end += 1
+    count += n
+    if count > size:
+        start += count - size
+        count = size
+    return m, start, count
+
+
 class ProbabilityMap:
     """P(``labels_[0]``) = σ(a·z + b): Platt scaling of a binary model's link score z,
     refit on the last ``size`` progressive scores as the model learns.
@@ -237,30 +275,16 @@ class ProbabilityMap:
 
     def learn(self, z: np.ndarray, positive: np.ndarray) -> np.ndarray:
         served = self.logits(z)
-        zs = np.asarray(z, dtype=np.float64)
-        ys = np.asarray(positive, dtype=np.bool_)
-        keep = np.isfinite(zs)  # a link's z is finite; never let one poison the fit
-        if not keep.all():
-            zs, ys = zs[keep], ys[keep]
-        zs = np.clip(zs, -MAX_Z, MAX_Z)
-        n, size = zs.shape[0], self.size
+        zs = np.ascontiguousarray(z, dtype=np.float64)
+        ys = np.ascontiguousarray(positive, dtype=np.bool_)
+        # one kernel call: a one-example update's bookkeeping was ~10 us of numpy calls
+        n, self.start, self.count = _keep_scores(
+            self.z, self.y, self.start, self.count, self.size, zs, ys, MAX_Z
+        )
         if not n:
             return served
         self.examples += n
         self.pending += n
-        if n > size:
-            zs, ys, n = zs[-size:], ys[-size:], size
-        end = self.start + self.count
-        if end + n > 2 * size:  # move the scores still kept to the front
-            keep_n = min(self.count, size - n)
-            self.z[:keep_n] = self.z[end - keep_n : end]
-            self.y[:keep_n] = self.y[end - keep_n : end]
-            self.start, self.count, end = 0, keep_n, keep_n
-        self.z[end : end + n], self.y[end : end + n] = zs, ys
-        self.count += n
-        if self.count > size:
-            self.start += self.count - size
-            self.count = size
         if self.pending >= max(1, self.count // 100):
             self._fit()
         return served
