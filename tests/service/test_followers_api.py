@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,9 @@ def test_promotion_under_load_answers_every_request(stream: Any, tmp_path: Path)
             assert r["serving"] == "c-scw1" and r["version"] == 21
             for ex in batches(rows, y, 2000, 3000):  # the demoted leader keeps learning
                 learn(c, "lead", ex)
+            deadline = time.monotonic() + 30  # enough answers, however fast the learning was
+            while len(statuses) <= 10 and time.monotonic() < deadline:
+                time.sleep(0.01)
         finally:
             stop.set()
             for t in threads:
