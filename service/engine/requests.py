@@ -135,6 +135,9 @@ def _sha256(data: bytes) -> str:
 _MODEL_KEY = re.compile(rb'"model"\s*:\s*"([A-Za-z0-9._-]{1,64})"')
 # Smaller /predict bodies go the general way: a few rows parse as fast with orjson.
 _FAST_INSTANCES_MIN = 2048
+# dense /predict bodies scanned on the loop (a bigger one goes the general way, which
+# also parses it off the loop when it is big)
+_FAST_DENSE_MAX = 1 << 16
 
 
 def only_one_of(body: dict[str, Any], a: str, b: str) -> None:
@@ -185,6 +188,34 @@ async def _off_loop_if_big(settings: Settings, raw: bytes, fn: Any, *args: Any) 
     return fn(*args)
 
 
+def _dense_instances(
+    engine: Engine, settings: Settings, raw: bytes, path_model: str | None
+) -> tuple[ModelHandle, list[Any]] | None:
+    """A small ``{"model", "instances"}`` body of dense rows for a model this worker
+    holds, answered from the body's bytes (``LinearAdapter.predict_raw``: the compiled
+    scanner and one kernel call, the general path's answers bit for bit); None for any
+    other body or model, which goes the general way (and is refused there, naming the
+    field, if it is wrong)."""
+    if len(raw) > _FAST_DENSE_MAX or b'"instances"' not in raw:
+        return None
+    if path_model is None:
+        m = _MODEL_KEY.search(raw)
+        name = m.group(1).decode() if m else None
+    else:
+        name = path_model
+    h = engine.models.get(name) if name else None
+    if h is None or not h.owned or not h.adapter.online:  # (a guest catches up first)
+        return None
+    served = followers.serving(h)  # a promoted follower answers under the leader's name
+    fast = served.adapter.predict_raw(raw, settings)
+    if fast is None:
+        return None
+    said, predictions = fast  # the body's "model": the path's, or left out there
+    if said != h.name and not (said is None and path_model is not None):
+        return None
+    return h, predictions
+
+
 async def _batch_instances(
     engine: Engine, settings: Settings, raw: bytes, path_model: str | None
 ) -> tuple[ModelHandle, Batch] | None:
@@ -225,6 +256,12 @@ async def predict_body(
         h, batch = fast
         state["model"] = h.name
         predictions = h.adapter.predict_batch(batch)
+        refuse_nonfinite(predictions, "instances")
+        return {"model": h.name, "version": h.version, "predictions": predictions}
+    dense = _dense_instances(engine, settings, raw, state.get("path_model"))
+    if dense is not None:  # an online model's dense rows, read by the compiled scanner
+        h, predictions = dense
+        state["model"] = h.name
         refuse_nonfinite(predictions, "instances")
         return {"model": h.name, "version": h.version, "predictions": predictions}
     body = parse_json_object(raw)

@@ -123,6 +123,13 @@ class ModelAdapter(ABC):
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> list[dict[str, Any]]: ...
 
+    def predict_raw(self, raw: bytes, settings: Settings) -> tuple[str | None, list[Any]] | None:
+        """``predict`` straight from the body's bytes (the body's model, None when it has
+        none, and the answers),
+        for the bodies a kind can prove well-formed without building Python objects;
+        ``None`` for any other body (the caller then parses it and takes ``predict``)."""
+        return None
+
     def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
         """The predictions of an encoded batch (what ``predict`` answers for ``instances``)."""
         raise NotImplementedError(f"{self.kind} models do not score encoded batches")

@@ -29,6 +29,7 @@ from service.models import feature_names as names
 from service.models import probability, record_entries
 from service.models.base import FastUpdate, ModelAdapter
 from service.models.example_weights import entry_weights, weights_meta
+from service.models.fast_json_dense_instances import scan_dense_instances
 from service.models.feedback_rows import encode_record, update_with_served
 from service.models.json_fields import items_field, require_list
 from service.models.linear_inputs import (
@@ -362,6 +363,18 @@ class LinearAdapter(ModelAdapter):
             if answers is not None:
                 return answers
         return self._predict(instances, settings, raw)[0]
+
+    def predict_raw(self, raw: bytes, settings: Settings) -> tuple[str | None, list[Any]] | None:
+        if self.spec.kind != "dense":
+            return None
+        scanned = scan_dense_instances(raw, self.spec.width, settings.max_batch_examples)
+        if scanned is None:
+            return None
+        model, X = scanned
+        X = with_ones_column(X) if self.spec.intercept else X
+        pmap = self.calibration
+        answers = dense_answers(self.model, X, pmap.a, pmap.b)
+        return None if answers is None else (model, answers)
 
     def _predict(
         self, instances: list[Any], settings: Settings, raw: bytes

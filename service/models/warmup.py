@@ -25,9 +25,10 @@ class Family:
 
 
 def _json() -> None:
-    from service.models import fast_json
+    from service.models import fast_json, fast_json_dense_instances
 
     fast_json.warmup()
+    fast_json_dense_instances.warmup()
 
 
 def _json_maps() -> None:
@@ -86,7 +87,7 @@ def families(at_start: bool = False) -> list[Family]:
 
     # The costliest first, so a parallel warm-up starts them first.
     out = [
-        Family("json", "JSON request scanner (dense examples)", _json),
+        Family("json", "JSON request scanners (dense examples and instances)", _json),
         Family("json-maps", "JSON request scanner (sparse, named and hashed features)", _json_maps),
         Family("linear", "linear learners: " + ", ".join(ALGORITHMS), _kind("linear")),
         Family("ranksvm", "RankSVM (all pairs and sampled pairs)", _kind("ranksvm")),
