@@ -25,6 +25,7 @@ pop). The cancellation is the one ``asyncio.timeout`` makes: the reader turns it
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from types import TracebackType
 
@@ -65,6 +66,20 @@ _watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = (
 )
 
 
+_this_thread = threading.local()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    """``asyncio.get_running_loop()``, remembered per thread: in CPython 3.11 each call
+    (also inside ``current_task()``) is a ``getpid`` system call (its fork check), two
+    per request here. The remembered loop is this thread's running loop while it runs
+    (one loop runs per thread at a time)."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_this_thread, "loop", None)
+    if loop is None or not loop.is_running():
+        loop = _this_thread.loop = asyncio.get_running_loop()
+    return loop
+
+
 class body_deadline:
     """``async with body_deadline(seconds):`` — :class:`TimeoutError` if the block is
     still waiting ``seconds`` after it began (as ``asyncio.timeout``)."""
@@ -75,11 +90,11 @@ class body_deadline:
         self._seconds = seconds
 
     async def __aenter__(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = _running_loop()
         dog = _watchdogs.get(loop)
         if dog is None:
             dog = _watchdogs[loop] = _Watchdog(loop)
-        task = asyncio.current_task()
+        task = asyncio.current_task(loop)
         assert task is not None
         self._dog, self._task = dog, task
         self._cancelling = task.cancelling()
