@@ -53,3 +53,18 @@ async def _noop(request: Request) -> Response:
 @noop.get("/healthz")
 async def _health() -> Response:
     return Response(_BODY, media_type="application/json")
+
+
+def stack_floor() -> Any:
+    """learnserve's whole stack (metrics, the hot routes' pipeline: API keys, content type,
+    readiness, the body read with its deadline, the answer's JSON) with a ``/predict``
+    handler that answers a constant: what a request costs before any model work
+    (``bench/stack_floor.py``). A uvicorn factory; settings from the environment."""
+    from service.api import hot
+    from service.app import factory
+
+    async def constant(*_: Any) -> dict[str, Any]:
+        return {"model": "floor", "version": 0, "predictions": []}
+
+    hot.ROUTES["/predict"] = ("predict", constant)
+    return factory()
