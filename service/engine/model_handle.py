@@ -212,11 +212,10 @@ class ModelHandle:
             self.correct_at.put(position, r.correct)
         self.examples_learned += r.applied
         self.window.add_result(r)
-        if self.drift is not None:
-            # A reaction (re-opening the confidence) follows the whole entry: every
-            # replica, and a restart from checkpoint + log, does it at the same point.
-            if self.drift.update(r.errors, position):
-                self.drift.react(self.adapter.model)
+        # A reaction (re-opening the confidence) follows the whole entry: every
+        # replica, and a restart from checkpoint + log, does it at the same point.
+        if self.drift is not None and self.drift.update(r.errors, position):
+            self.drift.react(self.adapter.model)
         self._unshown_learned = (self._unshown_learned or 0) + r.applied
 
     def _show_learning(self) -> None:
