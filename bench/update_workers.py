@@ -16,6 +16,10 @@ and the other workers' (from the store). Two figures:
 
     .venv/bin/python bench/update_workers.py --baseline 24642f3 --duration 5 --rounds 3
 
+``--profile LABEL``: only profiles of the replicating process (B) of this tree while
+wrk loads A with ``dense x100``: py-spy to ``bench/profiles/replica-LABEL.txt`` and
+cProfile (B's event-loop thread CPU clock) to ``bench/profiles/replica-LABEL-cprofile.txt``.
+
 JSON: ``bench/results/update_workers.json``.
 """
 
@@ -31,6 +35,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
@@ -46,9 +51,24 @@ from bench._baseline import (  # noqa: E402
 )
 from bench._common import fmt_rate, print_table, write_results  # noqa: E402
 from bench._loadgen import build_request  # noqa: E402
+from bench._profile import (  # noqa: E402
+    CPROFILE_START,
+    CPROFILE_STOP,
+    cprofile_summary,
+    record,
+    summary,
+)
 from bench._wrk import find_wrk, pin, two_cores  # noqa: E402
 from bench.http import LoadGen  # noqa: E402
-from bench.update_path import HOST, SCENARIOS, bodies, start_server  # noqa: E402
+from bench.update_path import (  # noqa: E402
+    HOST,
+    PROFILES,
+    REPO,
+    SCENARIOS,
+    STACKS,
+    bodies,
+    start_server,
+)
 from tests.service.procs import RedisServer, find_redis_server, stop_process  # noqa: E402
 
 
@@ -149,6 +169,74 @@ def workers_compare(
     return out
 
 
+def profile_replica(label: str, duration: float, connections: int) -> None:
+    """py-spy, then cProfile, over B (the replica) while wrk loads A (the appender), as
+    ``replica_apply`` sets them up (this tree only)."""
+    import signal
+    import subprocess
+
+    wrk_cpu, server_cpu = two_cores()
+    gen = LoadGen(wrk=True, cpu=wrk_cpu)
+    git = ["git", "-C", str(REPO), "describe", "--always", "--dirty"]
+    commit = subprocess.run(git, capture_output=True, text=True).stdout.strip()
+    PROFILES.mkdir(exist_ok=True)
+    STACKS.mkdir(parents=True, exist_ok=True)
+    binary = find_redis_server()
+    if binary is None:
+        sys.exit("redis-server not found")
+    name, model, n, count = next(s for s in SCENARIOS if s[0] == "dense x100")
+    reqs = [build_request("POST", "/update", x) for x in bodies(model, n, count)]
+    stats = STACKS / f"replica-{label}.prof"
+    for tool in ("py-spy", "cProfile"):
+        redis = RedisServer(binary, Path(tempfile.mkdtemp(prefix="bench-workers-redis-")))
+        redis.start()
+        assert redis.proc is not None
+        pin(redis.proc.pid, {server_cpu})
+        procs: list[Any] = []
+        try:
+            a, _, port_a = start_server(REPO, {server_cpu}, redis=redis)
+            procs.append(a)
+            b, _, port_b = start_server(
+                REPO, {server_cpu}, redis=redis, cprofile=stats if tool == "cProfile" else None
+            )
+            procs.append(b)
+            gen.run(port_a, reqs, connections, 2.0)  # warm-up
+            time.sleep(1.0)
+            v0, b0 = _version(port_b, model), cpu_seconds(b.pid)
+            if tool == "cProfile":
+                stats.unlink(missing_ok=True)
+                b.send_signal(getattr(signal, CPROFILE_START))
+                res = gen.run(port_a, reqs, connections, duration)
+                b.send_signal(getattr(signal, CPROFILE_STOP))
+                for _ in range(100):
+                    if stats.exists():
+                        break
+                    time.sleep(0.1)
+                time.sleep(0.5)
+            else:
+                stacks = STACKS / f"replica-{label}.stacks"
+                run = functools.partial(gen.run, port_a, reqs, connections, duration)
+                res = record(b.pid, duration, stacks, run)
+            entries = _version(port_b, model) - v0
+            cpu_us = (cpu_seconds(b.pid) - b0) / max(1, entries) * 1e6
+            title = (
+                f"replica B applying A's /update {name} entries, {label}, code {commit}: A, B "
+                f"(one uvicorn worker each) and redis-server on core {server_cpu}, wrk "
+                f"-c{connections} on A from core {wrk_cpu}, {duration:g} s; A {res.rps:,.0f} "
+                f"req/s, B applied {entries} entries, B's CPU {cpu_us:.0f} us/entry (under "
+                f"{tool}; `bench/update_workers.py --profile {label}`)"
+            )
+            suffix = "-cprofile" if tool == "cProfile" else ""
+            out = PROFILES / f"replica-{label}{suffix}.txt"
+            text = cprofile_summary(stats, title) if tool == "cProfile" else summary(stacks, title)
+            out.write_text(text)
+            print(f"wrote {out}: {res.rps:,.0f} req/s, B {cpu_us:.0f} us CPU/entry", flush=True)
+        finally:
+            for p in procs:
+                stop_process(p)
+            redis.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--baseline", action="append", default=[], help="a git ref to measure too")
@@ -157,9 +245,13 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=32, help="for --workers 1 vs 2")
     ap.add_argument("--scenarios", default="dense x100", help="replica apply scenarios")
     ap.add_argument("--skip", choices=("replica", "workers"), action="append", default=[])
+    ap.add_argument("--profile", metavar="LABEL", help="only profile the replica (see above)")
     args = ap.parse_args()
     if find_wrk() is None:
         sys.exit("wrk not found: apt-get install -y wrk")
+    if args.profile:
+        profile_replica(args.profile, args.duration, 16)
+        return
     wanted = {s.strip() for s in args.scenarios.split(",")}
     scenarios = [s for s in SCENARIOS if s[0] in wanted]
     codes = baseline_codes(args.baseline, prefix="bench-workers-")

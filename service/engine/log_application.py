@@ -54,6 +54,13 @@ async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None
             h.apply_entry(h.version + 1, *nxt)
             continue
         limit = 256 if target is None else max(1, min(256, target - h.version))
+        if h.local:
+            # Read up to our next own entry only: it is applied from our copy, which
+            # the dry run's decode and checks are kept for (the store's copy would be
+            # sent, decoded and checked again).
+            ahead = min((p for p in h.local if p > h.version), default=None)
+            if ahead is not None:
+                limit = min(limit, ahead - h.version - 1)
         entries = await registry.store.read_log(h.name, h.version, limit)
         if not entries:
             return
@@ -62,16 +69,20 @@ async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None
             await reload_from_checkpoint(registry, h, entries[0].position)
             continue
         broken = False
-        for e in entries:
-            if e.position != h.version + 1:
-                raise RuntimeError(f"model {h.name!r}: log gap at {e.position}")
-            if h.chain_breaks(e.payload, e.head, e.digest):
-                await lost_tail(registry, h, e.position)
-                broken = True
-                break
-            h.apply_entry(e.position, e.payload, e.head, e.digest)
-            h.local.pop(e.position, None)
+        try:
+            for e in entries:
+                if e.position != h.version + 1:
+                    raise RuntimeError(f"model {h.name!r}: log gap at {e.position}")
+                if h.chain_breaks(e.payload, e.head, e.digest):
+                    broken = True
+                    break
+                # A run of entries: the gauges and waiters once, after it (publish).
+                h.apply_entry(e.position, e.payload, e.head, e.digest, publish=False)
+                h.local.pop(e.position, None)
+        finally:
+            h.publish()
         if broken:
+            await lost_tail(registry, h, h.version + 1)
             continue
         if len(entries) < limit:
             return

@@ -132,14 +132,26 @@ class ModelHandle:
         self._m_applied = {
             r: M.raw(M.LOG_ENTRIES_APPLIED.labels(name, r)) for r in ("owner", "guest")
         }
+        # Applied but not shown yet (see ``publish``): entries by role, examples learned
+        # (None: no entry learned since, the learning gauges are current).
+        self._unshown = {"owner": 0, "guest": 0}
+        self._unshown_learned: int | None = None
 
     def apply_entry(
-        self, position: int, payload: bytes, head: str | None = None, digest: str | None = None
+        self,
+        position: int,
+        payload: bytes,
+        head: str | None = None,
+        digest: str | None = None,
+        publish: bool = True,
     ) -> None:
         """Apply one log entry (caller holds the lock and checked the order and the
         chain: ``head`` is the store's chain head after it, "" for an entry written
         before chains existed, None when not known; ``digest``: the payload's
-        ``payload_digest`` if known)."""
+        ``payload_digest`` if known). ``publish=False``: a run of entries applied
+        back to back; the gauges, counters and waiters are left to the caller's
+        ``publish()`` after the run (before it awaits anything), which shows the
+        same figures as per entry: the gauges' last values and the counters' sums."""
         control = decode_control(payload) if payload[:4] == CONTROL_MAGIC else None
         try:
             r = self.adapter.apply(payload) if control is None else None
@@ -167,28 +179,48 @@ class ModelHandle:
         if head:
             self.recent_heads.append((position, head))
         self.version = position
-        self._m_version.set(position)
         role = "owner" if self.owned else "guest"
         self.entries_applied[role] += 1
-        self._m_applied[role].inc(1)
-        self.notify_advanced()
+        self._unshown[role] += 1
         for f in self.followers.values():  # lockstep: the same entry, each on its own state
             if f.version == position - 1:
-                f.apply_entry(position, payload, head, digest)
+                f.apply_entry(position, payload, head, digest, False)  # by our publish()
+        if publish:
+            self.publish()
+
+    def publish(self) -> None:
+        """What the entries applied since the last call change outside the model's
+        state: the version and learning gauges, the counters, ``wait_applied``."""
+        self._m_version.set(self.version)
+        unshown = self._unshown
+        for role, n in unshown.items():
+            if n:
+                self._m_applied[role].inc(n)
+                unshown[role] = 0
+        if self._unshown_learned is not None:
+            self._m_learned.inc(self._unshown_learned)
+            self._unshown_learned = None
+            self._show_learning()
+        self.notify_advanced()
+        for f in self.followers.values():
+            f.publish()
 
     def _learned(self, position: int, r: UpdateResult) -> None:
-        """The bookkeeping of an entry learned: counters, window, detector, gauges."""
+        """The bookkeeping of an entry learned: counters, window, detector (the gauges
+        by ``publish``)."""
         if not r.n_groups:
             self.correct_at.put(position, r.correct)
         self.examples_learned += r.applied
         self.window.add_result(r)
-        if self.drift is not None:
-            # A reaction (re-opening the confidence) follows the whole entry: every
-            # replica, and a restart from checkpoint + log, does it at the same point.
-            if self.drift.update(r.errors, position):
-                self.drift.react(self.adapter.model)
-            self.show_drift()
-        self._m_learned.inc(r.applied)
+        # A reaction (re-opening the confidence) follows the whole entry: every
+        # replica, and a restart from checkpoint + log, does it at the same point.
+        if self.drift is not None and self.drift.update(r.errors, position):
+            self.drift.react(self.adapter.model)
+        self._unshown_learned = (self._unshown_learned or 0) + r.applied
+
+    def _show_learning(self) -> None:
+        """The learning gauges (window figures, detector) as the state now is."""
+        self.show_drift()
         acc_loss = self.window.accuracy_loss()
         if acc_loss is not None:
             if self._m_acc is None:

@@ -112,12 +112,17 @@ class WakeStreams:
                 reply = await streams.read(ids)
                 backoff = 0.1
                 for key, entries in reply:
+                    # One wake per model per reply, its last position (the apply-loop
+                    # takes the highest anyway): a replica gets a wake per entry.
+                    latest: dict[bytes, bytes] = {}
                     for eid, fields in entries:
                         ids[key] = eid
                         if fields.get(b"w") == self._own:
                             continue  # our own append: the request that made it applies it
+                        latest[fields[b"m"]] = fields[b"p"]
+                    for m, pos in latest.items():
                         if q.qsize() < _QUEUE_MAX:  # nobody reading: "check all" instead
-                            q.put_nowait((fields[b"m"].decode(), int(fields[b"p"])))
+                            q.put_nowait((m.decode(), int(pos)))
                     if len(entries) >= _COUNT or q.qsize() >= _QUEUE_MAX:
                         q.put_nowait(None)  # far behind: the cap may have dropped some
                 if reply:
@@ -223,6 +228,12 @@ class _WireStreams:
         if isinstance(reply, Exception):
             raise reply
         return [
-            (_str(s), [(_str(e), dict(zip(f[::2], f[1::2], strict=True))) for e, f in entries])
-            for s, entries in reply or []
+            (_str(s), [(_str(e), _fields(f)) for e, f in entries]) for s, entries in reply or []
         ]
+
+
+def _fields(f: list[bytes]) -> dict[bytes, bytes]:
+    """A wake's flat field list as a dict (those the APPEND scripts write, directly)."""
+    if len(f) == 6 and f[0] == b"m" and f[2] == b"p" and f[4] == b"w":
+        return {b"m": f[1], b"p": f[3], b"w": f[5]}
+    return dict(zip(f[::2], f[1::2], strict=True))
