@@ -153,6 +153,7 @@ def test_a_bug_is_a_500_with_the_error_body_and_the_service_goes_on(
         raise RuntimeError("injected bug")
 
     monkeypatch.setattr(adapter, "predict", broken)
+    monkeypatch.setattr(adapter, "predict_raw", broken)  # (the compiled path of dense rows)
     hot, plain = post_both(client, "/predict", PREDICT, ALL)
     assert hot.status_code == 500
     same(hot, plain)
