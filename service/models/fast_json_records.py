@@ -473,7 +473,7 @@ def warmup() -> None:
         "d": {"type": "categorical"}, "t": {"type": "text", "chars": {"ngrams": [2, 3]}}}})  # fmt: skip
     body = (
         b'{"model": "m", "examples": [{"x": {"a": 1.5, "b": -2, "c": 1, "d": ["x", "y"], '
-        b'"t": "some w\u00f6rds", "e": null}, "y": "a"}, {"y": 3, "weight": 0.5, "x": {}}]}'
+        rb'"t": "some w\u00f6rds", "e": null}, "y": "a"}, {"y": 3, "weight": 0.5, "x": {}}]}'
     )
     scan_records_examples(body, enc, 10)
     scan_records_examples(body, enc, 10, lambda h: h)
