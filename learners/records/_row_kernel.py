@@ -128,22 +128,27 @@ def encode_rows(
     sid_hash = np.full(s_off.shape[0] - 1, -1, dtype=np.int64)  # a string's name, hashed once
     n_atoms = a_row.shape[0]
     pre_i = intercept.shape[0]
+    pre_h = murmur3(intercept, 0, pre_i)  # hashed once, not per row
+    order = np.empty(16, dtype=np.int64)  # _canonical's scratch
     for r in range(n_rows):
         nf = 0
         if pre_i > 0:
             nb[:pre_i] = intercept
-            fh[0], fv[0], fns[0], fo[1] = murmur3(intercept, 0, pre_i), 1.0, -1, pre_i
+            fh[0], fv[0], fns[0], fo[1] = pre_h, 1.0, -1, pre_i
             nf = 1
         while a < n_atoms and a_row[a] == r:
             f = a_field[a]
             sid = a_sidx[a]
             s, e = s_off[sid], s_off[sid + 1]
             if f_text[f] < 0:  # a named feature: prefix (e.g. "job=") + the string
-                fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
+                # (a call to grow returns an array: reference counting; only when short)
+                if _short(fh, fo, nf + 1):
+                    fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
                 q = fo[nf]
                 if want_names or keep_ns[f_ns[f]] or sid_hash[sid] < 0:
                     p0, p1 = f_pre[f, 0], f_pre[f, 1]
-                    nb = grow(nb, q + p1 - p0 + 4 * (e - s))
+                    if q + p1 - p0 + 4 * (e - s) > nb.shape[0]:
+                        nb = grow(nb, q + p1 - p0 + 4 * (e - s))
                     for i in range(p0, p1):
                         nb[q] = prefixes[i]
                         q += 1
@@ -181,8 +186,10 @@ def encode_rows(
                 if nf + u > max_feat:
                     return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no
                 vals = _weights(hashes, counts, p, df, docs, mask, update)
-                fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u)
-                nb = grow(nb, fo[nf] + names.shape[0])
+                if _short(fh, fo, nf + u):
+                    fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u)
+                if fo[nf] + names.shape[0] > nb.shape[0]:
+                    nb = grow(nb, fo[nf] + names.shape[0])
                 base = fo[nf]
                 nb[base : base + names.shape[0]] = names
                 for k in range(u):
@@ -199,8 +206,9 @@ def encode_rows(
             )
             if nf > max_feat:
                 return TOO_MANY, r, -1, indptr, out_h, out_v, out_nb, out_no
-        out_h = grow(out_h, n_out + nf)
-        out_v = grow(out_v, n_out + nf)
+        if n_out + nf > out_h.shape[0]:
+            out_h = grow(out_h, n_out + nf)
+            out_v = grow(out_v, n_out + nf)
         if want_names:  # as generated: one entry per name
             out_h[n_out : n_out + nf] = fh[:nf] & mask
             out_v[n_out : n_out + nf] = fv[:nf]
@@ -210,7 +218,9 @@ def encode_rows(
             for k in range(nf):
                 out_no[n_out + k + 1] = out_no[n_out] + fo[k + 1]
         else:  # canonical: columns ascending, a repeated column summed in generation order
-            nf = _canonical(fh, fv, nf, mask, out_h, out_v, n_out)
+            if nf > order.shape[0]:
+                order = np.empty(2 * nf, dtype=np.int64)
+            nf = _canonical(fh, fv, nf, mask, out_h, out_v, n_out, order)
         n_out += nf
         indptr[r + 1] = n_out
     names = out_nb[: out_no[n_out]].copy() if want_names else out_nb[:0].copy()
@@ -226,31 +236,39 @@ def _canonical(
     out_c: np.ndarray,
     out_v: np.ndarray,
     at: int,
+    order: np.ndarray,
 ) -> int:
     """Write the row's columns ascending from ``at``, summing repeats (stable order);
-    returns how many were written."""
-    cols = fh[:nf] & mask
+    returns how many were written. ``order`` is scratch of at least ``nf``."""
     if nf <= 32:  # a stable insertion sort: small rows are the common case
-        order = np.arange(nf)
-        for k in range(1, nf):
-            o = order[k]
+        for k in range(nf):
+            o = k
+            c = fh[o] & mask
             j = k - 1
-            while j >= 0 and cols[order[j]] > cols[o]:
+            while j >= 0 and (fh[order[j]] & mask) > c:
                 order[j + 1] = order[j]
                 j -= 1
             order[j + 1] = o
     else:
-        order = np.argsort(cols, kind="mergesort")
+        order[:nf] = np.argsort(fh[:nf] & mask, kind="mergesort")
     w = at - 1
     for k in range(nf):
         i = order[k]
-        if w >= at and out_c[w] == cols[i]:
+        c = fh[i] & mask
+        if w >= at and out_c[w] == c:
             out_v[w] += fv[i]
         else:
             w += 1
-            out_c[w] = cols[i]
+            out_c[w] = c
             out_v[w] = fv[i]
     return w + 1 - at
+
+
+@numba.njit(cache=True, inline="always")
+def _short(fh: np.ndarray, fo: np.ndarray, need: int) -> bool:
+    """Whether :func:`_room` would grow a buffer (fv and fns are fh's length): calling
+    it only then spares the reference counting of four returned arrays per feature."""
+    return need > fh.shape[0] or need + 1 > fo.shape[0]
 
 
 @numba.njit(cache=True)
@@ -292,13 +310,15 @@ def _interact(
                 if spec[p] == spec[q] and members[q, pos[q]] <= members[p, pos[p]]:
                     ok = False
         if ok:
-            fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
+            if _short(fh, fo, nf + 1):
+                fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
             q0 = fo[nf]
             total = 0
             for q in range(width):
                 i = members[q, pos[q]]
                 total += fo[i + 1] - fo[i] + 1
-            nb = grow(nb, q0 + total)
+            if q0 + total > nb.shape[0]:
+                nb = grow(nb, q0 + total)
             w = q0
             val = 1.0
             for q in range(width):

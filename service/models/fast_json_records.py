@@ -400,7 +400,8 @@ def _scan_body(
     cps[: t.const_cps.shape[0]] = t.const_cps
     s_off = np.empty(scap + 1, np.int64)
     s_off[: t.n_const + 1] = t.const_off
-    s_field = np.full(scap, -1, np.int64)
+    s_field = np.empty(scap, np.int64)  # set for each string the intern table holds
+    s_field[: t.n_const] = -1
     table = np.full(1 << max(6, min(16, (2 * scap).bit_length())), -1, np.int64)
     seen = np.full(t.kinds.shape[0], -1, np.int64)
     a_row = np.empty(acap, np.int64)
