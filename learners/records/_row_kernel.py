@@ -118,18 +118,31 @@ def encode_rows(
     out_nb = np.empty(16, dtype=np.uint8)
     out_no = np.zeros(17, dtype=np.int64)
     # one row's features: full hash, value, namespace, name span in nb
-    fh = np.empty(16, dtype=np.int64)
-    fv = np.empty(16, dtype=np.float64)
-    fns = np.empty(16, dtype=np.int64)
-    fo = np.zeros(17, dtype=np.int64)
+    # Room for every named atom of a row (+ the intercept) from the start, kept after a
+    # text's features: the named-feature branch then never reassigns these arrays (a
+    # reassignment there costs numba's reference counting per feature, taken or not).
+    n_atoms = a_row.shape[0]
+    named = 0
+    at_row = -1
+    run = 0
+    for k in range(n_atoms):
+        if a_row[k] != at_row:
+            at_row, run = a_row[k], 0
+        if f_text[a_field[k]] < 0:
+            run += 1
+            named = max(named, run)
+    size = max(16, named + 2)
+    fh = np.empty(size, dtype=np.int64)
+    fv = np.empty(size, dtype=np.float64)
+    fns = np.empty(size, dtype=np.int64)
+    fo = np.zeros(size + 1, dtype=np.int64)
     nb = np.empty(256, dtype=np.uint8)
     n_out = 0
     a = 0
     sid_hash = np.full(s_off.shape[0] - 1, -1, dtype=np.int64)  # a string's name, hashed once
-    n_atoms = a_row.shape[0]
     pre_i = intercept.shape[0]
     pre_h = murmur3(intercept, 0, pre_i)  # hashed once, not per row
-    order = np.empty(16, dtype=np.int64)  # _canonical's scratch
+    order = np.empty(64, dtype=np.int64)  # _canonical's scratch (2 per feature)
     for r in range(n_rows):
         nf = 0
         if pre_i > 0:
@@ -141,10 +154,7 @@ def encode_rows(
             sid = a_sidx[a]
             s, e = s_off[sid], s_off[sid + 1]
             if f_text[f] < 0:  # a named feature: prefix (e.g. "job=") + the string
-                # (a call to grow returns an array: reference counting; only when short)
-                if _short(fh, fo, nf + 1):
-                    fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
-                q = fo[nf]
+                q = fo[nf]  # (room made: see ``named``)
                 if want_names or keep_ns[f_ns[f]] or sid_hash[sid] < 0:
                     p0, p1 = f_pre[f, 0], f_pre[f, 1]
                     if q + p1 - p0 + 4 * (e - s) > nb.shape[0]:
@@ -186,8 +196,8 @@ def encode_rows(
                 if nf + u > max_feat:
                     return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no
                 vals = _weights(hashes, counts, p, df, docs, mask, update)
-                if _short(fh, fo, nf + u):
-                    fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u)
+                if _short(fh, fo, nf + u + named + 1):  # and the named atoms after it
+                    fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u + named + 1)
                 if fo[nf] + names.shape[0] > nb.shape[0]:
                     nb = grow(nb, fo[nf] + names.shape[0])
                 base = fo[nf]
@@ -218,7 +228,7 @@ def encode_rows(
             for k in range(nf):
                 out_no[n_out + k + 1] = out_no[n_out] + fo[k + 1]
         else:  # canonical: columns ascending, a repeated column summed in generation order
-            if nf > order.shape[0]:
+            if 2 * nf > order.shape[0]:
                 order = np.empty(2 * nf, dtype=np.int64)
             nf = _canonical(fh, fv, nf, mask, out_h, out_v, n_out, order)
         n_out += nf
@@ -239,18 +249,29 @@ def _canonical(
     order: np.ndarray,
 ) -> int:
     """Write the row's columns ascending from ``at``, summing repeats (stable order);
-    returns how many were written. ``order`` is scratch of at least ``nf``."""
-    if nf <= 32:  # a stable insertion sort: small rows are the common case
+    returns how many were written. ``order`` is scratch of at least ``2 * nf``."""
+    if nf <= 32:  # a stable insertion sort of (column, index): small rows are the common case
+        cs = order[nf:]  # the columns, moved with their indices
         for k in range(nf):
-            o = k
-            c = fh[o] & mask
+            c = fh[k] & mask
             j = k - 1
-            while j >= 0 and (fh[order[j]] & mask) > c:
+            while j >= 0 and cs[j] > c:
                 order[j + 1] = order[j]
+                cs[j + 1] = cs[j]
                 j -= 1
-            order[j + 1] = o
-    else:
-        order[:nf] = np.argsort(fh[:nf] & mask, kind="mergesort")
+            order[j + 1] = k
+            cs[j + 1] = c
+        w = at - 1
+        for k in range(nf):
+            c = cs[k]
+            if w >= at and out_c[w] == c:
+                out_v[w] += fv[order[k]]
+            else:
+                w += 1
+                out_c[w] = c
+                out_v[w] = fv[order[k]]
+        return w + 1 - at
+    order[:nf] = np.argsort(fh[:nf] & mask, kind="mergesort")
     w = at - 1
     for k in range(nf):
         i = order[k]
