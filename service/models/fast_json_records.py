@@ -115,6 +115,7 @@ def _record(
     s_field: np.ndarray,
     table: np.ndarray,
     seen: np.ndarray,
+    follow: np.ndarray,
     a_row: np.ndarray,
     a_field: np.ndarray,
     a_sidx: np.ndarray,
@@ -132,7 +133,10 @@ def _record(
     i = _ws(buf, i + 1, n)
     if i < n and _at(buf, i) == 125:  # {}: no field
         return i + 1, na, ns
-    hint = 0
+    # the field tried first: the one that followed the previous key in an earlier
+    # record (``follow[nf]`` the first key's), as records of a stream share their order
+    nf = follow.shape[0] - 1
+    prev = nf
     while True:
         if i >= n or _at(buf, i) != 34:
             return fail
@@ -140,7 +144,7 @@ def _record(
         ke = _string_end(buf, ks, n)
         if ke < 0:  # an escape or a control character in the key
             return fail
-        j = _field_of(buf, ks, ke, t_names, t_off, hint)
+        j = _field_of(buf, ks, ke, t_names, t_off, follow[prev])
         i = _ws(buf, ke + 1, n)
         if j == -2 or i >= n or _at(buf, i) != 58:
             return fail
@@ -157,7 +161,8 @@ def _record(
             if seen[j] == row:  # a repeated key: orjson keeps the last value
                 return fail
             seen[j] = row
-            hint = j + 1
+            follow[prev] = j
+            prev = j
             kind = t_kind[j]
             c = _at(buf, i)
             if _null(buf, i, n):
@@ -267,6 +272,7 @@ def _scan(
     s_field: np.ndarray,
     table: np.ndarray,
     seen: np.ndarray,
+    follow: np.ndarray,
     a_row: np.ndarray,
     a_field: np.ndarray,
     a_sidx: np.ndarray,
@@ -338,7 +344,7 @@ def _scan(
                         have_x = True
                         i, na, ns = _record(
                             buf, i, n, rows, t_names, t_off, t_kind, t_base, t_edges, t_eoff,
-                            refuse, max_text, cps, s_off, s_field, table, seen,
+                            refuse, max_text, cps, s_off, s_field, table, seen, follow,
                             a_row, a_field, a_sidx, a_val, na, ns,
                         )  # fmt: skip
                         if i < 0:
@@ -402,8 +408,10 @@ def _scan_body(
     s_off[: t.n_const + 1] = t.const_off
     s_field = np.empty(scap, np.int64)  # set for each string the intern table holds
     s_field[: t.n_const] = -1
-    table = np.full(1 << max(6, min(16, (2 * scap).bit_length())), -1, np.int64)
+    # the intern table stays small (in cache): half full, it takes no more strings
+    table = np.full(1 << max(6, min(12, (2 * scap).bit_length())), -1, np.int64)
     seen = np.full(t.kinds.shape[0], -1, np.int64)
+    follow = np.zeros(t.kinds.shape[0] + 1, np.int64)
     a_row = np.empty(acap, np.int64)
     a_field = np.empty(acap, np.int64)
     a_sidx = np.empty(acap, np.int64)
@@ -414,7 +422,7 @@ def _scan_body(
         raw, examples, max_rows, _EXAMPLES if examples else _INSTANCES,
         t.names, t.offsets, t.kinds, t.const_base, t.edges, t.edge_off,
         t.refuse_unknown, t.max_text_bytes, t.n_const,
-        cps, s_off, s_field, table, seen, a_row, a_field, a_sidx, a_val, meta, W,
+        cps, s_off, s_field, table, seen, follow, a_row, a_field, a_sidx, a_val, meta, W,
     )  # fmt: skip
     if rows <= 0:
         return None

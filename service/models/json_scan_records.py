@@ -178,8 +178,7 @@ def _field_of(
     buf: _Buf, ks: int, ke: int, names: np.ndarray, offsets: np.ndarray, hint: int
 ) -> int:
     """The field whose name is the key ``buf[ks:ke]`` (escape-free), tried from field
-    ``hint`` on (records list their fields in config order), or -1; -2 for a key that
-    is not valid UTF-8."""
+    ``hint`` on, or -1; -2 for a key that is not valid UTF-8."""
     nf = offsets.shape[0] - 1
     ln = ke - ks
     for t in range(nf):
