@@ -18,7 +18,7 @@ from learners.intercept import INTERCEPT_NAME
 from learners.records import _columns as C
 from learners.records import _row_kernel as K
 from learners.records._name_hashes import span_hashes
-from learners.records._scan_tables import ScanTables, ScannedAtoms, scan_tables
+from learners.records._scan_tables import ScannedAtoms, ScanTables, scan_tables
 from learners.records._unicode import lower_table, token_chars
 from learners.records.config import CategoricalField, NumericField, TextField, parse_config
 from learners.records.state import EncoderState, canonical_bytes, idf_fields
@@ -208,7 +208,7 @@ class RecordEncoder:
         want = new is not None
         batch, table = self._kernel(
             atoms.n_rows, atoms.cps, atoms.s_off, atoms.a_row, atoms.a_field, atoms.a_sidx,
-            atoms.a_val, False, False, self._state.welford, "examples", "x", want,
+            atoms.a_val, False, False, dict(self._state.welford), "examples", "x", want,
         )  # fmt: skip
         if table is None:
             return batch, None

@@ -50,7 +50,6 @@ from learners.records._scan_tables import (
     CATEGORICAL,
     NUM_BINS,
     NUM_LOG1P,
-    NUM_NONE,
     TEXT,
     ScannedAtoms,
     ScanTables,
@@ -62,7 +61,6 @@ from learners.records.encoder import RecordEncoder
 # numba keys this module's cache on this file only: after a change to one of those
 # helpers, touch this file (or clear service/models/__pycache__/fast_json_records*).
 from service.models.json_scan_bytes import (
-    _K_EXAMPLES,
     _K_MODEL,
     _K_WEIGHT,
     _K_X,
