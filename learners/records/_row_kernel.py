@@ -35,6 +35,9 @@ TP_LOWER, TP_WN, TP_SKIPS, TP_CMIN, TP_CMAX, TP_ACROSS, TP_WEIGHT, TP_IDF, TP_NO
 TP_WPRE_S, TP_WPRE_E, TP_CPRE_S, TP_CPRE_E = range(9, 13)
 TP_COLS = 13
 WEIGHT_BINARY, WEIGHT_TF, WEIGHT_LOG_TF = 0, 1, 2
+# what encode_rows gives: canonical rows; the features as made with their names; or the
+# features as made with their full 32-bit hashes (unmasked) and no names
+CANONICAL, NAMED, HASHES = 0, 1, 2
 
 
 @numba.njit(cache=True)
@@ -105,13 +108,15 @@ def encode_rows(
     update: bool,
     mask: int,
     max_feat: int,
-    want_names: bool,
+    mode: int,
 ) -> Any:
     """(status, err_row, err_field, indptr, columns, values, names, name offsets): the
-    rows in canonical form (columns ascending and distinct), or with ``want_names`` the
-    features as generated, one per name, with their UTF-8 names. ``intercept`` is the
+    rows in canonical form (columns ascending and distinct), or (``mode`` NAMED) the
+    features as generated, one per name, with their UTF-8 names, or (HASHES) as
+    generated with each name's full 32-bit hash as its column. ``intercept`` is the
     intercept's UTF-8 name (empty for none); ``keep_ns[ns]`` says a namespace's names are needed for
     the interactions."""
+    want_names = mode == NAMED
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     out_h = np.empty(16, dtype=np.int64)
     out_v = np.empty(16, dtype=np.float64)
@@ -219,7 +224,11 @@ def encode_rows(
         if n_out + nf > out_h.shape[0]:
             out_h = grow(out_h, n_out + nf)
             out_v = grow(out_v, n_out + nf)
-        if want_names:  # as generated: one entry per name
+        if mode == HASHES:  # as generated, without names
+            for k in range(nf):
+                out_h[n_out + k] = fh[k]
+                out_v[n_out + k] = fv[k]
+        elif want_names:  # as generated: one entry per name
             out_h[n_out : n_out + nf] = fh[:nf] & mask
             out_v[n_out : n_out + nf] = fv[:nf]
             out_no = grow(out_no, n_out + nf + 1)

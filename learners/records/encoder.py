@@ -151,7 +151,7 @@ class RecordEncoder:
         """The features of one record with the current statistics, in order of generation
         (intercept, fields in config order, interactions): (name, column, value). Values of
         a column are summed in the encoded row."""
-        table = self._run([record], False, False, "examples", "x", want_names=True)[1]
+        table = self._run([record], False, False, "examples", "x", K.NAMED)[1]
         assert table is not None
         raw = table.utf8.tobytes()
         offs = table.offsets.tolist()  # C-speed conversions, not a numpy-scalar loop
@@ -184,7 +184,7 @@ class RecordEncoder:
     ) -> tuple[Batch, list[str]]:
         """:meth:`encode` and :meth:`names` of the same records in one pass (what a
         request that records its names needs: the two separately encode twice)."""
-        batch, table = self._run(records, False, False, where, field, want_names=True)
+        batch, table = self._run(records, False, False, where, field, K.NAMED)
         assert table is not None
         return batch, _distinct_names(table, new)
 
@@ -205,13 +205,24 @@ class RecordEncoder:
         (naming ``examples[i].x.<field>``) for a record over the limits."""
         if self._stateful():  # the statistics are read per record in Python
             raise ValueError("encode_atoms serves configs without standardize or idf")
-        want = new is not None
-        batch, table = self._kernel(
-            atoms.n_rows, atoms.cps, atoms.s_off, atoms.a_row, atoms.a_field, atoms.a_sidx,
-            atoms.a_val, False, False, dict(self._state.welford), "examples", "x", want,
-        )  # fmt: skip
-        if table is None:
-            return batch, None
+
+        def run(mode: int) -> tuple[Batch, _NameTable | None]:
+            return self._kernel(
+                atoms.n_rows, atoms.cps, atoms.s_off, atoms.a_row, atoms.a_field, atoms.a_sidx,
+                atoms.a_val, False, False, dict(self._state.welford), "examples", "x", mode,
+            )  # fmt: skip
+
+        if new is None:
+            return run(K.CANONICAL)[0], None
+        # The full hashes first (no name built): once the model knows a stream's names,
+        # none is new, and the names are made only when one is.
+        batch, made = run(K.HASHES)
+        assert made is not None
+        full = made.columns
+        if not np.isin(full, new(full)).any():
+            return batch, []
+        table = run(K.NAMED)[1]
+        assert table is not None
         return batch, _distinct_names(table, new)
 
     def to_config(self) -> dict[str, Any]:
@@ -247,7 +258,7 @@ class RecordEncoder:
         commit: bool,
         where: str,
         field: str,
-        want_names: bool = False,
+        mode: int = K.CANONICAL,
     ) -> tuple[Batch, _NameTable | None]:
         cfg = self.config
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Sequence):
@@ -300,7 +311,7 @@ class RecordEncoder:
         cps, s_off = C.code_points(atoms, a_row, a_field, a_sidx, atom_loc)
         return self._kernel(
             len(records), cps, s_off, a_row, a_field, a_sidx, a_val,
-            sequential, commit, welford, where, field, want_names,
+            sequential, commit, welford, where, field, mode,
         )  # fmt: skip
 
     def _kernel(
@@ -317,7 +328,7 @@ class RecordEncoder:
         welford: dict[str, tuple[int, float, float]],
         where: str,
         field: str,
-        want_names: bool,
+        mode: int,
     ) -> tuple[Batch, _NameTable | None]:
         """The row kernel over the atoms, its refusals as FeatureErrors; with ``commit``
         the statistics after the batch become the encoder's."""
@@ -352,7 +363,7 @@ class RecordEncoder:
             update,
             self.dim - 1,
             cfg.max_features_per_record,
-            want_names,
+            mode,
         )
         limit = cfg.max_features_per_record
         if status == K.TOO_MANY_NGRAMS:
@@ -370,9 +381,13 @@ class RecordEncoder:
             raise FeatureError(where_err, f"{what} more than max_features_per_record = {limit}")
         if commit:  # one assignment: a concurrent reader sees the old state or the new
             self._state = EncoderState(welford, docs, df)
-        if want_names:  # one entry per name, as generated (not a canonical row)
+        if mode == K.NAMED:  # one entry per name, as generated (not a canonical row)
             table = _NameTable(names, noff[: cols.shape[0] + 1], cols, vals_out)
             return Batch(*canonical_rows(ip, cols, vals_out), self.dim), table
+        if mode == K.HASHES:  # as generated, the columns the full hashes: no names
+            made = _NameTable(names, noff[:0], cols, vals_out)
+            masked = cols & (self.dim - 1)  # the NAMED mode's columns (canonical_rows too)
+            return Batch(*canonical_rows(ip, masked, vals_out), self.dim), made
         return Batch(ip, cols, vals_out, self.dim), None
 
 

@@ -58,6 +58,9 @@ def check_body(enc: RecordEncoder, raw: bytes) -> bool:
     ref_named, names = enc.encode_named(xs, everything)
     same(got[1], ref_named)
     assert got[4] == names
+    known = scan_records_examples(raw, enc, 10**6, lambda h: h[:0])  # no name is new
+    assert known is not None and known[4] == []
+    same(known[1], ref_named)
     ref = enc.encode(xs)
     assert (got[0], got[2]) == (body["model"], [ex["y"] for ex in body["examples"]])
     weights = [ex.get("weight", 1.0) for ex in body["examples"]]
