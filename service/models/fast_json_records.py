@@ -86,7 +86,7 @@ from service.models.json_scan_envelope import (
     weight_scratch,
 )
 from service.models.json_scan_numbers import _number
-from service.models.json_scan_records import _decode, _field_of, _intern, _null, _skip_value
+from service.models.json_scan_records import _field_of, _null, _skip_value, _string
 
 __all__ = ["scan_records_examples", "scan_records_instances", "warmup"]
 
@@ -111,6 +111,7 @@ def _record(
     cps: np.ndarray,
     s_off: np.ndarray,
     s_field: np.ndarray,
+    s_raw: np.ndarray,
     table: np.ndarray,
     seen: np.ndarray,
     follow: np.ndarray,
@@ -198,11 +199,11 @@ def _record(
                 while more:
                     if i >= n or _at(buf, i) != 34 or ns >= scap or na >= acap:
                         return fail
-                    i, nc, nbytes = _decode(buf, i + 1, n, cps, s_off[ns])
+                    i, sid, ns, nbytes = _string(
+                        buf, i, n, j, cps, s_off, s_field, s_raw, table, ns
+                    )
                     if i < 0 or (kind == TEXT and nbytes > max_text):
                         return fail
-                    s_off[ns + 1] = nc
-                    sid, ns = _intern(cps, s_off, s_field, ns, j, table)
                     dup = False
                     for k in range(first, na):  # a list's repeated string: one feature
                         p, q = a_sidx[k], sid
@@ -268,6 +269,7 @@ def _scan(
     cps: np.ndarray,
     s_off: np.ndarray,
     s_field: np.ndarray,
+    s_raw: np.ndarray,
     table: np.ndarray,
     seen: np.ndarray,
     follow: np.ndarray,
@@ -342,7 +344,7 @@ def _scan(
                         have_x = True
                         i, na, ns = _record(
                             buf, i, n, rows, t_names, t_off, t_kind, t_base, t_edges, t_eoff,
-                            refuse, max_text, cps, s_off, s_field, table, seen, follow,
+                            refuse, max_text, cps, s_off, s_field, s_raw, table, seen, follow,
                             a_row, a_field, a_sidx, a_val, na, ns,
                         )  # fmt: skip
                         if i < 0:
@@ -406,6 +408,7 @@ def _scan_body(
     s_off[: t.n_const + 1] = t.const_off
     s_field = np.empty(scap, np.int64)  # set for each string the intern table holds
     s_field[: t.n_const] = -1
+    s_raw = np.empty(2 * scap, np.int64)  # a plain string's bytes in the body: start, length
     # the intern table stays small (in cache): half full, it takes no more strings
     table = np.full(1 << max(6, min(12, (2 * scap).bit_length())), -1, np.int64)
     seen = np.full(t.kinds.shape[0], -1, np.int64)
@@ -420,7 +423,7 @@ def _scan_body(
         raw, examples, max_rows, _EXAMPLES if examples else _INSTANCES,
         t.names, t.offsets, t.kinds, t.const_base, t.edges, t.edge_off,
         t.refuse_unknown, t.max_text_bytes, t.n_const,
-        cps, s_off, s_field, table, seen, follow, a_row, a_field, a_sidx, a_val, meta, W,
+        cps, s_off, s_field, s_raw, table, seen, follow, a_row, a_field, a_sidx, a_val, meta, W,
     )  # fmt: skip
     if rows <= 0:
         return None

@@ -1,9 +1,9 @@
 """The value readers of the records scanner (:mod:`service.models.fast_json_records`): a
 JSON string decoded to code points (UTF-8 checked as orjson checks it, every escape,
 surrogate pairs joined), a value skipped (an ignored field), a key matched against the
-config's field names, and the insertion of a string into the batch's string table (each
-distinct string of a field stored once, so the row kernel hashes a repeated category
-once per batch, as the encoder's own string table does).
+config's field names, and a string value put in the batch's string table (a repeated
+plain string of a field stored once, so the row kernel hashes a repeated category once
+per batch, as the encoder's own string table does).
 
 Every helper returns -1 (as the index) for "not read here" and never raises; they are
 inlined into the kernel at numba IR level. numba keys a kernel's on-disk cache on the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.models.json_scan_bytes import _at, _Buf, _inline
+from service.models.json_scan_bytes import _at, _Buf, _inline, _same_bytes
 from service.models.json_scan_keys import _text_ok
 from service.models.json_scan_numbers import _number
 
@@ -199,44 +199,65 @@ def _field_of(
 
 
 @_inline
-def _same_cps(cps: np.ndarray, a: int, b: int, ln: int) -> bool:
-    for t in range(ln):  # noqa: SIM110 - a loop numba compiles well
-        if cps[a + t] != cps[b + t]:
-            return False
-    return True
-
-
-@_inline
-def _intern(
+def _string(
+    buf: _Buf,
+    i: int,
+    n: int,
+    field: int,
     cps: np.ndarray,
     s_off: np.ndarray,
     s_field: np.ndarray,
-    ns: int,
-    field: int,
+    s_raw: np.ndarray,
     table: np.ndarray,
-) -> tuple[int, int]:
-    """The string just decoded at ``cps[s_off[ns]:nc]`` (``nc`` is ``s_off[ns + 1]``,
-    set by the caller) of field ``field``: (its string index, the new string count).
-    An earlier equal string of the same field is reused (the decoded copy is then
-    dropped: the caller resets ``nc`` to ``s_off[new count]``). ``table`` (a power of
-    two, -1 empty) maps a hash to a string index; half full, it stops taking strings
-    (they are then stored again, which changes no feature)."""
-    s, e = s_off[ns], s_off[ns + 1]
+    ns: int,
+) -> tuple[int, int, int, int]:
+    """The string whose opening quote is at ``buf[i]``, as a string of the batch's table:
+    (index after it, its string index, the new string count, its UTF-8 length), or
+    (-1, 0, ns, 0). A plain string (printable ASCII, no escape) equal to an earlier one
+    of the same field is that one, found by its bytes and not decoded again (``table``,
+    a power of two, -1 empty, maps a hash to a string index; half full, it takes no
+    more); any other is decoded into a new string. (A string stored twice changes no
+    feature: the row kernel hashes each string index once.)"""
+    s = i + 1
     h = _FNV0 ^ np.uint64(field)
-    for k in range(s, e):
-        h = (h ^ np.uint64(cps[k])) * _FNV
+    k = s
+    plain = True
+    while k < n:
+        c = _at(buf, k)
+        if c == 34:
+            break
+        if c == 92 or c < 32 or c >= 128:
+            plain = False
+            break
+        h = (h ^ np.uint64(c)) * _FNV
+        k += 1
+    if k >= n:
+        return -1, 0, ns, 0
     size = table.shape[0]
     tmask = np.uint64(size - 1)
-    slot = h & tmask
-    for _probe in range(size):
-        sid = table[slot]
-        if sid < 0:
-            if 2 * (ns + 1) < size:
-                table[slot] = ns
-            break
-        if s_field[sid] == field and s_off[sid + 1] - s_off[sid] == e - s:
-            if _same_cps(cps, s_off[sid], s, e - s):
-                return sid, ns
-        slot = (slot + np.uint64(1)) & tmask
+    free = -1
+    ln = k - s
+    if plain:
+        slot = h & tmask
+        for _probe in range(size):
+            sid = table[slot]
+            if sid < 0:
+                free = np.int64(slot)
+                break
+            if (
+                s_field[sid] == field
+                and s_raw[2 * sid + 1] == ln
+                and _same_bytes(buf, s_raw[2 * sid], s, ln)
+            ):
+                return k + 1, sid, ns, ln
+            slot = (slot + np.uint64(1)) & tmask
+    e, nc, nbytes = _decode(buf, s, n, cps, s_off[ns])
+    if e < 0:
+        return -1, 0, ns, 0
+    s_off[ns + 1] = nc
     s_field[ns] = field
-    return ns, ns + 1
+    s_raw[2 * ns] = s
+    s_raw[2 * ns + 1] = ln
+    if free >= 0 and 2 * (ns + 1) < size:
+        table[free] = ns
+    return e, ns, ns + 1, nbytes
