@@ -54,12 +54,15 @@ def _weights(
     document into ``df`` / ``docs`` when ``update``."""
     u = hashes.shape[0]
     vals = np.empty(u, dtype=np.float64)
+    log2 = np.log1p(1.0)  # most n-grams occur once: the same call's value, made once
     for k in range(u):
         c = counts[k]
         if p[TP_WEIGHT] == WEIGHT_BINARY:
             vals[k] = 1.0
         elif p[TP_WEIGHT] == WEIGHT_TF:
             vals[k] = float(c)
+        elif c == 1:
+            vals[k] = log2
         else:
             vals[k] = np.log1p(float(c))
     slot = p[TP_IDF]

@@ -479,8 +479,8 @@ def warmup() -> None:
     """Compile (or load from numba's disk cache) the scanner before taking traffic."""
     enc = RecordEncoder({"kind": "records", "bits": 8, "fields": {
         "a": {"type": "numeric"}, "b": {"type": "numeric", "transform": "log1p"},
-        "c": {"type": "numeric", "transform": {"bins": [1, 2]}},
-        "d": {"type": "categorical"}, "t": {"type": "text", "chars": {"ngrams": [2, 3]}}}})  # fmt: skip
+        "c": {"type": "numeric", "transform": {"bins": [1, 2]}}, "d": {"type": "categorical"},
+        "t": {"type": "text", "chars": {"ngrams": [2, 3]}}}})  # fmt: skip
     body = (
         b'{"model": "m", "examples": [{"x": {"a": 1.5, "b": -2, "c": 1, "d": ["x", "y"], '
         rb'"t": "some w\u00f6rds", "e": null}, "y": "a"}, {"y": 3, "weight": 0.5, "x": {}}]}'
