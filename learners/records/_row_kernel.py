@@ -151,6 +151,9 @@ def encode_rows(
     pre_i = intercept.shape[0]
     pre_h = murmur3(intercept, 0, pre_i)  # hashed once, not per row
     order = np.empty(64, dtype=np.int64)  # _canonical's scratch (2 per feature)
+    if not want_names:  # the named features whose names are not kept: hashed once, here
+        _hash_named(n_atoms, a_field, a_sidx, s_off, cps, f_text, f_ns, keep_ns, f_pre,
+                    prefixes, sid_hash)  # fmt: skip
     for r in range(n_rows):
         nf = 0
         if pre_i > 0:
@@ -161,7 +164,10 @@ def encode_rows(
             f = a_field[a]
             sid = a_sidx[a]
             s, e = s_off[sid], s_off[sid + 1]
-            if f_text[f] < 0:  # a named feature: prefix (e.g. "job=") + the string
+            if f_text[f] < 0 and not (want_names or keep_ns[f_ns[f]]):  # hashed above
+                fh[nf], fv[nf], fns[nf], fo[nf + 1] = sid_hash[sid], a_val[a], f_ns[f], fo[nf]
+                nf += 1
+            elif f_text[f] < 0:  # a named feature: prefix (e.g. "job=") + the string
                 q = fo[nf]  # (room made: see ``named``)
                 if want_names or keep_ns[f_ns[f]] or sid_hash[sid] < 0:
                     p0, p1 = f_pre[f, 0], f_pre[f, 1]
@@ -247,6 +253,41 @@ def encode_rows(
         indptr[r + 1] = n_out
     names = out_nb[: out_no[n_out]].copy() if want_names else out_nb[:0].copy()
     return OK, -1, -1, indptr, out_h[:n_out].copy(), out_v[:n_out].copy(), names, out_no
+
+
+@numba.njit(cache=True)
+def _hash_named(
+    n_atoms: int,
+    a_field: np.ndarray,
+    a_sidx: np.ndarray,
+    s_off: np.ndarray,
+    cps: np.ndarray,
+    f_text: np.ndarray,
+    f_ns: np.ndarray,
+    keep_ns: np.ndarray,
+    f_pre: np.ndarray,
+    prefixes: np.ndarray,
+    sid_hash: np.ndarray,
+) -> None:
+    """``sid_hash[sid]``: MurmurHash3 of the name (field prefix + string) of each named
+    atom's string whose name the interactions do not need, each string once."""
+    hb = np.empty(64, dtype=np.uint8)
+    for k in range(n_atoms):
+        f = a_field[k]
+        sid = a_sidx[k]
+        if f_text[f] >= 0 or keep_ns[f_ns[f]] or sid_hash[sid] >= 0:
+            continue
+        s, e = s_off[sid], s_off[sid + 1]
+        p0, p1 = f_pre[f, 0], f_pre[f, 1]
+        if p1 - p0 + 4 * (e - s) > hb.shape[0]:
+            hb = np.empty(2 * (p1 - p0 + 4 * (e - s)), dtype=np.uint8)
+        q = 0
+        for i in range(p0, p1):
+            hb[q] = prefixes[i]
+            q += 1
+        for i in range(s, e):
+            q = put_utf8(hb, q, cps[i])
+        sid_hash[sid] = murmur3(hb, 0, q)
 
 
 @numba.njit(cache=True)

@@ -69,6 +69,7 @@ from service.models.json_scan_bytes import (
     _after_member,
     _at,
     _Buf,
+    _inline,
     _kernel,
     _member,
     _string_end,
@@ -94,7 +95,7 @@ _INSTANCES = np.frombuffer(b"instances", dtype=np.uint8)
 _FAIL = -1
 
 
-@_kernel
+@_inline  # (a call passes ~25 arrays as structs: per record, it shows)
 def _record(
     buf: _Buf,
     i: int,
