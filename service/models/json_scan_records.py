@@ -242,7 +242,7 @@ def _string(
         for _probe in range(size):
             sid = table[slot]
             if sid < 0:
-                free = np.int64(slot)
+                free = np.int64(slot)  # type: ignore[assignment]  # (numba: one int64)
                 break
             if (
                 s_field[sid] == field
