@@ -39,7 +39,6 @@ or not finite, a lone surrogate, a text over ``max_text_bytes``, a record over
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
@@ -47,17 +46,13 @@ import numpy as np
 
 from learners.csr_batch import Batch, FeatureError
 from learners.records._scan_tables import (
-    CATEGORICAL,
-    NUM_BINS,
-    NUM_LOG1P,
-    TEXT,
     ScannedAtoms,
     ScanTables,
 )
 from learners.records.encoder import RecordEncoder
 
 # NOTE numba's on-disk cache: the kernel below inlines helpers of json_scan_bytes.py,
-# json_scan_numbers.py, json_scan_envelope.py, json_scan_keys.py and json_scan_records.py.
+# json_scan_numbers.py, json_scan_envelope.py, json_scan_records.py, json_scan_strings.py.
 # numba keys this module's cache on this file only: after a change to one of those
 # helpers, touch this file (or clear service/models/__pycache__/fast_json_records*).
 from service.models.json_scan_bytes import (
@@ -69,7 +64,6 @@ from service.models.json_scan_bytes import (
     _after_member,
     _at,
     _Buf,
-    _inline,
     _kernel,
     _member,
     _string_end,
@@ -86,170 +80,11 @@ from service.models.json_scan_envelope import (
     model_and_labels,
     weight_scratch,
 )
-from service.models.json_scan_numbers import _number
-from service.models.json_scan_records import _field_of, _null, _skip_value, _string
+from service.models.json_scan_records import _record
 
 __all__ = ["scan_records_examples", "scan_records_instances", "warmup"]
 
 _INSTANCES = np.frombuffer(b"instances", dtype=np.uint8)
-_FAIL = -1
-
-
-@_inline  # (a call passes ~25 arrays as structs: per record, it shows)
-def _record(
-    buf: _Buf,
-    i: int,
-    n: int,
-    row: int,
-    t_names: np.ndarray,
-    t_off: np.ndarray,
-    t_kind: np.ndarray,
-    t_base: np.ndarray,
-    t_edges: np.ndarray,
-    t_eoff: np.ndarray,
-    refuse: bool,
-    max_text: int,
-    cps: np.ndarray,
-    s_off: np.ndarray,
-    s_field: np.ndarray,
-    s_raw: np.ndarray,
-    table: np.ndarray,
-    seen: np.ndarray,
-    follow: np.ndarray,
-    a_row: np.ndarray,
-    a_field: np.ndarray,
-    a_sidx: np.ndarray,
-    a_val: np.ndarray,
-    na: int,
-    ns: int,
-) -> tuple[int, int, int]:
-    """The record object whose ``{`` is at ``buf[i]``: its atoms appended (row ``row``),
-    then ordered by field (stable); returns (index after the ``}``, atoms, strings), or
-    (-1, ...) for anything the general path must read."""
-    fail = (_FAIL, na, ns)
-    acap = a_row.shape[0]
-    scap = s_off.shape[0] - 1
-    na0 = na
-    i = _ws(buf, i + 1, n)
-    if i < n and _at(buf, i) == 125:  # {}: no field
-        return i + 1, na, ns
-    # the field tried first: the one that followed the previous key in an earlier
-    # record (``follow[nf]`` the first key's), as records of a stream share their order
-    nf = follow.shape[0] - 1
-    prev = nf
-    while True:
-        if i >= n or _at(buf, i) != 34:
-            return fail
-        ks = i + 1
-        ke = _string_end(buf, ks, n)
-        if ke < 0:  # an escape or a control character in the key
-            return fail
-        j = _field_of(buf, ks, ke, t_names, t_off, follow[prev])
-        i = _ws(buf, ke + 1, n)
-        if j == -2 or i >= n or _at(buf, i) != 58:
-            return fail
-        i = _ws(buf, i + 1, n)
-        if i >= n:
-            return fail
-        if j < 0:
-            if refuse:
-                return fail
-            i = _skip_value(buf, i, n, cps, s_off[ns])
-            if i < 0:
-                return fail
-        else:
-            if seen[j] == row:  # a repeated key: orjson keeps the last value
-                return fail
-            seen[j] = row
-            follow[prev] = j
-            prev = j
-            kind = t_kind[j]
-            c = _at(buf, i)
-            if _null(buf, i, n):
-                i += 4
-            elif kind <= NUM_BINS:
-                if not (c == 45 or 48 <= c <= 57):
-                    return fail
-                i, x = _number(buf, i, n)
-                if i < 0:
-                    return fail
-                sidx = t_base[j]
-                if kind == NUM_BINS:
-                    b = 0
-                    for k in range(t_eoff[j], t_eoff[j + 1]):
-                        if t_edges[k] <= x:
-                            b += 1
-                    sidx += b
-                    x = 1.0
-                elif kind == NUM_LOG1P:
-                    x = math.copysign(math.log1p(abs(x)), x)
-                if x != 0.0:
-                    if na >= acap:
-                        return fail
-                    a_row[na], a_field[na], a_sidx[na], a_val[na] = row, j, sidx, x
-                    na += 1
-            elif c == 34 or (c == 91 and kind == CATEGORICAL):
-                in_list = c == 91
-                more = True
-                first = na
-                if in_list:
-                    i = _ws(buf, i + 1, n)
-                    if i < n and _at(buf, i) == 93:  # []
-                        i += 1
-                        more = False
-                while more:
-                    if i >= n or _at(buf, i) != 34 or ns >= scap or na >= acap:
-                        return fail
-                    i, sid, ns, nbytes = _string(
-                        buf, i, n, j, cps, s_off, s_field, s_raw, table, ns
-                    )
-                    if i < 0 or (kind == TEXT and nbytes > max_text):
-                        return fail
-                    dup = False
-                    for k in range(first, na):  # a list's repeated string: one feature
-                        p, q = a_sidx[k], sid
-                        if p == q or (
-                            s_off[p + 1] - s_off[p] == s_off[q + 1] - s_off[q]
-                            and _same(cps, s_off[p], s_off[q], s_off[q + 1] - s_off[q])
-                        ):
-                            dup = True
-                            break
-                    if not dup:
-                        a_row[na], a_field[na], a_sidx[na] = row, j, sid
-                        a_val[na] = 0.0 if kind == TEXT else 1.0
-                        na += 1
-                    if not in_list:
-                        break
-                    i, closed = _after_element(buf, i, n)
-                    if i < 0:
-                        return fail
-                    if closed:
-                        break
-            else:
-                return fail
-        i, closed = _after_member(buf, i, n)
-        if i < 0:
-            return fail
-        if closed:
-            break
-        i = _ws(buf, i, n)
-    # the encoder's order: by field, stable (a list's strings keep theirs)
-    for k in range(na0 + 1, na):
-        f, s, v = a_field[k], a_sidx[k], a_val[k]
-        q = k - 1
-        while q >= na0 and a_field[q] > f:
-            a_field[q + 1], a_sidx[q + 1], a_val[q + 1] = a_field[q], a_sidx[q], a_val[q]
-            q -= 1
-        a_field[q + 1], a_sidx[q + 1], a_val[q + 1] = f, s, v
-    return i, na, ns
-
-
-@_kernel
-def _same(cps: np.ndarray, a: int, b: int, ln: int) -> bool:
-    for t in range(ln):  # noqa: SIM110 - a loop numba compiles well
-        if cps[a + t] != cps[b + t]:
-            return False
-    return True
 
 
 @_kernel

@@ -1,7 +1,7 @@
-"""The value readers of the records scanner (:mod:`service.models.fast_json_records`): a
-JSON string decoded to code points (UTF-8 checked as orjson checks it, every escape,
-surrogate pairs joined), a value skipped (an ignored field), a key matched against the
-config's field names, and a string value put in the batch's string table (a repeated
+"""The record reader of the records scanner (:mod:`service.models.fast_json_records`):
+one record object to atoms (:func:`_record`), with its pieces: a value skipped (an
+ignored field), a key matched against the config's field names, and a string value put
+in the batch's string table (a repeated
 plain string of a field stored once, so the row kernel hashes a repeated category once
 per batch, as the encoder's own string table does).
 
@@ -13,134 +13,28 @@ kernel's own source file: after a change here, touch fast_json_records.py (or cl
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from service.models.json_scan_bytes import _at, _Buf, _inline, _same_bytes
+from learners.records._scan_tables import CATEGORICAL, NUM_BINS, NUM_LOG1P, TEXT
+from service.models.json_scan_bytes import (
+    _after_element,
+    _after_member,
+    _at,
+    _Buf,
+    _inline,
+    _kernel,
+    _same_bytes,
+    _string_end,
+    _ws,
+)
 from service.models.json_scan_keys import _text_ok
 from service.models.json_scan_numbers import _number
+from service.models.json_scan_strings import _decode
 
 _FNV = np.uint64(0x100000001B3)
 _FNV0 = np.uint64(0xCBF29CE484222325)
-
-
-@_inline
-def _hex4(buf: _Buf, i: int, n: int) -> int:
-    """The 4 hex digits at ``buf[i:i+4]``, or -1."""
-    if i + 4 > n:
-        return -1
-    v = 0
-    for t in range(4):
-        c = _at(buf, i + t)
-        if 48 <= c <= 57:
-            d = c - 48
-        elif 97 <= c <= 102:
-            d = c - 87
-        elif 65 <= c <= 70:
-            d = c - 55
-        else:
-            return -1
-        v = v * 16 + d
-    return v
-
-
-@_inline
-def _cont_byte(buf: _Buf, i: int, n: int, lo: int, hi: int) -> int:
-    """The payload of a continuation byte ``buf[i]`` in ``[lo, hi]``, or -1."""
-    if i >= n:
-        return -1
-    c = _at(buf, i)
-    if c < lo or c > hi:
-        return -1
-    return c & 0x3F
-
-
-@_inline
-def _escape(buf: _Buf, i: int, n: int) -> tuple[int, int]:
-    """The escape at ``buf[i]`` (a backslash): (index after it, code point), or (-1, 0)
-    for a malformed one or a lone surrogate (not text: the general path refuses it)."""
-    if i + 1 >= n:
-        return -1, 0
-    e = _at(buf, i + 1)
-    if e == 34 or e == 92 or e == 47:  # " \ /
-        return i + 2, e
-    if e == 110:
-        return i + 2, 10
-    if e == 116:
-        return i + 2, 9
-    if e == 114:
-        return i + 2, 13
-    if e == 98:
-        return i + 2, 8
-    if e == 102:
-        return i + 2, 12
-    if e != 117:  # u
-        return -1, 0
-    u = _hex4(buf, i + 2, n)
-    i += 6
-    if u < 0 or 0xDC00 <= u < 0xE000:
-        return -1, 0
-    if 0xD800 <= u < 0xDC00:  # a high surrogate: its low half must follow
-        if i + 1 >= n or _at(buf, i) != 92 or _at(buf, i + 1) != 117:
-            return -1, 0
-        lo = _hex4(buf, i + 2, n)
-        if lo < 0xDC00 or lo >= 0xE000:
-            return -1, 0
-        return i + 6, 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00)
-    return i, u
-
-
-@_inline
-def _decode(buf: _Buf, i: int, n: int, cps: np.ndarray, nc: int) -> tuple[int, int, int]:
-    """The string whose opening quote is just before ``buf[i]``, decoded into
-    ``cps[nc:]``: (index after the closing quote, new ``nc``, its UTF-8 length), or
-    (-1, nc, 0) (invalid, cut short, or ``cps`` full)."""
-    cap = cps.shape[0]
-    nbytes = 0
-    while i < n:
-        c = _at(buf, i)
-        if c == 34:
-            return i + 1, nc, nbytes
-        if nc >= cap:
-            return -1, nc, 0
-        if c < 0x80:
-            if c < 32:
-                return -1, nc, 0
-            if c == 92:
-                i, cp = _escape(buf, i, n)
-                if i < 0:
-                    return -1, nc, 0
-            else:
-                cp = c
-                i += 1
-        elif c < 0xC2:
-            return -1, nc, 0
-        elif c < 0xE0:
-            b1 = _cont_byte(buf, i + 1, n, 0x80, 0xBF)
-            if b1 < 0:
-                return -1, nc, 0
-            cp = ((c & 0x1F) << 6) | b1
-            i += 2
-        elif c < 0xF0:
-            b1 = _cont_byte(buf, i + 1, n, 0xA0 if c == 0xE0 else 0x80, 0x9F if c == 0xED else 0xBF)
-            b2 = _cont_byte(buf, i + 2, n, 0x80, 0xBF)
-            if b1 < 0 or b2 < 0:
-                return -1, nc, 0
-            cp = ((c & 0x0F) << 12) | (b1 << 6) | b2
-            i += 3
-        elif c < 0xF5:
-            b1 = _cont_byte(buf, i + 1, n, 0x90 if c == 0xF0 else 0x80, 0x8F if c == 0xF4 else 0xBF)
-            b2 = _cont_byte(buf, i + 2, n, 0x80, 0xBF)
-            b3 = _cont_byte(buf, i + 3, n, 0x80, 0xBF)
-            if b1 < 0 or b2 < 0 or b3 < 0:
-                return -1, nc, 0
-            cp = ((c & 0x07) << 18) | (b1 << 12) | (b2 << 6) | b3
-            i += 4
-        else:
-            return -1, nc, 0
-        cps[nc] = cp
-        nc += 1
-        nbytes += 1 if cp < 0x80 else 2 if cp < 0x800 else 3 if cp < 0x10000 else 4
-    return -1, nc, 0
 
 
 @_inline
@@ -261,3 +155,160 @@ def _string(
     if free >= 0 and 2 * (ns + 1) < size:
         table[free] = ns
     return e, ns, ns + 1, nbytes
+
+
+@_inline  # (a call passes ~25 arrays as structs: per record, it shows)
+def _record(
+    buf: _Buf,
+    i: int,
+    n: int,
+    row: int,
+    t_names: np.ndarray,
+    t_off: np.ndarray,
+    t_kind: np.ndarray,
+    t_base: np.ndarray,
+    t_edges: np.ndarray,
+    t_eoff: np.ndarray,
+    refuse: bool,
+    max_text: int,
+    cps: np.ndarray,
+    s_off: np.ndarray,
+    s_field: np.ndarray,
+    s_raw: np.ndarray,
+    table: np.ndarray,
+    seen: np.ndarray,
+    follow: np.ndarray,
+    a_row: np.ndarray,
+    a_field: np.ndarray,
+    a_sidx: np.ndarray,
+    a_val: np.ndarray,
+    na: int,
+    ns: int,
+) -> tuple[int, int, int]:
+    """The record object whose ``{`` is at ``buf[i]``: its atoms appended (row ``row``),
+    then ordered by field (stable); returns (index after the ``}``, atoms, strings), or
+    (-1, ...) for anything the general path must read."""
+    fail = (-1, na, ns)
+    acap = a_row.shape[0]
+    scap = s_off.shape[0] - 1
+    na0 = na
+    i = _ws(buf, i + 1, n)
+    if i < n and _at(buf, i) == 125:  # {}: no field
+        return i + 1, na, ns
+    # the field tried first: the one that followed the previous key in an earlier
+    # record (``follow[nf]`` the first key's), as records of a stream share their order
+    nf = follow.shape[0] - 1
+    prev = nf
+    while True:
+        if i >= n or _at(buf, i) != 34:
+            return fail
+        ks = i + 1
+        ke = _string_end(buf, ks, n)
+        if ke < 0:  # an escape or a control character in the key
+            return fail
+        j = _field_of(buf, ks, ke, t_names, t_off, follow[prev])
+        i = _ws(buf, ke + 1, n)
+        if j == -2 or i >= n or _at(buf, i) != 58:
+            return fail
+        i = _ws(buf, i + 1, n)
+        if i >= n:
+            return fail
+        if j < 0:
+            if refuse:
+                return fail
+            i = _skip_value(buf, i, n, cps, s_off[ns])
+            if i < 0:
+                return fail
+        else:
+            if seen[j] == row:  # a repeated key: orjson keeps the last value
+                return fail
+            seen[j] = row
+            follow[prev] = j
+            prev = j
+            kind = t_kind[j]
+            c = _at(buf, i)
+            if _null(buf, i, n):
+                i += 4
+            elif kind <= NUM_BINS:
+                if not (c == 45 or 48 <= c <= 57):
+                    return fail
+                i, x = _number(buf, i, n)
+                if i < 0:
+                    return fail
+                sidx = t_base[j]
+                if kind == NUM_BINS:
+                    b = 0
+                    for k in range(t_eoff[j], t_eoff[j + 1]):
+                        if t_edges[k] <= x:
+                            b += 1
+                    sidx += b
+                    x = 1.0
+                elif kind == NUM_LOG1P:
+                    x = math.copysign(math.log1p(abs(x)), x)
+                if x != 0.0:
+                    if na >= acap:
+                        return fail
+                    a_row[na], a_field[na], a_sidx[na], a_val[na] = row, j, sidx, x
+                    na += 1
+            elif c == 34 or (c == 91 and kind == CATEGORICAL):
+                in_list = c == 91
+                more = True
+                first = na
+                if in_list:
+                    i = _ws(buf, i + 1, n)
+                    if i < n and _at(buf, i) == 93:  # []
+                        i += 1
+                        more = False
+                while more:
+                    if i >= n or _at(buf, i) != 34 or ns >= scap or na >= acap:
+                        return fail
+                    i, sid, ns, nbytes = _string(
+                        buf, i, n, j, cps, s_off, s_field, s_raw, table, ns
+                    )
+                    if i < 0 or (kind == TEXT and nbytes > max_text):
+                        return fail
+                    dup = False
+                    for k in range(first, na):  # a list's repeated string: one feature
+                        p, q = a_sidx[k], sid
+                        if p == q or (
+                            s_off[p + 1] - s_off[p] == s_off[q + 1] - s_off[q]
+                            and _same(cps, s_off[p], s_off[q], s_off[q + 1] - s_off[q])
+                        ):
+                            dup = True
+                            break
+                    if not dup:
+                        a_row[na], a_field[na], a_sidx[na] = row, j, sid
+                        a_val[na] = 0.0 if kind == TEXT else 1.0
+                        na += 1
+                    if not in_list:
+                        break
+                    i, closed = _after_element(buf, i, n)
+                    if i < 0:
+                        return fail
+                    if closed:
+                        break
+            else:
+                return fail
+        i, closed = _after_member(buf, i, n)
+        if i < 0:
+            return fail
+        if closed:
+            break
+        i = _ws(buf, i, n)
+    # the encoder's order: by field, stable (a list's strings keep theirs)
+    for k in range(na0 + 1, na):
+        f, s, v = a_field[k], a_sidx[k], a_val[k]
+        q = k - 1
+        while q >= na0 and a_field[q] > f:
+            a_field[q + 1], a_sidx[q + 1], a_val[q + 1] = a_field[q], a_sidx[q], a_val[q]
+            q -= 1
+        a_field[q + 1], a_sidx[q + 1], a_val[q + 1] = f, s, v
+    return i, na, ns
+
+
+@_kernel
+def _same(cps: np.ndarray, a: int, b: int, ln: int) -> bool:
+    for t in range(ln):  # noqa: SIM110 - a loop numba compiles well
+        if cps[a + t] != cps[b + t]:
+            return False
+    return True
