@@ -31,7 +31,7 @@ or not finite, a lone surrogate, a text over ``max_text_bytes``, a record over
 >>> enc = RecordEncoder({"kind": "records", "bits": 10, "fields": {
 ...     "age": {"type": "numeric"}, "job": {"type": "categorical"}}})
 >>> body = b'{"model": "m", "examples": [{"x": {"job": "clerk", "age": 39}, "y": 1}]}'
->>> model, batch, labels, weights, names = scan_records_examples(body, enc, 100, False)
+>>> model, batch, labels, weights, names = scan_records_examples(body, enc, 100)
 >>> model, labels, weights, batch.indptr.tolist() == enc.encode([{"age": 39, "job": "clerk"}
 ...     ]).indptr.tolist()
 ('m', [1], None, True)

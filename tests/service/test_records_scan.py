@@ -371,3 +371,12 @@ def test_predict_reads_the_bytes_and_answers_as_the_general_path(tmp_path: Path)
         slow = ok(c.post("/predict", content=httpx.Request("POST", "/", json=body).content,
                          headers=JSON))  # fmt: skip
         assert fast["predictions"] == slow["predictions"]
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    from service.models import fast_json_records
+
+    result = doctest.testmod(fast_json_records, verbose=False)
+    assert result.attempted > 0 and result.failed == 0
