@@ -142,7 +142,7 @@ def report(http: dict[str, Any], rat: dict[str, Any], ext: dict[str, Any], batch
     rows = []
     for label, r in ext.items():
         v = r["vw"]
-        for k in ("encode", "learn", "json + encode"):
+        for k in ("bytes -> batch", "encode", "learn", "json + encode"):
             over = r.get("ours_over_vw_cpu", {}).get(k)
             rows.append([label, k, f"{r['nnz_per_record']:.0f}",
                          f"{fmt_rate(r[k]['rate_best'])} / {fmt_rate(r[k]['rate_cpu'])}",

@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 from learners.records._hash_kernels import grow, murmur3, put_utf8
+from learners.records._row_parts import _canonical, _hash_named
 from learners.records._text_kernel import text_features
 
 OK = 0
@@ -35,6 +36,9 @@ TP_LOWER, TP_WN, TP_SKIPS, TP_CMIN, TP_CMAX, TP_ACROSS, TP_WEIGHT, TP_IDF, TP_NO
 TP_WPRE_S, TP_WPRE_E, TP_CPRE_S, TP_CPRE_E = range(9, 13)
 TP_COLS = 13
 WEIGHT_BINARY, WEIGHT_TF, WEIGHT_LOG_TF = 0, 1, 2
+# what encode_rows gives: canonical rows; the features as made with their names; or the
+# features as made with their full 32-bit hashes (unmasked) and no names
+CANONICAL, NAMED, HASHES = 0, 1, 2
 
 
 @numba.njit(cache=True)
@@ -51,12 +55,15 @@ def _weights(
     document into ``df`` / ``docs`` when ``update``."""
     u = hashes.shape[0]
     vals = np.empty(u, dtype=np.float64)
+    log2 = np.log1p(1.0)  # most n-grams occur once: the same call's value, made once
     for k in range(u):
         c = counts[k]
         if p[TP_WEIGHT] == WEIGHT_BINARY:
             vals[k] = 1.0
         elif p[TP_WEIGHT] == WEIGHT_TF:
             vals[k] = float(c)
+        elif c == 1:
+            vals[k] = log2
         else:
             vals[k] = np.log1p(float(c))
     slot = p[TP_IDF]
@@ -105,45 +112,68 @@ def encode_rows(
     update: bool,
     mask: int,
     max_feat: int,
-    want_names: bool,
+    mode: int,
 ) -> Any:
     """(status, err_row, err_field, indptr, columns, values, names, name offsets): the
-    rows in canonical form (columns ascending and distinct), or with ``want_names`` the
-    features as generated, one per name, with their UTF-8 names. ``intercept`` is the
+    rows in canonical form (columns ascending and distinct), or (``mode`` NAMED) the
+    features as generated, one per name, with their UTF-8 names, or (HASHES) as
+    generated with each name's full 32-bit hash as its column. ``intercept`` is the
     intercept's UTF-8 name (empty for none); ``keep_ns[ns]`` says a namespace's names are needed for
     the interactions."""
+    want_names = mode == NAMED
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     out_h = np.empty(16, dtype=np.int64)
     out_v = np.empty(16, dtype=np.float64)
     out_nb = np.empty(16, dtype=np.uint8)
     out_no = np.zeros(17, dtype=np.int64)
     # one row's features: full hash, value, namespace, name span in nb
-    fh = np.empty(16, dtype=np.int64)
-    fv = np.empty(16, dtype=np.float64)
-    fns = np.empty(16, dtype=np.int64)
-    fo = np.zeros(17, dtype=np.int64)
+    # Room for every named atom of a row (+ the intercept) from the start, kept after a
+    # text's features: the named-feature branch then never reassigns these arrays (a
+    # reassignment there costs numba's reference counting per feature, taken or not).
+    n_atoms = a_row.shape[0]
+    named = 0
+    at_row = -1
+    run = 0
+    for k in range(n_atoms):
+        if a_row[k] != at_row:
+            at_row, run = a_row[k], 0
+        if f_text[a_field[k]] < 0:
+            run += 1
+            named = max(named, run)
+    size = max(16, named + 2)
+    fh = np.empty(size, dtype=np.int64)
+    fv = np.empty(size, dtype=np.float64)
+    fns = np.empty(size, dtype=np.int64)
+    fo = np.zeros(size + 1, dtype=np.int64)
     nb = np.empty(256, dtype=np.uint8)
     n_out = 0
     a = 0
     sid_hash = np.full(s_off.shape[0] - 1, -1, dtype=np.int64)  # a string's name, hashed once
-    n_atoms = a_row.shape[0]
     pre_i = intercept.shape[0]
+    pre_h = murmur3(intercept, 0, pre_i)  # hashed once, not per row
+    order = np.empty(64, dtype=np.int64)  # _canonical's scratch (2 per feature)
+    if not want_names:  # the named features whose names are not kept: hashed once, here
+        _hash_named(n_atoms, a_field, a_sidx, s_off, cps, f_text, f_ns, keep_ns, f_pre,
+                    prefixes, sid_hash)  # fmt: skip
     for r in range(n_rows):
         nf = 0
         if pre_i > 0:
             nb[:pre_i] = intercept
-            fh[0], fv[0], fns[0], fo[1] = murmur3(intercept, 0, pre_i), 1.0, -1, pre_i
+            fh[0], fv[0], fns[0], fo[1] = pre_h, 1.0, -1, pre_i
             nf = 1
         while a < n_atoms and a_row[a] == r:
             f = a_field[a]
             sid = a_sidx[a]
             s, e = s_off[sid], s_off[sid + 1]
-            if f_text[f] < 0:  # a named feature: prefix (e.g. "job=") + the string
-                fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
-                q = fo[nf]
+            if f_text[f] < 0 and not (want_names or keep_ns[f_ns[f]]):  # hashed above
+                fh[nf], fv[nf], fns[nf], fo[nf + 1] = sid_hash[sid], a_val[a], f_ns[f], fo[nf]
+                nf += 1
+            elif f_text[f] < 0:  # a named feature: prefix (e.g. "job=") + the string
+                q = fo[nf]  # (room made: see ``named``)
                 if want_names or keep_ns[f_ns[f]] or sid_hash[sid] < 0:
                     p0, p1 = f_pre[f, 0], f_pre[f, 1]
-                    nb = grow(nb, q + p1 - p0 + 4 * (e - s))
+                    if q + p1 - p0 + 4 * (e - s) > nb.shape[0]:
+                        nb = grow(nb, q + p1 - p0 + 4 * (e - s))
                     for i in range(p0, p1):
                         nb[q] = prefixes[i]
                         q += 1
@@ -181,8 +211,10 @@ def encode_rows(
                 if nf + u > max_feat:
                     return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no
                 vals = _weights(hashes, counts, p, df, docs, mask, update)
-                fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u)
-                nb = grow(nb, fo[nf] + names.shape[0])
+                if _short(fh, fo, nf + u + named + 1):  # and the named atoms after it
+                    fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u + named + 1)
+                if fo[nf] + names.shape[0] > nb.shape[0]:
+                    nb = grow(nb, fo[nf] + names.shape[0])
                 base = fo[nf]
                 nb[base : base + names.shape[0]] = names
                 for k in range(u):
@@ -199,9 +231,14 @@ def encode_rows(
             )
             if nf > max_feat:
                 return TOO_MANY, r, -1, indptr, out_h, out_v, out_nb, out_no
-        out_h = grow(out_h, n_out + nf)
-        out_v = grow(out_v, n_out + nf)
-        if want_names:  # as generated: one entry per name
+        if n_out + nf > out_h.shape[0]:
+            out_h = grow(out_h, n_out + nf)
+            out_v = grow(out_v, n_out + nf)
+        if mode == HASHES:  # as generated, without names
+            for k in range(nf):
+                out_h[n_out + k] = fh[k]
+                out_v[n_out + k] = fv[k]
+        elif want_names:  # as generated: one entry per name
             out_h[n_out : n_out + nf] = fh[:nf] & mask
             out_v[n_out : n_out + nf] = fv[:nf]
             out_no = grow(out_no, n_out + nf + 1)
@@ -210,47 +247,20 @@ def encode_rows(
             for k in range(nf):
                 out_no[n_out + k + 1] = out_no[n_out] + fo[k + 1]
         else:  # canonical: columns ascending, a repeated column summed in generation order
-            nf = _canonical(fh, fv, nf, mask, out_h, out_v, n_out)
+            if 2 * nf > order.shape[0]:
+                order = np.empty(2 * nf, dtype=np.int64)
+            nf = _canonical(fh, fv, nf, mask, out_h, out_v, n_out, order)
         n_out += nf
         indptr[r + 1] = n_out
     names = out_nb[: out_no[n_out]].copy() if want_names else out_nb[:0].copy()
     return OK, -1, -1, indptr, out_h[:n_out].copy(), out_v[:n_out].copy(), names, out_no
 
 
-@numba.njit(cache=True)
-def _canonical(
-    fh: np.ndarray,
-    fv: np.ndarray,
-    nf: int,
-    mask: int,
-    out_c: np.ndarray,
-    out_v: np.ndarray,
-    at: int,
-) -> int:
-    """Write the row's columns ascending from ``at``, summing repeats (stable order);
-    returns how many were written."""
-    cols = fh[:nf] & mask
-    if nf <= 32:  # a stable insertion sort: small rows are the common case
-        order = np.arange(nf)
-        for k in range(1, nf):
-            o = order[k]
-            j = k - 1
-            while j >= 0 and cols[order[j]] > cols[o]:
-                order[j + 1] = order[j]
-                j -= 1
-            order[j + 1] = o
-    else:
-        order = np.argsort(cols, kind="mergesort")
-    w = at - 1
-    for k in range(nf):
-        i = order[k]
-        if w >= at and out_c[w] == cols[i]:
-            out_v[w] += fv[i]
-        else:
-            w += 1
-            out_c[w] = cols[i]
-            out_v[w] = fv[i]
-    return w + 1 - at
+@numba.njit(cache=True, inline="always")
+def _short(fh: np.ndarray, fo: np.ndarray, need: int) -> bool:
+    """Whether :func:`_room` would grow a buffer (fv and fns are fh's length): calling
+    it only then spares the reference counting of four returned arrays per feature."""
+    return need > fh.shape[0] or need + 1 > fo.shape[0]
 
 
 @numba.njit(cache=True)
@@ -292,13 +302,15 @@ def _interact(
                 if spec[p] == spec[q] and members[q, pos[q]] <= members[p, pos[p]]:
                     ok = False
         if ok:
-            fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
+            if _short(fh, fo, nf + 1):
+                fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + 1)
             q0 = fo[nf]
             total = 0
             for q in range(width):
                 i = members[q, pos[q]]
                 total += fo[i + 1] - fo[i] + 1
-            nb = grow(nb, q0 + total)
+            if q0 + total > nb.shape[0]:
+                nb = grow(nb, q0 + total)
             w = q0
             val = 1.0
             for q in range(width):

@@ -18,6 +18,7 @@ from learners.intercept import INTERCEPT_NAME
 from learners.records import _columns as C
 from learners.records import _row_kernel as K
 from learners.records._name_hashes import span_hashes
+from learners.records._scan_tables import ScannedAtoms, ScanTables, scan_tables
 from learners.records._unicode import lower_table, token_chars
 from learners.records.config import CategoricalField, NumericField, TextField, parse_config
 from learners.records.state import EncoderState, canonical_bytes, idf_fields
@@ -122,6 +123,7 @@ class RecordEncoder:
         self._intercept = np.frombuffer(
             INTERCEPT_NAME.encode() if cfg.intercept else b"", dtype=np.uint8
         )
+        self._scan: ScanTables | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -149,7 +151,7 @@ class RecordEncoder:
         """The features of one record with the current statistics, in order of generation
         (intercept, fields in config order, interactions): (name, column, value). Values of
         a column are summed in the encoded row."""
-        table = self._run([record], False, False, "examples", "x", want_names=True)[1]
+        table = self._run([record], False, False, "examples", "x", K.NAMED)[1]
         assert table is not None
         raw = table.utf8.tobytes()
         offs = table.offsets.tolist()  # C-speed conversions, not a numpy-scalar loop
@@ -182,20 +184,46 @@ class RecordEncoder:
     ) -> tuple[Batch, list[str]]:
         """:meth:`encode` and :meth:`names` of the same records in one pass (what a
         request that records its names needs: the two separately encode twice)."""
-        batch, table = self._run(records, False, False, where, field, want_names=True)
+        batch, table = self._run(records, False, False, where, field, K.NAMED)
         assert table is not None
-        offs = table.offsets
-        if new is not None:
-            full = span_hashes(table.utf8, offs)
-            keep = np.flatnonzero(np.isin(full, new(full)))
-            if keep.size == 0:
-                return batch, []
-        else:
-            keep = np.arange(offs.shape[0] - 1)
-        raw = table.utf8.tobytes()
-        starts, ends = offs[keep].tolist(), offs[keep + 1].tolist()
-        names = dict.fromkeys(raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True))
-        return batch, list(names)
+        return batch, _distinct_names(table, new)
+
+    def scan_tables(self) -> ScanTables:
+        """The config as the arrays a compiled reader of raw JSON records takes
+        (:mod:`learners.records._scan_tables`), made once per encoder."""
+        if self._scan is None:
+            self._scan = scan_tables(self.config, self._constants, self._const_of)
+        return self._scan
+
+    def encode_atoms(
+        self, atoms: ScannedAtoms, new: Callable[[np.ndarray], np.ndarray] | None = None
+    ) -> tuple[Batch, list[str] | None]:
+        """The batch of records a compiled reader has already turned into atoms (in the
+        order :meth:`encode` makes them: by row, then field in config order), with the
+        current statistics: exactly :meth:`encode`'s arrays; with ``new`` also
+        :meth:`encode_named`'s names (else None). Raises FeatureError as :meth:`encode`
+        (naming ``examples[i].x.<field>``) for a record over the limits."""
+        if self._stateful():  # the statistics are read per record in Python
+            raise ValueError("encode_atoms serves configs without standardize or idf")
+
+        def run(mode: int) -> tuple[Batch, _NameTable | None]:
+            return self._kernel(
+                atoms.n_rows, atoms.cps, atoms.s_off, atoms.a_row, atoms.a_field, atoms.a_sidx,
+                atoms.a_val, False, False, dict(self._state.welford), "examples", "x", mode,
+            )  # fmt: skip
+
+        if new is None:
+            return run(K.CANONICAL)[0], None
+        # The full hashes first (no name built): once the model knows a stream's names,
+        # none is new, and the names are made only when one is.
+        batch, made = run(K.HASHES)
+        assert made is not None
+        full = made.columns
+        if not np.isin(full, new(full)).any():
+            return batch, []
+        table = run(K.NAMED)[1]
+        assert table is not None
+        return batch, _distinct_names(table, new)
 
     def to_config(self) -> dict[str, Any]:
         return self.config.to_config()
@@ -230,7 +258,7 @@ class RecordEncoder:
         commit: bool,
         where: str,
         field: str,
-        want_names: bool = False,
+        mode: int = K.CANONICAL,
     ) -> tuple[Batch, _NameTable | None]:
         cfg = self.config
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Sequence):
@@ -281,10 +309,39 @@ class RecordEncoder:
             return C.field_loc(where, i, field, cfg.fields[j].name)
 
         cps, s_off = C.code_points(atoms, a_row, a_field, a_sidx, atom_loc)
+        return self._kernel(
+            len(records), cps, s_off, a_row, a_field, a_sidx, a_val,
+            sequential, commit, welford, where, field, mode,
+        )  # fmt: skip
+
+    def _kernel(
+        self,
+        n_rows: int,
+        cps: np.ndarray,
+        s_off: np.ndarray,
+        a_row: np.ndarray,
+        a_field: np.ndarray,
+        a_sidx: np.ndarray,
+        a_val: np.ndarray,
+        sequential: bool,
+        commit: bool,
+        welford: dict[str, tuple[int, float, float]],
+        where: str,
+        field: str,
+        mode: int,
+    ) -> tuple[Batch, _NameTable | None]:
+        """The row kernel over the atoms, its refusals as FeatureErrors; with ``commit``
+        the statistics after the batch become the encoder's."""
+        cfg = self.config
+        state = self._state
+
+        def atom_loc(i: int, j: int) -> str:
+            return C.field_loc(where, i, field, cfg.fields[j].name)
+
         update = sequential and state.docs.shape[0] > 0
         df, docs = (state.df.copy(), state.docs.copy()) if update else (state.df, state.docs)
         status, err_row, err_field, ip, cols, vals_out, names, noff = K.encode_rows(
-            len(records),
+            n_rows,
             cps,
             a_row,
             a_field,
@@ -306,7 +363,7 @@ class RecordEncoder:
             update,
             self.dim - 1,
             cfg.max_features_per_record,
-            want_names,
+            mode,
         )
         limit = cfg.max_features_per_record
         if status == K.TOO_MANY_NGRAMS:
@@ -324,7 +381,27 @@ class RecordEncoder:
             raise FeatureError(where_err, f"{what} more than max_features_per_record = {limit}")
         if commit:  # one assignment: a concurrent reader sees the old state or the new
             self._state = EncoderState(welford, docs, df)
-        if want_names:  # one entry per name, as generated (not a canonical row)
+        if mode == K.NAMED:  # one entry per name, as generated (not a canonical row)
             table = _NameTable(names, noff[: cols.shape[0] + 1], cols, vals_out)
             return Batch(*canonical_rows(ip, cols, vals_out), self.dim), table
+        if mode == K.HASHES:  # as generated, the columns the full hashes: no names
+            made = _NameTable(names, noff[:0], cols, vals_out)
+            masked = cols & (self.dim - 1)  # the NAMED mode's columns (canonical_rows too)
+            return Batch(*canonical_rows(ip, masked, vals_out), self.dim), made
         return Batch(ip, cols, vals_out, self.dim), None
+
+
+def _distinct_names(table: _NameTable, new: Callable[[np.ndarray], np.ndarray] | None) -> list[str]:
+    """The names of a name table, each once, first made first; with ``new`` (given the
+    full hashes, answers those to keep) only those."""
+    offs = table.offsets
+    if new is not None:
+        full = span_hashes(table.utf8, offs)
+        keep = np.flatnonzero(np.isin(full, new(full)))
+        if keep.size == 0:
+            return []
+    else:
+        keep = np.arange(offs.shape[0] - 1)
+    raw = table.utf8.tobytes()
+    starts, ends = offs[keep].tolist(), offs[keep + 1].tolist()
+    return list(dict.fromkeys(raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)))

@@ -37,6 +37,8 @@ from service.models.linear_inputs import (
     encode_fast,
     label_clash,
     overflow_problem,
+    records_instances_raw,
+    records_update_raw,
     refuse_label_clash,
     shift_down,
     split_examples,
@@ -176,8 +178,8 @@ class LinearAdapter(ModelAdapter):
         return encode_payload(batch, labels, dense=dense, **extra), len(labels)
 
     def parse_update_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
-        if self.spec.kind == "records":  # the general path encodes raw records
-            return None
+        if self.spec.kind == "records":
+            return self._records_raw(raw, settings)
         if self.spec.kind != "dense":
             from service.models.fast_json_maps import scan_hashed_examples, scan_map_examples
 
@@ -223,6 +225,15 @@ class LinearAdapter(ModelAdapter):
         X = with_ones_column(scanned.X) if self.spec.intercept else scanned.X
         payload = encode_dense_payload(X, scanned.labels, **weights_meta(scanned.weights))
         return FastUpdate(scanned.model, payload, len(scanned.labels))
+
+    def _records_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
+        read = records_update_raw(raw, self.spec, settings, names.wanted(self.model, settings))
+        if read is None:
+            return None
+        model, batch, labels, extra = read
+        self._check_labels(labels, settings)
+        payload = encode_payload(batch, labels, dense=False, **extra)
+        return FastUpdate(model, payload, len(labels))
 
     def _check_labels(self, labels: list[Any], settings: Settings) -> None:
         """Refuse a batch with labels that clash (``1`` and ``"1"``, within the batch or
@@ -379,8 +390,10 @@ class LinearAdapter(ModelAdapter):
     def _predict(
         self, instances: list[Any], settings: Settings, raw: bytes
     ) -> tuple[list[dict[str, Any]], Any]:
-        xs = items_field(instances, "instances", "x")
-        batch = encode_fast(self.spec, xs, "instances", settings, raw)
+        batch = records_instances_raw(raw, self.spec, settings, len(instances))
+        if batch is None:
+            xs = items_field(instances, "instances", "x")
+            batch = encode_fast(self.spec, xs, "instances", settings, raw)
         return self.predict_batch(batch), batch
 
     def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:

@@ -187,3 +187,43 @@ def overflow_problem(batch: Any, rows: Sequence[int]) -> str:
         f"these feature values (largest magnitude {big:.3g}) would make the model's "
         "weights non-finite; the update was refused and the model is unchanged"
     )
+
+
+def records_update_raw(
+    raw: bytes, spec: FeatureSpec, settings: Settings, known: Any
+) -> tuple[str, Batch, list[Any], dict[str, Any]] | None:
+    """A records model's /update body read by the compiled scanner
+    (:mod:`service.models.fast_json_records`): (model, batch, labels, the payload's extras
+    as ``parse_update`` writes them: new names ``"n"`` within the room left, then the
+    weights), or None for a body the general path reads (and for configs with
+    standardize or idf, whose records go to the log raw). ``known``: the names map when
+    names are recorded, else None."""
+    from service.models.example_weights import weights_meta
+    from service.models.fast_json_records import scan_records_examples
+
+    new_of = None if known is None else known.unknown_hashes
+    scanned = scan_records_examples(raw, spec.encoder, settings.max_batch_examples, new_of)
+    if scanned is None:
+        return None
+    model, batch, labels, weights, new = scanned
+    extra: dict[str, Any] = {}
+    if known is not None and new:  # as encode_records_named bounds them
+        kept = known.unknown(new)[: max(settings.max_feature_names - len(known), 0)]
+        if kept:
+            extra["n"] = kept
+    extra.update(weights_meta(weights))
+    return model, batch, labels, extra
+
+
+def records_instances_raw(
+    raw: bytes, spec: FeatureSpec, settings: Settings, n_instances: int
+) -> Batch | None:
+    """A records model's /predict rows read from the body's bytes by the compiled
+    scanner; None for another kind or a body it does not read (or not this body: another
+    count of instances)."""
+    if spec.kind != "records" or not raw:
+        return None
+    from service.models.fast_json_records import scan_records_instances
+
+    batch = scan_records_instances(raw, spec.encoder, settings.max_batch_examples)
+    return batch if batch is not None and batch.n_rows == n_instances else None

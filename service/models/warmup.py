@@ -76,6 +76,9 @@ def _records() -> None:
     enc.encode(rows)
     enc.encode_named(rows)
     enc.explain(rows[0])
+    from service.models import fast_json_records  # records bodies' compiled scanner
+
+    fast_json_records.warmup()
 
 
 def families(at_start: bool = False) -> list[Family]:

@@ -42,7 +42,7 @@ def test_features_bench_writes_every_figure(tmp_path: Path) -> None:
     assert set(ext) == {"adult-raw", "sms", "sms words 1-2"}
     for r in ext.values():
         assert r["nnz_per_record"] > 1
-        for k in ("encode", "learn", "json + encode"):
+        for k in ("bytes -> batch", "encode", "learn", "json + encode"):
             assert r[k]["n_items"] == ROWS and r[k]["rate_cpu"] > 0
         vw = r["vw"]
         assert "skipped" in vw or (vw["records"] >= ROWS and "--noop" in vw["args"])

@@ -334,6 +334,7 @@ def test_names_are_the_distinct_explained_names_and_new_filters_them_by_hash() -
         "learners.records._unicode",
         "learners.records._hash_kernels",
         "learners.records._name_hashes",
+        "learners.records._scan_tables",
         "learners.io.records",
     ],
 )
