@@ -22,27 +22,25 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from learners.base import UpdateResult
 from learners.features import Batch, FeatureSpec
 from learners.intercept import with_ones_column
-from learners.linear import NotFittedError
 from learners.linear.serving import dense_answers
 from service.errors import Kind, ServiceError, invalid
 from service.models import feature_names as names
 from service.models import probability, record_entries
 from service.models.base import FastUpdate, ModelAdapter
 from service.models.example_weights import entry_weights, weights_meta
-from service.models.fast_json_dense_instances import scan_dense_instances
-from service.models.feedback_rows import encode_record, update_with_served
-from service.models.json_fields import items_field, require_list
+from service.models.feedback_rows import update_with_served
+from service.models.json_fields import require_list
 from service.models.linear_inputs import (
     dense_matrix,
     encode_fast,
     label_clash,
     overflow_problem,
-    records_instances_raw,
     records_update_raw,
     refuse_label_clash,
     shift_down,
     split_examples,
 )
+from service.models.linear_predict import LinearReadPath
 from service.models.online_config import (
     encode_features,
     encode_records_named,
@@ -69,7 +67,7 @@ _CHECKED_KEEP = 64
 _CHECKED_MAX_BYTES = 256 * 1024
 
 
-class LinearAdapter(ModelAdapter):
+class LinearAdapter(LinearReadPath, ModelAdapter):
     kind: ClassVar[str] = "linear"
 
     def __init__(self, config: dict[str, Any], model: Any) -> None:
@@ -361,73 +359,6 @@ class LinearAdapter(ModelAdapter):
         # the record statistics are model state too
         both = f"{digest}:{self.spec.encoder.state_digest()}".encode()
         return hashlib.sha256(both).hexdigest()
-
-    # ------------------------------------------------------------ read path
-    def predict(
-        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
-    ) -> list[dict[str, Any]]:
-        instances = require_list(body, "instances", settings.max_batch_examples)
-        if self.spec.kind == "dense":  # dense rows of a CW-family model: one kernel call
-            X = dense_matrix(self.spec, items_field(instances, "instances", "x"), raw)
-            pmap = self.calibration
-            answers = None if X is None else dense_answers(self.model, X, pmap.a, pmap.b)
-            if answers is not None:
-                return answers
-        return self._predict(instances, settings, raw)[0]
-
-    def predict_raw(self, raw: bytes, settings: Settings) -> tuple[str | None, list[Any]] | None:
-        if self.spec.kind != "dense":
-            return None
-        scanned = scan_dense_instances(raw, self.spec.width, settings.max_batch_examples)
-        if scanned is None:
-            return None
-        model, X = scanned
-        X = with_ones_column(X) if self.spec.intercept else X
-        pmap = self.calibration
-        answers = dense_answers(self.model, X, pmap.a, pmap.b)
-        return None if answers is None else (model, answers)
-
-    def _predict(
-        self, instances: list[Any], settings: Settings, raw: bytes
-    ) -> tuple[list[dict[str, Any]], Any]:
-        batch = records_instances_raw(raw, self.spec, settings, len(instances))
-        if batch is None:
-            xs = items_field(instances, "instances", "x")
-            batch = encode_fast(self.spec, xs, "instances", settings, raw)
-        return self.predict_batch(batch), batch
-
-    def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
-        if self.spec.intercept and batch.dim == self.spec.width:  # a v2 tensor's rows
-            batch = self.spec.add_intercept(batch)
-        try:
-            answers = self._answers(self.model, batch)
-        except NotFittedError:
-            raise ServiceError(
-                Kind.CONFLICT,
-                "not_fitted",
-                "the model has not learned any label yet; send /update first",
-            ) from None
-        probability.add_probabilities(self.model, self.calibration, batch, answers)
-        return answers
-
-    @staticmethod
-    def _answers(model: Any, batch: Batch) -> list[dict[str, Any]]:
-        return [
-            {"label": p.label, "score": p.score, "scores": p.scores, "confidence": p.confidence}
-            for p in model.predict_details(batch)
-        ]
-
-    # ------------------------------------------------------------ delayed labels
-    def predict_tracked(
-        self, instances: list[Any], ids: list[str | None], settings: Settings, raw: bytes
-    ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
-        """``predict`` of ``instances`` (their ``id`` fields taken out, in ``ids``), and a
-        record (``feedback_rows.encode_record``) for each instance that had an id."""
-        predictions, batch = self._predict(instances, settings, raw)
-        records = [
-            (i, encode_record(batch, k, predictions[k])) for k, i in enumerate(ids) if i is not None
-        ]
-        return predictions, records
 
     def zero_features(self) -> Any:
         """An ``x`` of the model's kind that is the zero vector (a placeholder)."""
