@@ -94,6 +94,29 @@ def feed(h: Any, k: Any, cn: int, b: Any) -> Any:
 
 
 @numba.njit(cache=True, inline="always")
+def feed_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
+    """:func:`feed` of the bytes ``buf[a:z]``, four at a time once ``k`` is empty."""
+    while cn != 0 and a < z:
+        h, k, cn = feed(h, k, cn, buf[a])
+        a += 1
+    while a + 4 <= z:
+        b = (
+            np.uint64(buf[a])
+            | (np.uint64(buf[a + 1]) << _U8)
+            | (np.uint64(buf[a + 2]) << _U16)
+            | (np.uint64(buf[a + 3]) << _U24)
+        )
+        h ^= _mix(b)
+        h = ((h << _U13) | (h >> _U19)) & _M32
+        h = (h * _U5 + _C3) & _M32
+        a += 4
+    while a < z:
+        h, k, cn = feed(h, k, cn, buf[a])
+        a += 1
+    return h, k, cn
+
+
+@numba.njit(cache=True, inline="always")
 def finish(h: Any, k: Any, cn: int, length: int) -> Any:
     """The hash of a stream of ``length`` bytes fed with :func:`feed`, as :func:`murmur3`."""
     if cn > 0:

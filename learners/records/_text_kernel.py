@@ -36,7 +36,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import feed, finish, grow, put_utf8
+from learners.records._hash_kernels import feed, feed_span, finish, grow, put_utf8
 
 # rows of the int64 scratch ``si`` (``text_room``): per code point, per token, per n-gram
 _CPO, _TS, _TE, _SH, _SK, _SCN, _IDX, _PO = range(8)
@@ -228,16 +228,12 @@ def _words(
     names: np.ndarray,
 ) -> Any:
     """Word n-grams, n = 1..wn; an odometer over the gaps (each 0..skips) after each start."""
-    h0, k0, c0 = np.uint64(0), np.uint64(0), 0
     pw = pre.shape[0]
-    for b in range(pw):
-        h0, k0, c0 = feed(h0, k0, c0, pre[b])
+    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, 0, pw)
     u = 0
     for t in range(nt):  # unigrams; each token's state kept for the longer n-grams
-        h, k, cn = h0, k0, c0
         a, z = si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]
-        for b in range(a, z):
-            h, k, cn = feed(h, k, cn, tb[b])
+        h, k, cn = feed_span(h0, k0, c0, tb, a, z)
         si[_SH, t], si[_SK, t], si[_SCN, t] = h, k, cn
         if _count(finish(h, k, cn, pw + z - a), so, table, smask, u) == u:
             if keep:
@@ -254,8 +250,11 @@ def _words(
                 si[_IDX, 0] = start
                 ok = True
                 for j in range(1, n):
-                    si[_IDX, j] = si[_IDX, j - 1] + 1 + c % (skips + 1)
-                    c //= skips + 1
+                    if skips == 0:  # contiguous: no division
+                        si[_IDX, j] = si[_IDX, j - 1] + 1
+                    else:
+                        si[_IDX, j] = si[_IDX, j - 1] + 1 + c % (skips + 1)
+                        c //= skips + 1
                     if si[_IDX, j] >= nt:
                         ok = False
                         break
@@ -267,8 +266,7 @@ def _words(
                     t = si[_IDX, j]
                     h, k, cn = feed(h, k, cn, 32)
                     a, z = si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]
-                    for b in range(a, z):
-                        h, k, cn = feed(h, k, cn, tb[b])
+                    h, k, cn = feed_span(h, k, cn, tb, a, z)
                     length += 1 + z - a
                 if _count(finish(h, k, cn, length), so, table, smask, u) == u:
                     if keep:
@@ -295,10 +293,8 @@ def _chars(
     names: np.ndarray,
 ) -> Any:
     """Character n-grams of each padded token (or of all tokens, ``across``)."""
-    h0, k0, c0 = np.uint64(0), np.uint64(0), 0
     pc = pre.shape[0]
-    for b in range(pc):
-        h0, k0, c0 = feed(h0, k0, c0, pre[b])
+    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, 0, pc)
     po = si[_PO]
     first, last = 0, nt
     while first < nt:
@@ -333,8 +329,7 @@ def _chars(
                 if i >= max(1, lp - n + 1):
                     break
                 end = po[min(i + n, lp)]
-                for b in range(at, end):
-                    h, k, cn = feed(h, k, cn, pb[b])
+                h, k, cn = feed_span(h, k, cn, pb, at, end)
                 at = end
                 so[_GRAM, (n - cmin) * width + i] = finish(h, k, cn, pc + end - po[i])
         for n in range(cmin, n_hi + 1):  # counted in the documented order
