@@ -165,9 +165,9 @@ def text_features(
     pos = 0
     inside = False
     for i in range(L):
-        c = np.int64(cps[s + i])
+        c = int(cps[s + i])
         if lowercase:
-            c = np.int64(lower_tab[c])
+            c = int(lower_tab[c])
         si[_CPO, i] = pos
         pos = put_utf8(tb, pos, c)
         if tok_tab[c]:
