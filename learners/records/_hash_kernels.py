@@ -1,6 +1,7 @@
 """numba helpers of the records kernels: MurmurHash3 x86 32-bit (seed 0) of a byte
 range, exactly as :func:`learners.feature_keys.murmurhash3_32` computes it (tested),
-UTF-8 encoding of a code point, and growing a buffer.
+the same hash streamed byte by byte (:func:`feed`, :func:`finish`), UTF-8 encoding of a
+code point, and growing a buffer.
 
 numba keys a kernel's on-disk cache on the kernel's own source file: after a change
 here, touch ``_row_kernel.py`` and ``_text_kernel.py`` (or clear
@@ -69,6 +70,56 @@ def murmur3(buf: np.ndarray, s: int, e: int) -> Any:
         if t >= 2:
             k ^= np.uint64(buf[j + 1]) << _U8
         k ^= np.uint64(buf[j])
+        h ^= _mix(k)
+    h ^= np.uint64(length) & _M32
+    h ^= h >> _U16
+    h = (h * _F1) & _M32
+    h ^= h >> _U13
+    h = (h * _F2) & _M32
+    h ^= h >> _U16
+    return np.int64(h)
+
+
+@numba.njit(cache=True, inline="always")
+def feed(h: Any, k: Any, cn: int, b: Any) -> Any:
+    """One more byte ``b`` of a streamed MurmurHash3: state ``h``, and ``cn`` (0..3) bytes
+    pending in ``k``; returns the new (h, k, cn). Streaming the pieces of a name gives
+    :func:`murmur3` of the name's bytes (tested) without building them."""
+    k |= np.uint64(b) << np.uint64(8 * cn)
+    if cn == 3:
+        h ^= _mix(k)
+        h = ((h << _U13) | (h >> _U19)) & _M32
+        return (h * _U5 + _C3) & _M32, np.uint64(0), 0
+    return h, k, cn + 1
+
+
+@numba.njit(cache=True, inline="always")
+def feed_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
+    """:func:`feed` of the bytes ``buf[a:z]``, four at a time once ``k`` is empty."""
+    while cn != 0 and a < z:
+        h, k, cn = feed(h, k, cn, buf[a])
+        a += 1
+    while a + 4 <= z:
+        b = (
+            np.uint64(buf[a])
+            | (np.uint64(buf[a + 1]) << _U8)
+            | (np.uint64(buf[a + 2]) << _U16)
+            | (np.uint64(buf[a + 3]) << _U24)
+        )
+        h ^= _mix(b)
+        h = ((h << _U13) | (h >> _U19)) & _M32
+        h = (h * _U5 + _C3) & _M32
+        a += 4
+    while a < z:
+        h, k, cn = feed(h, k, cn, buf[a])
+        a += 1
+    return h, k, cn
+
+
+@numba.njit(cache=True, inline="always")
+def finish(h: Any, k: Any, cn: int, length: int) -> Any:
+    """The hash of a stream of ``length`` bytes fed with :func:`feed`, as :func:`murmur3`."""
+    if cn > 0:
         h ^= _mix(k)
     h ^= np.uint64(length) & _M32
     h ^= h >> _U16

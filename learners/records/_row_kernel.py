@@ -23,7 +23,15 @@ import numpy as np
 
 from learners.records._hash_kernels import grow, murmur3, put_utf8
 from learners.records._row_parts import _canonical, _hash_named
-from learners.records._text_kernel import text_features
+from learners.records._text_kernel import (
+    COUNT,
+    HASH,
+    NOFF,
+    occ_cap,
+    occ_room,
+    text_features,
+    text_room,
+)
 
 OK = 0
 TOO_MANY = 1  # err_field: the field being read, or -1 for the interactions
@@ -43,36 +51,38 @@ CANONICAL, NAMED, HASHES = 0, 1, 2
 
 @numba.njit(cache=True)
 def _weights(
-    hashes: np.ndarray,
-    counts: np.ndarray,
+    so: np.ndarray,
+    u: int,
     p: np.ndarray,
     df: np.ndarray,
     docs: np.ndarray,
     mask: int,
     update: bool,
-) -> np.ndarray:
-    """A text field's values: weighting of the counts, idf, L2 norm; then counts the
+    vals: np.ndarray,
+    at: int,
+) -> None:
+    """A text field's values ``vals[at:at + u]`` from ``text_features``' ``u`` distinct
+    hashes and counts in ``so``: weighting of the counts, idf, L2 norm; then counts the
     document into ``df`` / ``docs`` when ``update``."""
-    u = hashes.shape[0]
-    vals = np.empty(u, dtype=np.float64)
     log2 = np.log1p(1.0)  # most n-grams occur once: the same call's value, made once
     for k in range(u):
-        c = counts[k]
+        c = so[COUNT, k]
         if p[TP_WEIGHT] == WEIGHT_BINARY:
-            vals[k] = 1.0
+            vals[at + k] = 1.0
         elif p[TP_WEIGHT] == WEIGHT_TF:
-            vals[k] = float(c)
+            vals[at + k] = float(c)
         elif c == 1:
-            vals[k] = log2
+            vals[at + k] = log2
         else:
-            vals[k] = np.log1p(float(c))
+            vals[at + k] = np.log1p(float(c))
     slot = p[TP_IDF]
     if slot >= 0:
         n_docs = float(docs[slot])
         for k in range(u):
-            vals[k] *= np.log((1.0 + n_docs) / (1.0 + float(df[slot, hashes[k] & mask]))) + 1.0
+            idf = np.log((1.0 + n_docs) / (1.0 + float(df[slot, so[HASH, k] & mask]))) + 1.0
+            vals[at + k] *= idf
         if update:
-            cols = np.unique(hashes & mask)  # a document counts once per column
+            cols = np.unique(so[HASH, :u] & mask)  # a document counts once per column
             for col in cols:
                 if df[slot, col] < _INT32_MAX:
                     df[slot, col] += 1
@@ -81,11 +91,10 @@ def _weights(
     if p[TP_NORM] and u > 0:
         sq = 0.0
         for k in range(u):
-            sq += vals[k] * vals[k]
+            sq += vals[at + k] * vals[at + k]
         norm = np.sqrt(sq)
         for k in range(u):
-            vals[k] /= norm
-    return vals
+            vals[at + k] /= norm
 
 
 @numba.njit(cache=True)
@@ -130,16 +139,28 @@ def encode_rows(
     # Room for every named atom of a row (+ the intercept) from the start, kept after a
     # text's features: the named-feature branch then never reassigns these arrays (a
     # reassignment there costs numba's reference counting per feature, taken or not).
+    # The text kernel's scratch too is sized here for the longest text: no array
+    # assigned in the row loop lives from one atom to the next but those four and nb.
     n_atoms = a_row.shape[0]
     named = 0
     at_row = -1
     run = 0
+    longest = 0
+    occ = 0
     for k in range(n_atoms):
         if a_row[k] != at_row:
             at_row, run = a_row[k], 0
         if f_text[a_field[k]] < 0:
             run += 1
             named = max(named, run)
+        else:
+            p = tp[f_text[a_field[k]]]
+            length = s_off[a_sidx[k] + 1] - s_off[a_sidx[k]]
+            longest = max(longest, length)
+            occ = max(occ, occ_cap(length, p[TP_WN], p[TP_SKIPS], p[TP_CMIN], p[TP_CMAX],
+                                   NGRAMS_PER_FEATURE * max_feat))  # fmt: skip
+    si, sb = text_room(longest)
+    so, table = occ_room(occ)
     size = max(16, named + 2)
     fh = np.empty(size, dtype=np.int64)
     fv = np.empty(size, dtype=np.float64)
@@ -188,38 +209,23 @@ def encode_rows(
             else:
                 p = tp[f_text[f]]
                 keep = want_names or keep_ns[f_ns[f]]
-                hashes, counts, names, noff = text_features(
-                    cps,
-                    s,
-                    e,
-                    lower_tab,
-                    tok_tab,
-                    p[TP_LOWER] != 0,
-                    p[TP_WN],
-                    p[TP_SKIPS],
-                    p[TP_CMIN],
-                    p[TP_CMAX],
-                    p[TP_ACROSS] != 0,
-                    prefixes[p[TP_WPRE_S] : p[TP_WPRE_E]],
-                    prefixes[p[TP_CPRE_S] : p[TP_CPRE_E]],
-                    keep,
-                    NGRAMS_PER_FEATURE * max_feat,
-                )
-                u = hashes.shape[0]
-                if u == 1 and hashes[0] < 0:
+                base = fo[nf]
+                u, nb = text_features(cps, s, e, lower_tab, tok_tab, p[TP_LOWER] != 0,
+                                      p[TP_WN], p[TP_SKIPS], p[TP_CMIN], p[TP_CMAX],
+                                      p[TP_ACROSS] != 0, prefixes[p[TP_WPRE_S] : p[TP_WPRE_E]],
+                                      prefixes[p[TP_CPRE_S] : p[TP_CPRE_E]], keep,
+                                      NGRAMS_PER_FEATURE * max_feat, si, sb, so, table, nb,
+                                      base)  # fmt: skip
+                if u == -1:
                     return TOO_MANY_NGRAMS, r, f, indptr, out_h, out_v, out_nb, out_no
                 if nf + u > max_feat:
                     return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no
-                vals = _weights(hashes, counts, p, df, docs, mask, update)
                 if _short(fh, fo, nf + u + named + 1):  # and the named atoms after it
                     fh, fv, fns, fo = _room(fh, fv, fns, fo, nf + u + named + 1)
-                if fo[nf] + names.shape[0] > nb.shape[0]:
-                    nb = grow(nb, fo[nf] + names.shape[0])
-                base = fo[nf]
-                nb[base : base + names.shape[0]] = names
-                for k in range(u):
-                    fh[nf + k], fv[nf + k], fns[nf + k] = hashes[k], vals[k], f_ns[f]
-                    fo[nf + k + 1] = base + noff[k + 1]
+                _weights(so, u, p, df, docs, mask, update, fv, nf)
+                for k in range(u):  # names, when kept, are in nb from base on
+                    fh[nf + k], fns[nf + k] = so[HASH, k], f_ns[f]
+                    fo[nf + k + 1] = so[NOFF, k + 1] if keep else base
                 nf += u
             if nf > max_feat:
                 return TOO_MANY, r, f, indptr, out_h, out_v, out_nb, out_no

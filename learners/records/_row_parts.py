@@ -83,11 +83,17 @@ def _canonical(
                 out_c[w] = c
                 out_v[w] = fv[order[k]]
         return w + 1 - at
-    order[:nf] = np.argsort(fh[:nf] & mask, kind="mergesort")
+    # (column, index) packed in one int64 (column < 2**32, index < 2**24: nf is at most
+    # max_features_per_record + 1 <= 10**6 + 1): the keys are distinct, so sorting them in
+    # place (no allocation) gives exactly the stable order by column
+    keys = order[:nf]
+    for k in range(nf):
+        keys[k] = ((fh[k] & mask) << 24) | k
+    keys.sort()
     w = at - 1
     for k in range(nf):
-        i = order[k]
-        c = fh[i] & mask
+        i = keys[k] & 0xFFFFFF
+        c = keys[k] >> 24
         if w >= at and out_c[w] == c:
             out_v[w] += fv[i]
         else:

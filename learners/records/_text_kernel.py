@@ -1,8 +1,8 @@
 """numba kernel of one text value: tokens, word n-grams (with skips) and character
 n-grams, each hashed by its feature name, counted per distinct name.
 
-The text arrives as code points (``uint32``); names are built as UTF-8 bytes and
-hashed with MurmurHash3 (:mod:`learners.records._hash_kernels`). The rules (also in
+The text arrives as code points (``uint32``); names are UTF-8 bytes hashed with
+MurmurHash3 (:mod:`learners.records._hash_kernels`). The rules (also in
 :mod:`learners.records`):
 
 - lower-case each code point first when asked (``_unicode.lower_table``);
@@ -17,6 +17,16 @@ hashed with MurmurHash3 (:mod:`learners.records._hash_kernels`). The rules (also
 
 Occurrences of one name are counted; distinct names come out in order of first
 occurrence with their full 32-bit hash and count (and their UTF-8 names if asked).
+
+Speed (issue 22: as fast as Vowpal Wabbit's parser): no array is allocated per text.
+The caller owns the scratch arrays, made once per batch for its longest text
+(:func:`text_room`, :func:`occ_room` of :func:`occ_cap`). A name is hashed as a
+stream of its pieces (prefix, tokens, spaces) without building its bytes; a word
+n-gram continues from the state after its first token (shared with that token's
+unigram), a character n-gram from the state after its shorter one at the same start
+(n-grams of one start are hashed together, kept, then counted in the documented
+order). Distinct names are counted as they come, in an open-addressing table on the
+hash that is cleared after the text.
 """
 
 from __future__ import annotations
@@ -26,55 +36,96 @@ from typing import Any
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import grow, murmur3, put_utf8
+from learners.records._hash_kernels import feed, feed_span, finish, grow, put_utf8
 
-
-@numba.njit(cache=True, inline="always")
-def _emit(
-    tmp: np.ndarray,
-    n_bytes: int,
-    occ_h: np.ndarray,
-    m: int,
-    keep: bool,
-    ob: np.ndarray,
-    oo: np.ndarray,
-) -> Any:
-    """Record the name ``tmp[:n_bytes]`` as occurrence ``m``; returns (m + 1, ob)."""
-    occ_h[m] = murmur3(tmp, 0, n_bytes)
-    if keep:
-        ob = grow(ob, oo[m] + n_bytes)
-        for k in range(n_bytes):
-            ob[oo[m] + k] = tmp[k]
-        oo[m + 1] = oo[m] + n_bytes
-    return m + 1, ob
+# rows of the int64 scratch ``si`` (``text_room``): per code point, per token, per n-gram
+_CPO, _TS, _TE, _SH, _SK, _SCN, _IDX, _PO = range(8)
+# rows of the uint8 scratch ``sb``: the text's UTF-8 bytes, a padded sequence's bytes
+_TB, _PB = range(2)
+# rows of the occurrence scratch ``so`` (``occ_room``): distinct hashes, counts, name
+# offsets, the character n-grams' hashes of one padded sequence
+HASH, COUNT, NOFF, _GRAM = range(4)
 
 
 @numba.njit(cache=True)
-def _char_grams(
-    pb: np.ndarray,
-    po: np.ndarray,
-    lp: int,
-    cmin: int,
-    cmax: int,
-    tmp: np.ndarray,
-    p0: int,
-    occ_h: np.ndarray,
-    m: int,
-    keep: bool,
-    ob: np.ndarray,
-    oo: np.ndarray,
+def text_room(length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fresh scratch for texts of up to ``length`` code points: (si, sb)."""
+    return np.empty((8, 2 * length + 2), np.int64), np.empty((2, 5 * length + 8), np.uint8)
+
+
+@numba.njit(cache=True)
+def occ_cap(length: int, wn: int, skips: int, cmin: int, cmax: int, max_occ: int) -> int:
+    """An upper bound of :func:`text_features`' occurrence bound for a text of ``length``
+    code points (tokens at most every other code point), or ``max_occ`` if less (a text
+    over ``max_occ`` is refused before the scratch is used)."""
+    most = (length + 1) // 2
+    bound = 0
+    per_start = 1
+    for _n in range(wn):
+        bound += most * per_start
+        if bound >= max_occ:
+            return max_occ
+        per_start *= skips + 1
+    nc = cmax - cmin + 1 if cmin > 0 else 0
+    return min(max_occ, bound + nc * (length + 3 * most + 2))
+
+
+@numba.njit(cache=True)
+def occ_room(bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fresh occurrence scratch for up to ``bound`` n-gram occurrences: (so, table)."""
+    size = 16
+    while size < 2 * bound:
+        size *= 2
+    return np.empty((4, bound + 1), np.int64), np.full(size, -1, np.int64)
+
+
+@numba.njit(cache=True, inline="always")
+def _count(h: int, so: np.ndarray, table: np.ndarray, smask: int, u: int) -> int:
+    """Count hash ``h``; returns its distinct id (``u`` when it is new: the caller adds it)."""
+    s = h & smask  # a MurmurHash3 is already well mixed
+    while True:
+        d = table[s]
+        if d < 0:
+            table[s] = u
+            so[HASH, u] = h
+            so[COUNT, u] = 1
+            return u
+        if so[HASH, d] == h:
+            so[COUNT, d] += 1
+            return d
+        s = (s + 1) & smask
+
+
+@numba.njit(cache=True)
+def _put_words(
+    names: np.ndarray, at: int, pre: np.ndarray, tb: np.ndarray, si: np.ndarray, n: int
 ) -> Any:
-    """The n-grams of the padded sequence whose code point ``k`` is bytes
-    ``pb[po[k]:po[k+1]]`` (``lp`` code points); the name prefix is ``tmp[:p0]``."""
-    for n in range(cmin, cmax + 1):
-        for i in range(max(1, lp - n + 1)):
-            a, b = po[i], po[min(i + n, lp)]
-            for k in range(b - a):
-                tmp[p0 + k] = pb[a + k]
-            m, ob = _emit(tmp, p0 + b - a, occ_h, m, keep, ob, oo)
-        if lp <= n:
-            break
-    return m, ob
+    """Write the name of the word n-gram of tokens ``si[_IDX, :n]`` at ``names[at:]``."""
+    need = at + pre.shape[0] + n
+    for j in range(n):
+        t = si[_IDX, j]
+        need += si[_CPO, si[_TE, t]] - si[_CPO, si[_TS, t]]
+    names = grow(names, need)
+    names[at : at + pre.shape[0]] = pre
+    q = at + pre.shape[0]
+    for j in range(n):
+        if j > 0:
+            names[q] = 32
+            q += 1
+        t = si[_IDX, j]
+        for b in range(si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]):
+            names[q] = tb[b]
+            q += 1
+    return names, q
+
+
+@numba.njit(cache=True)
+def _put_chars(names: np.ndarray, at: int, pre: np.ndarray, pb: np.ndarray, a: int, b: int) -> Any:
+    names = grow(names, at + pre.shape[0] + b - a)
+    names[at : at + pre.shape[0]] = pre
+    q = at + pre.shape[0]
+    names[q : q + b - a] = pb[a:b]
+    return names, q + b - a
 
 
 @numba.njit(cache=True)
@@ -94,38 +145,44 @@ def text_features(
     cprefix: np.ndarray,
     keep: bool,
     max_occ: int,
+    si: np.ndarray,
+    sb: np.ndarray,
+    so: np.ndarray,
+    table: np.ndarray,
+    names: np.ndarray,
+    at: int,
 ) -> Any:
-    """Distinct features of the text ``cps[s:e]``: (hashes, counts, names, name offsets);
-    one hash -1 when the text could give more than ``max_occ`` n-gram occurrences."""
+    """(u, names): the text ``cps[s:e]``'s ``u`` distinct features, full hashes in
+    ``so[HASH, :u]``, counts in ``so[COUNT, :u]`` and (``keep``) UTF-8 names
+    ``names[so[NOFF, k]:so[NOFF, k + 1]]`` written from ``names[at]`` on (``names``
+    grown when short); ``u`` is -1 when the text could give more than ``max_occ`` n-gram
+    occurrences. The scratch: ``si, sb = text_room(e - s)`` (or larger), ``so, table =
+    occ_room(occ_cap(e - s, ...))`` (or larger), ``table`` all -1 (and left so)."""
     L = e - s
-    t = np.empty(L, dtype=np.int64)
-    for i in range(L):
-        c = cps[s + i]
-        t[i] = lower_tab[c] if lowercase else c
+    tb = sb[_TB]
     # tokens and the UTF-8 bytes of the (lower-cased) text, cpo[k] = byte of code point k
-    ts = np.empty(L + 1, dtype=np.int64)
-    te = np.empty(L + 1, dtype=np.int64)
     nt = 0
-    tb = np.empty(4 * L + 1, dtype=np.uint8)
-    cpo = np.empty(L + 1, dtype=np.int64)
     pos = 0
     inside = False
     for i in range(L):
-        cpo[i] = pos
-        pos = put_utf8(tb, pos, t[i])
-        if tok_tab[t[i]]:
+        c = int(cps[s + i])
+        if lowercase:
+            c = int(lower_tab[c])
+        si[_CPO, i] = pos
+        pos = put_utf8(tb, pos, c)
+        if tok_tab[c]:
             if not inside:
-                ts[nt] = i
+                si[_TS, nt] = i
                 inside = True
         elif inside:
-            te[nt] = i
+            si[_TE, nt] = i
             nt += 1
             inside = False
-    cpo[L] = pos
+    si[_CPO, L] = pos
     if inside:
-        te[nt] = L
+        si[_TE, nt] = L
         nt += 1
-    # an upper bound on occurrences, to size the hash array once
+    # an upper bound on occurrences (the limit's measure; sizes the scratch)
     bound = 0
     per_start = 1
     for _n in range(wn):
@@ -134,107 +191,153 @@ def text_features(
     nc = cmax - cmin + 1 if cmin > 0 else 0
     token_cps = 0
     for k in range(nt):
-        token_cps += te[k] - ts[k]
+        token_cps += si[_TE, k] - si[_TS, k]
     bound += nc * (token_cps + 3 * nt + 2)
-    if bound > max_occ:  # refused before the memory is taken: hash -1 says so
-        return np.full(1, -1, dtype=np.int64), np.zeros(1, dtype=np.int64), tb[:0], cpo[:1]
-    occ_h = np.empty(bound, dtype=np.int64)
-    oo = np.zeros(bound + 1, dtype=np.int64)
-    ob = np.empty(64 if keep else 0, dtype=np.uint8)
-    m = 0
-    pw, pc = wprefix.shape[0], cprefix.shape[0]
-    tmp = np.empty(max(pw, pc) + pos + wn + 4 * cmax + 8, dtype=np.uint8)
-    # word n-grams: an odometer over the gaps (each 0..skips) after each start token
-    if wn > 0:
-        tmp[:pw] = wprefix
-        idx = np.empty(wn, dtype=np.int64)
-        for n in range(1, wn + 1):
-            combos = (skips + 1) ** (n - 1)
-            for start in range(nt):
-                for combo in range(combos):
-                    c = combo
-                    idx[0] = start
-                    ok = True
-                    for j in range(1, n):
-                        idx[j] = idx[j - 1] + 1 + c % (skips + 1)
-                        c //= skips + 1
-                        if idx[j] >= nt:
-                            ok = False
-                            break
-                    if not ok:
-                        continue
-                    q = pw
-                    for j in range(n):
-                        if j > 0:
-                            tmp[q] = 32
-                            q += 1
-                        for k in range(cpo[ts[idx[j]]], cpo[te[idx[j]]]):
-                            tmp[q] = tb[k]
-                            q += 1
-                    m, ob = _emit(tmp, q, occ_h, m, keep, ob, oo)
+    if bound > max_occ:  # refused before any memory is taken
+        return -1, names
+    size = 16
+    while size < 2 * bound:
+        size *= 2
+    if so.shape[1] < bound + 1 or table.shape[0] < size:
+        raise ValueError("text_features: the occurrence scratch is short")
+    smask = size - 1
+    u = 0
+    so[NOFF, 0] = at
+    if wn > 0 and nt > 0:
+        u, names = _words(tb, si, nt, wn, skips, wprefix, keep, so, table, smask, names)
     if nc > 0 and nt > 0:
-        tmp[:pc] = cprefix
-        # padded sequence bytes pb, code point k at pb[po[k]:po[k+1]]
-        pb = np.empty(pos + nt + 2, dtype=np.uint8)
-        po = np.empty(token_cps + nt + 2, dtype=np.int64)
-        first, last = 0, nt
-        while first < nt:
-            if not across:
-                last = first + 1
-            lp = 0
-            q = 0
-            po[0] = 0
-            pb[0] = 32
-            q = 1
-            for k in range(first, last):
-                for i in range(ts[k], te[k]):
-                    lp += 1
-                    po[lp] = q
-                    for k in range(cpo[i], cpo[i + 1]):
-                        pb[q] = tb[k]
-                        q += 1
-                lp += 1
-                po[lp] = q
-                pb[q] = 32
-                q += 1
-            lp += 1
-            po[lp] = q
-            m, ob = _char_grams(pb, po, lp, cmin, cmax, tmp, pc, occ_h, m, keep, ob, oo)
-            first = last
-    return _distinct(occ_h, m, keep, ob, oo)
+        u, names = _chars(
+            tb, sb[_PB], si, nt, cmin, cmax, across, cprefix, keep, so, table, smask, u, names
+        )
+    table[:size] = -1
+    return u, names
 
 
 @numba.njit(cache=True)
-def _distinct(occ_h: np.ndarray, m: int, keep: bool, ob: np.ndarray, oo: np.ndarray) -> Any:
-    """Distinct hashes of ``occ_h[:m]`` in order of first occurrence, with counts: one
-    pass over an open-addressing table (slot -> distinct id), no sort."""
-    size = 16
-    while size < 2 * m:
-        size *= 2
-    table = np.full(size, -1, dtype=np.int64)
-    smask = size - 1
-    hashes = np.empty(m, dtype=np.int64)
-    counts = np.zeros(m, dtype=np.int64)
-    firsts = np.empty(m, dtype=np.int64)
+def _words(
+    tb: np.ndarray,
+    si: np.ndarray,
+    nt: int,
+    wn: int,
+    skips: int,
+    pre: np.ndarray,
+    keep: bool,
+    so: np.ndarray,
+    table: np.ndarray,
+    smask: int,
+    names: np.ndarray,
+) -> Any:
+    """Word n-grams, n = 1..wn; an odometer over the gaps (each 0..skips) after each start."""
+    pw = pre.shape[0]
+    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, 0, pw)
     u = 0
-    for i in range(m):
-        h = occ_h[i]
-        s = h & smask  # a MurmurHash3 is already well mixed
-        while table[s] >= 0 and hashes[table[s]] != h:
-            s = (s + 1) & smask
-        if table[s] < 0:
-            table[s] = u
-            hashes[u] = h
-            firsts[u] = i
+    for t in range(nt):  # unigrams; each token's state kept for the longer n-grams
+        a, z = si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]
+        h, k, cn = feed_span(h0, k0, c0, tb, a, z)
+        si[_SH, t], si[_SK, t], si[_SCN, t] = h, k, cn
+        if _count(finish(h, k, cn, pw + z - a), so, table, smask, u) == u:
+            if keep:
+                si[_IDX, 0] = t
+                names, so[NOFF, u + 1] = _put_words(names, so[NOFF, u], pre, tb, si, 1)
             u += 1
-        counts[table[s]] += 1
-    name_off = np.zeros(u + 1, dtype=np.int64)
-    for k in range(u):
-        o = firsts[k]
-        name_off[k + 1] = name_off[k] + (oo[o + 1] - oo[o] if keep else 0)
-    names = np.empty(name_off[u], dtype=np.uint8)
-    if keep:
-        for k in range(u):
-            o = firsts[k]
-            names[name_off[k] : name_off[k + 1]] = ob[oo[o] : oo[o + 1]]
-    return hashes[:u].copy(), counts[:u].copy(), names, name_off
+    for n in range(2, wn + 1):
+        if n > nt:  # no n tokens (and si[_IDX] holds at most nt)
+            break
+        combos = (skips + 1) ** (n - 1)
+        for start in range(nt):
+            for combo in range(combos):
+                c = combo
+                si[_IDX, 0] = start
+                ok = True
+                for j in range(1, n):
+                    if skips == 0:  # contiguous: no division
+                        si[_IDX, j] = si[_IDX, j - 1] + 1
+                    else:
+                        si[_IDX, j] = si[_IDX, j - 1] + 1 + c % (skips + 1)
+                        c //= skips + 1
+                    if si[_IDX, j] >= nt:
+                        ok = False
+                        break
+                if not ok:
+                    continue
+                h, k, cn = np.uint64(si[_SH, start]), np.uint64(si[_SK, start]), si[_SCN, start]
+                length = pw + si[_CPO, si[_TE, start]] - si[_CPO, si[_TS, start]]
+                for j in range(1, n):
+                    t = si[_IDX, j]
+                    h, k, cn = feed(h, k, cn, 32)
+                    a, z = si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]
+                    h, k, cn = feed_span(h, k, cn, tb, a, z)
+                    length += 1 + z - a
+                if _count(finish(h, k, cn, length), so, table, smask, u) == u:
+                    if keep:
+                        names, so[NOFF, u + 1] = _put_words(names, so[NOFF, u], pre, tb, si, n)
+                    u += 1
+    return u, names
+
+
+@numba.njit(cache=True)
+def _chars(
+    tb: np.ndarray,
+    pb: np.ndarray,
+    si: np.ndarray,
+    nt: int,
+    cmin: int,
+    cmax: int,
+    across: bool,
+    pre: np.ndarray,
+    keep: bool,
+    so: np.ndarray,
+    table: np.ndarray,
+    smask: int,
+    u: int,
+    names: np.ndarray,
+) -> Any:
+    """Character n-grams of each padded token (or of all tokens, ``across``)."""
+    pc = pre.shape[0]
+    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, 0, pc)
+    po = si[_PO]
+    first, last = 0, nt
+    while first < nt:
+        if not across:
+            last = first + 1
+        # padded sequence bytes pb, code point k at pb[po[k]:po[k+1]]
+        lp = 0
+        po[0] = 0
+        pb[0] = 32
+        q = 1
+        for t in range(first, last):
+            for i in range(si[_TS, t], si[_TE, t]):
+                lp += 1
+                po[lp] = q
+                for b in range(si[_CPO, i], si[_CPO, i + 1]):
+                    pb[q] = tb[b]
+                    q += 1
+            lp += 1
+            po[lp] = q
+            pb[q] = 32
+            q += 1
+        lp += 1
+        po[lp] = q
+        # n = cmin.., n-gram i = code points i..min(i + n, lp); stop after the first
+        # n >= lp (the sequence itself, once)
+        n_hi = cmin if lp <= cmin else min(cmax, lp)
+        width = max(1, lp - cmin + 1)  # starts of the shortest n, the most
+        for i in range(width):  # the n-grams of one start together, as a stream
+            h, k, cn = h0, k0, c0
+            at = po[i]
+            for n in range(cmin, n_hi + 1):
+                if i >= max(1, lp - n + 1):
+                    break
+                end = po[min(i + n, lp)]
+                h, k, cn = feed_span(h, k, cn, pb, at, end)
+                at = end
+                so[_GRAM, (n - cmin) * width + i] = finish(h, k, cn, pc + end - po[i])
+        for n in range(cmin, n_hi + 1):  # counted in the documented order
+            for i in range(max(1, lp - n + 1)):
+                if _count(so[_GRAM, (n - cmin) * width + i], so, table, smask, u) == u:
+                    if keep:
+                        a, z = po[i], po[min(i + n, lp)]
+                        names, so[NOFF, u + 1] = _put_chars(names, so[NOFF, u], pre, pb, a, z)
+                    u += 1
+        first = last
+    return u, names
