@@ -57,6 +57,7 @@ from service.models.json_scan_bytes import (
 from service.models.json_scan_envelope import (
     _body_complete,
     _body_start,
+    _dense_values,
     _example_label,
     _examples_start,
     _model_value,
@@ -65,7 +66,6 @@ from service.models.json_scan_envelope import (
     model_and_labels,
     weight_scratch,
 )
-from service.models.json_scan_numbers import _number
 
 __all__ = ["DenseExamples", "scan_dense_examples", "warmup"]
 
@@ -143,30 +143,12 @@ def _scan(
                     if i < 0:
                         return fail
                     if key == _K_X:
-                        if have_x or _at(buf, i) != 91:
+                        if have_x:
                             return fail
                         have_x = True
-                        i = _ws(buf, i + 1, n)
-                        base = rows * dim
-                        if dim == 0 and (i >= n or _at(buf, i) != 93):
+                        i = _dense_values(buf, i, n, X, rows * dim, dim)
+                        if i < 0:
                             return fail
-                        for j in range(dim):
-                            i, v = _number(buf, i, n)
-                            if i < 0:
-                                return fail
-                            X[base + j] = v
-                            i = _ws(buf, i, n)
-                            if i >= n:
-                                return fail
-                            c = _at(buf, i)
-                            if j == dim - 1:
-                                if c != 93:
-                                    return fail
-                            elif c != 44:
-                                return fail
-                            else:
-                                i = _ws(buf, i + 1, n)
-                        i += 1  # past ]
                     elif key == _K_Y:
                         i, last, nu = _example_label(buf, i, n, have_y, meta, rows, uniq0, nu, last)
                         if i < 0:

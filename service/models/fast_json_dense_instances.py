@@ -29,7 +29,7 @@ import numpy as np
 
 # NOTE numba's on-disk cache keys this module's kernel on this file only: after a
 # change to a helper of json_scan_*.py or fast_json_instances.py, touch this file.
-from service.models.fast_json_instances import _INSTANCES, _is_instances
+from service.models.fast_json_instances import _INSTANCES, _instances_array, _is_instances
 from service.models.json_scan_bytes import (
     _K_MODEL,
     _K_X,
@@ -41,8 +41,12 @@ from service.models.json_scan_bytes import (
     _member,
     _ws,
 )
-from service.models.json_scan_envelope import _body_complete, _body_start, _model_value
-from service.models.json_scan_numbers import _number
+from service.models.json_scan_envelope import (
+    _body_complete,
+    _body_start,
+    _dense_values,
+    _model_value,
+)
 
 __all__ = ["scan_dense_instances", "warmup"]
 
@@ -71,14 +75,8 @@ def _scan(
             if have_instances:
                 return fail
             have_instances = True
-            i = _ws(buf, i + word.shape[0], n)
-            if i >= n or _at(buf, i) != 58:
-                return fail
-            i = _ws(buf, i + 1, n)
-            if i >= n or _at(buf, i) != 91:
-                return fail
-            i = _ws(buf, i + 1, n)
-            if i >= n or _at(buf, i) == 93:  # empty: the general path says so
+            i = _instances_array(buf, i, n, word)
+            if i < 0:
                 return fail
             while True:  # one instance per iteration: {"x": [...]} and nothing else
                 if rows >= max_rows or rows >= xrows:
@@ -86,27 +84,12 @@ def _scan(
                 if i >= n or _at(buf, i) != 123:
                     return fail
                 key, i = _member(buf, _ws(buf, i + 1, n), n)
-                if i < 0 or key != _K_X or _at(buf, i) != 91:
+                if i < 0 or key != _K_X:
                     return fail
-                i = _ws(buf, i + 1, n)
-                base = rows * dim
-                for j in range(dim):
-                    i, v = _number(buf, i, n)
-                    if i < 0:
-                        return fail
-                    X[base + j] = v
-                    i = _ws(buf, i, n)
-                    if i >= n:
-                        return fail
-                    c = _at(buf, i)
-                    if j == dim - 1:
-                        if c != 93:
-                            return fail
-                    elif c != 44:
-                        return fail
-                    else:
-                        i = _ws(buf, i + 1, n)
-                i = _ws(buf, i + 1, n)  # past ]
+                i = _dense_values(buf, i, n, X, rows * dim, dim)
+                if i < 0:
+                    return fail
+                i = _ws(buf, i, n)
                 if i >= n or _at(buf, i) != 125:  # "x" was the instance's only member
                     return fail
                 rows += 1

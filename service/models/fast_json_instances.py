@@ -83,6 +83,23 @@ def _is_instances(buf: _Buf, i: int, n: int, word: np.ndarray) -> bool:
     return True
 
 
+@_inline
+def _instances_array(buf: _Buf, i: int, n: int, word: np.ndarray) -> int:
+    """At the key ``"instances"`` (``buf[i:]`` starts with it): the index of its array's
+    first element, or -1 for a value that is not an array, an empty array (the general
+    path says so) or a body cut short."""
+    i = _ws(buf, i + word.shape[0], n)
+    if i >= n or _at(buf, i) != 58:
+        return -1
+    i = _ws(buf, i + 1, n)
+    if i >= n or _at(buf, i) != 91:
+        return -1
+    i = _ws(buf, i + 1, n)
+    if i >= n or _at(buf, i) == 93:
+        return -1
+    return i
+
+
 @_kernel
 def _scan(
     buf: _Buf,
@@ -125,14 +142,8 @@ def _scan(
             if have_instances:
                 return fail
             have_instances = True
-            i = _ws(buf, i + word.shape[0], n)
-            if i >= n or _at(buf, i) != 58:
-                return fail
-            i = _ws(buf, i + 1, n)
-            if i >= n or _at(buf, i) != 91:
-                return fail
-            i = _ws(buf, i + 1, n)
-            if i >= n or _at(buf, i) == 93:  # empty: the general path says so
+            i = _instances_array(buf, i, n, word)
+            if i < 0:
                 return fail
             while True:  # one instance per iteration
                 if rows >= max_rows or rows >= rcap:

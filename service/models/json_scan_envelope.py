@@ -6,9 +6,9 @@ table the kernels leave, and the per-thread scratch arrays they fill.
 
 The kernel helpers return -1 (as the index) for "not the supported shape" and never raise;
 they are inlined into the kernels at numba IR level. numba keys a kernel's on-disk cache
-on the kernel's own source file: after a change here, touch fast_json.py and
-fast_json_maps.py (or clear their ``__pycache__/*.nbi``/``.nbc``) so their kernels are
-recompiled.
+on the kernel's own source file: after a change here, touch fast_json.py,
+fast_json_dense_instances.py and fast_json_maps.py (or clear their
+``__pycache__/*.nbi``/``.nbc``) so their kernels are recompiled.
 """
 
 from __future__ import annotations
@@ -146,6 +146,35 @@ def _weight(
         return -1, True, nw
     W[row] = v
     return i, True, nw + 1
+
+
+@_inline
+def _dense_values(buf: _Buf, i: int, n: int, X: np.ndarray, base: int, dim: int) -> int:
+    """The ``dim`` numbers of a dense row's array, its ``[`` at ``buf[i]``, into
+    ``X[base : base + dim]``: the index past its ``]``, or -1 for anything else (another
+    length, a value the exact number path does not take, a body cut short)."""
+    if i >= n or _at(buf, i) != 91:
+        return -1
+    i = _ws(buf, i + 1, n)
+    if dim == 0:
+        return i + 1 if i < n and _at(buf, i) == 93 else -1
+    for j in range(dim):
+        i, v = _number(buf, i, n)
+        if i < 0:
+            return -1
+        X[base + j] = v
+        i = _ws(buf, i, n)
+        if i >= n:
+            return -1
+        c = _at(buf, i)
+        if j == dim - 1:
+            if c != 93:
+                return -1
+        elif c != 44:
+            return -1
+        else:
+            i = _ws(buf, i + 1, n)
+    return i + 1
 
 
 @_inline
