@@ -7,7 +7,7 @@ labels, the pair variance) and, for a binary model, the probability map
 few hundred flops. :func:`dense_answers` runs those same kernels, in the same order on
 the same arrays, inside one ``njit`` function, and builds the answers directly, so
 its answers are those of ``predict_details`` followed by the probability map, bit for
-bit (``tests/learners/test_linear_serving.py`` compares them).
+bit (``tests/service/test_dense_predict_fast_path.py`` compares them).
 
 >>> import numpy as np
 >>> from learners.features import FeatureSpec

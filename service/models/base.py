@@ -125,9 +125,9 @@ class ModelAdapter(ABC):
 
     def predict_raw(self, raw: bytes, settings: Settings) -> tuple[str | None, list[Any]] | None:
         """``predict`` straight from the body's bytes (the body's model, None when it has
-        none, and the answers),
-        for the bodies a kind can prove well-formed without building Python objects;
-        ``None`` for any other body (the caller then parses it and takes ``predict``)."""
+        none, and the answers), for the bodies a kind can prove well-formed without
+        building Python objects; ``None`` for any other body (the caller then parses it
+        and takes ``predict``)."""
         return None
 
     def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
