@@ -109,38 +109,22 @@ class MetricsMiddleware:
                 error = error_code(message.get("body", b""))
             await send(message)
 
-        in_flight = self._in_flight.get(route)
-        if in_flight is None:
-            in_flight = self._in_flight[route] = M.raw(M.IN_FLIGHT.labels(route))
-        in_flight.inc(1)
+        in_flight = self._begin(route)
         t0 = time.perf_counter()
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
             in_flight.inc(-1)
-            state = scope.get("state", {})
-            model = state.get("model", "")
-            error = state.get("error_code") or error  # bodies without our code (/v2)
-            if not status:  # no answer sent: the client left (499), else an error escaped
-                status = state.get("status", 500)
-            # Cached children, dropped with the model (service.observability.metrics.forget_model).
-            children = M.request_children(route, model, status)
-            children[0].observe(time.perf_counter() - t0)
-            children[1].inc(1)
-            if status >= 400:
-                M.REQUEST_ERRORS.labels(route, str(status), error or _DEFAULT_ERROR).inc()
+            self._record(route, scope, status, error, t0)
 
     async def _serve_hot(
         self, hot: HotRoutes, route: str, scope: Scope, receive: Receive, send: Send
     ) -> None:
         """A hot route's request: the same figures, without wrapping ``send`` (the hot
         route adds ``X-Worker`` and tells its status; its error code is in the state)."""
-        in_flight = self._in_flight.get(route)
-        if in_flight is None:
-            in_flight = self._in_flight[route] = M.raw(M.IN_FLIGHT.labels(route))
-        in_flight.inc(1)
+        in_flight = self._begin(route)
         t0 = time.perf_counter()
-        status: int | None = 500  # an error escaped
+        status: int | None = 0  # an error escaped: counted as a 500 below
         try:
             status = await hot.serve(scope, receive, send, self._worker_header)
             if status is None:  # never: the templates are the hot routes' (served anyway)
@@ -148,15 +132,31 @@ class MetricsMiddleware:
                 status = 500
         finally:
             in_flight.inc(-1)
-            state = scope.get("state", {})
-            if not status:  # the client left (499)
-                status = state.get("status", 500)
-            children = M.request_children(route, state.get("model", ""), status)
-            children[0].observe(time.perf_counter() - t0)
-            children[1].inc(1)
-            if status >= 400:
-                error = state.get("error_code") or _DEFAULT_ERROR
-                M.REQUEST_ERRORS.labels(route, str(status), error).inc()
+            self._record(route, scope, status or 0, "", t0)
+
+    def _begin(self, route: str) -> Any:
+        """The route's in-flight gauge (its value), one more in flight."""
+        in_flight = self._in_flight.get(route)
+        if in_flight is None:
+            in_flight = self._in_flight[route] = M.raw(M.IN_FLIGHT.labels(route))
+        in_flight.inc(1)
+        return in_flight
+
+    @staticmethod
+    def _record(route: str, scope: Scope, status: int, error: str, t0: float) -> None:
+        """Count an answered request: ``status`` 0 when none was sent (the client left:
+        499 in the request state, else an error escaped: 500); the error code from the
+        request state, else ``error`` (read from the body: /v2's answers)."""
+        state = scope.get("state", {})
+        error = state.get("error_code") or error
+        if not status:
+            status = state.get("status", 500)
+        # Cached children, dropped with the model (service.observability.metrics.forget_model).
+        children = M.request_children(route, state.get("model", ""), status)
+        children[0].observe(time.perf_counter() - t0)
+        children[1].inc(1)
+        if status >= 400:
+            M.REQUEST_ERRORS.labels(route, str(status), error or _DEFAULT_ERROR).inc()
 
 
 def _open_store(settings: Settings) -> Any:
