@@ -31,7 +31,6 @@ import numpy as np
 # change to a helper of json_scan_*.py or fast_json_instances.py, touch this file.
 from service.models.fast_json_instances import _INSTANCES, _instances_array, _is_instances
 from service.models.json_scan_bytes import (
-    _K_MODEL,
     _K_X,
     _after_element,
     _after_member,
@@ -45,7 +44,7 @@ from service.models.json_scan_envelope import (
     _body_complete,
     _body_start,
     _dense_values,
-    _model_value,
+    _model_member,
 )
 
 __all__ = ["scan_dense_instances", "warmup"]
@@ -99,10 +98,7 @@ def _scan(
                 if closed:
                     break
         else:
-            key, i = _member(buf, i, n)
-            if i < 0 or key != _K_MODEL:
-                return fail
-            i, ms, me = _model_value(buf, i, n, have_model)
+            i, ms, me = _model_member(buf, i, n, have_model)
             if i < 0:
                 return fail
             have_model = True

@@ -33,7 +33,6 @@ import numpy as np
 
 from learners.csr_batch import Batch, canonical_rows
 from service.models.json_scan_bytes import (
-    _K_MODEL,
     _K_X,
     _after_element,
     _after_member,
@@ -45,7 +44,7 @@ from service.models.json_scan_bytes import (
     _string_end,
     _ws,
 )
-from service.models.json_scan_envelope import _body_complete, _body_start, _model_value
+from service.models.json_scan_envelope import _body_complete, _body_start, _model_member
 from service.models.json_scan_keys import _new_in_row, _sparse_index
 from service.models.json_scan_numbers import _number
 
@@ -215,10 +214,7 @@ def _scan(
                 if closed:
                     break
         else:
-            key, i = _member(buf, i, n)
-            if i < 0 or key != _K_MODEL:
-                return fail
-            i, ms, me = _model_value(buf, i, n, have_model)
+            i, ms, me = _model_member(buf, i, n, have_model)
             if i < 0:
                 return fail
             have_model = True

@@ -17,7 +17,16 @@ import threading
 
 import numpy as np
 
-from service.models.json_scan_bytes import _at, _Buf, _inline, _same_bytes, _string_end, _ws
+from service.models.json_scan_bytes import (
+    _K_MODEL,
+    _at,
+    _Buf,
+    _inline,
+    _member,
+    _same_bytes,
+    _string_end,
+    _ws,
+)
 from service.models.json_scan_numbers import _int_label, _number
 
 # String labels compared against this many distinct earlier labels in the kernel;
@@ -146,6 +155,17 @@ def _weight(
         return -1, True, nw
     W[row] = v
     return i, True, nw + 1
+
+
+@_inline
+def _model_member(buf: _Buf, i: int, n: int, have_model: bool) -> tuple[int, int, int]:
+    """A member at ``buf[i]`` that must be ``"model"``: (the index past its value, start
+    and end of the name), or (-1, 0, 0) for another key or anything ``_model_value``
+    refuses (the instance scanners' only member besides ``instances``)."""
+    key, i = _member(buf, i, n)
+    if i < 0 or key != _K_MODEL:
+        return -1, 0, 0
+    return _model_value(buf, i, n, have_model)
 
 
 @_inline
