@@ -44,6 +44,32 @@ def _mix(k: Any) -> Any:
     return (k * _C2) & _M32
 
 
+@numba.njit(cache=True, inline="always")
+def block(h: Any, k: Any) -> Any:
+    """The state after one whole 4-byte block ``k`` (uint64, little-endian bytes)."""
+    h ^= _mix(k)
+    h = ((h << _U13) | (h >> _U19)) & _M32
+    return (h * _U5 + _C3) & _M32
+
+
+@numba.njit(cache=True, inline="always")
+def tail(h: Any, k: Any) -> Any:
+    """The state after the last 1-3 bytes ``k`` (uint64, little-endian)."""
+    return h ^ _mix(k)
+
+
+@numba.njit(cache=True, inline="always")
+def fmix(h: Any, length: int) -> Any:
+    """The hash (uint64 in [0, 2**32)) of ``length`` bytes from the state ``h``."""
+    h ^= np.uint64(length) & _M32
+    h ^= h >> _U16
+    h = (h * _F1) & _M32
+    h ^= h >> _U13
+    h = (h * _F2) & _M32
+    h ^= h >> _U16
+    return h
+
+
 @numba.njit(cache=True)
 def murmur3(buf: np.ndarray, s: int, e: int) -> Any:
     """MurmurHash3 x86 32 (seed 0) of ``buf[s:e]`` (uint8), as an int64 in [0, 2**32)."""
@@ -58,9 +84,7 @@ def murmur3(buf: np.ndarray, s: int, e: int) -> Any:
             | (np.uint64(buf[j + 2]) << _U16)
             | (np.uint64(buf[j + 3]) << _U24)
         )
-        h ^= _mix(k)
-        h = ((h << _U13) | (h >> _U19)) & _M32
-        h = (h * _U5 + _C3) & _M32
+        h = block(h, k)
     t = length - 4 * nb
     if t > 0:
         j = s + 4 * nb
@@ -70,14 +94,8 @@ def murmur3(buf: np.ndarray, s: int, e: int) -> Any:
         if t >= 2:
             k ^= np.uint64(buf[j + 1]) << _U8
         k ^= np.uint64(buf[j])
-        h ^= _mix(k)
-    h ^= np.uint64(length) & _M32
-    h ^= h >> _U16
-    h = (h * _F1) & _M32
-    h ^= h >> _U13
-    h = (h * _F2) & _M32
-    h ^= h >> _U16
-    return np.int64(h)
+        h = tail(h, k)
+    return np.int64(fmix(h, length))
 
 
 @numba.njit(cache=True, inline="always")
@@ -87,9 +105,7 @@ def feed(h: Any, k: Any, cn: int, b: Any) -> Any:
     :func:`murmur3` of the name's bytes (tested) without building them."""
     k |= np.uint64(b) << np.uint64(8 * cn)
     if cn == 3:
-        h ^= _mix(k)
-        h = ((h << _U13) | (h >> _U19)) & _M32
-        return (h * _U5 + _C3) & _M32, np.uint64(0), 0
+        return block(h, k), np.uint64(0), 0
     return h, k, cn + 1
 
 
@@ -106,9 +122,7 @@ def feed_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
             | (np.uint64(buf[a + 2]) << _U16)
             | (np.uint64(buf[a + 3]) << _U24)
         )
-        h ^= _mix(b)
-        h = ((h << _U13) | (h >> _U19)) & _M32
-        h = (h * _U5 + _C3) & _M32
+        h = block(h, b)
         a += 4
     while a < z:
         h, k, cn = feed(h, k, cn, buf[a])
@@ -120,14 +134,8 @@ def feed_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
 def finish(h: Any, k: Any, cn: int, length: int) -> Any:
     """The hash of a stream of ``length`` bytes fed with :func:`feed`, as :func:`murmur3`."""
     if cn > 0:
-        h ^= _mix(k)
-    h ^= np.uint64(length) & _M32
-    h ^= h >> _U16
-    h = (h * _F1) & _M32
-    h ^= h >> _U13
-    h = (h * _F2) & _M32
-    h ^= h >> _U16
-    return np.int64(h)
+        h = tail(h, k)
+    return np.int64(fmix(h, length))
 
 
 @numba.njit(cache=True, inline="always")

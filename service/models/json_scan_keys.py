@@ -13,29 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from learners.records._hash_kernels import block, fmix, tail
 from service.models.json_scan_bytes import _at, _Buf, _inline, _kernel, _same_bytes
 
 __all__ = ["murmurhash3_32_nb"]
 
 # ---------------------------------------------------------------- MurmurHash3
-# x86 32-bit, seed 0, all arithmetic in uint64 masked to 32 bits (a mix of signed
-# and unsigned integers would make numba compute in float64).
+# x86 32-bit, seed 0: the rounds and the finaliser are the records kernels' (block, tail,
+# fmix of learners.records._hash_kernels); here the bytes come from a name or
+# name=value read in place in the body.
 _U1 = np.uint64(1)
-_U32 = np.uint64(32)
-_UM32 = np.uint64(0xFFFFFFFF)
-_C1 = np.uint64(0xCC9E2D51)
-_C2 = np.uint64(0x1B873593)
-_C3 = np.uint64(0xE6546B64)
-_F1 = np.uint64(0x85EBCA6B)
-_F2 = np.uint64(0xC2B2AE35)
-_U5 = np.uint64(5)
 _U8 = np.uint64(8)
-_U13 = np.uint64(13)
-_U15 = np.uint64(15)
 _U16 = np.uint64(16)
-_U17 = np.uint64(17)
-_U19 = np.uint64(19)
 _U24 = np.uint64(24)
+_U32 = np.uint64(32)
 _U61 = np.uint64(61)  # "="
 
 
@@ -75,12 +66,7 @@ def _murmur(buf: _Buf, a: int, b: int, sep: bool, c: int, d: int) -> np.uint64:
                 | (_cat(buf, a, la, sep, c, j + 2) << _U16)
                 | (_cat(buf, a, la, sep, c, j + 3) << _U24)
             )
-        k = (k * _C1) & _UM32
-        k = ((k << _U15) | (k >> _U17)) & _UM32
-        k = (k * _C2) & _UM32
-        h ^= k
-        h = ((h << _U13) | (h >> _U19)) & _UM32
-        h = (h * _U5 + _C3) & _UM32
+        h = block(h, k)
     t = length - 4 * nb
     if t > 0:
         j = 4 * nb
@@ -90,17 +76,8 @@ def _murmur(buf: _Buf, a: int, b: int, sep: bool, c: int, d: int) -> np.uint64:
         if t >= 2:
             k ^= _cat(buf, a, la, sep, c, j + 1) << _U8
         k ^= _cat(buf, a, la, sep, c, j)
-        k = (k * _C1) & _UM32
-        k = ((k << _U15) | (k >> _U17)) & _UM32
-        k = (k * _C2) & _UM32
-        h ^= k
-    h ^= np.uint64(length) & _UM32
-    h ^= h >> _U16
-    h = (h * _F1) & _UM32
-    h ^= h >> _U13
-    h = (h * _F2) & _UM32
-    h ^= h >> _U16
-    return h
+        h = tail(h, k)
+    return fmix(h, length)
 
 
 @_kernel
