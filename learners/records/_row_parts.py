@@ -1,6 +1,7 @@
-"""Two pieces of the records row kernel (:mod:`learners.records._row_kernel`): the hashes of
-the named features' strings, made once per batch before the rows, and a row's features
-in canonical form (columns ascending, a repeated column summed in generation order).
+"""Three pieces of the records row kernel (:mod:`learners.records._row_kernel`): the hashes
+of the named features' strings, made once per batch before the rows, a row's features in
+canonical form (columns ascending, a repeated column summed in generation order), and a
+row's interactions.
 
 numba keys a kernel's on-disk cache on the kernel's own source file: after a change here,
 touch ``_row_kernel.py`` (or clear ``learners/records/__pycache__``) so it is recompiled.
@@ -49,7 +50,55 @@ def _hash_named(
         sid_hash[sid] = murmur3(hb, 0, q)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
+def _sort_distinct(a: np.ndarray, n: int, stack: int) -> None:
+    """Sort the distinct ``a[:n]`` ascending in place: a quicksort (median of three, the
+    smaller side first, so its stack, ``a[stack:]``, needs 2 log2(n) entries) down to
+    insertion sorts of 16. numba's own ``ndarray.sort`` costs two atomic reference counts
+    per partition."""
+    top = stack
+    lo, hi = 0, n - 1
+    while True:
+        while hi - lo > 16:
+            mid = (lo + hi) >> 1
+            if a[mid] < a[lo]:
+                a[mid], a[lo] = a[lo], a[mid]
+            if a[hi] < a[lo]:
+                a[hi], a[lo] = a[lo], a[hi]
+            if a[hi] < a[mid]:
+                a[hi], a[mid] = a[mid], a[hi]
+            pivot = a[mid]
+            i, j = lo, hi
+            while i <= j:
+                while a[i] < pivot:
+                    i += 1
+                while a[j] > pivot:
+                    j -= 1
+                if i <= j:
+                    a[i], a[j] = a[j], a[i]
+                    i += 1
+                    j -= 1
+            if j - lo < hi - i:  # the smaller side now, the larger later
+                a[top], a[top + 1] = i, hi
+                hi = j
+            else:
+                a[top], a[top + 1] = lo, j
+                lo = i
+            top += 2
+        for k in range(lo + 1, hi + 1):
+            v = a[k]
+            m = k - 1
+            while m >= lo and a[m] > v:
+                a[m + 1] = a[m]
+                m -= 1
+            a[m + 1] = v
+        if top == stack:
+            return
+        top -= 2
+        lo, hi = a[top], a[top + 1]
+
+
+@numba.njit(cache=True, inline="always")
 def _canonical(
     fh: np.ndarray,
     fv: np.ndarray,
@@ -61,39 +110,29 @@ def _canonical(
     order: np.ndarray,
 ) -> int:
     """Write the row's columns ascending from ``at``, summing repeats (stable order);
-    returns how many were written. ``order`` is scratch of at least ``2 * nf``."""
-    if nf <= 32:  # a stable insertion sort of (column, index): small rows are the common case
-        cs = order[nf:]  # the columns, moved with their indices
-        for k in range(nf):
-            c = fh[k] & mask
-            j = k - 1
-            while j >= 0 and cs[j] > c:
-                order[j + 1] = order[j]
-                cs[j + 1] = cs[j]
-                j -= 1
-            order[j + 1] = k
-            cs[j + 1] = c
-        w = at - 1
-        for k in range(nf):
-            c = cs[k]
-            if w >= at and out_c[w] == c:
-                out_v[w] += fv[order[k]]
-            else:
-                w += 1
-                out_c[w] = c
-                out_v[w] = fv[order[k]]
-        return w + 1 - at
-    # (column, index) packed in one int64 (column < 2**32, index < 2**24: nf is at most
-    # max_features_per_record + 1 <= 10**6 + 1): the keys are distinct, so sorting them in
-    # place (no allocation) gives exactly the stable order by column
-    keys = order[:nf]
+    returns how many were written. ``order`` is scratch of at least ``2 * nf``.
+
+    (column, index) packed in one int64 (column < 2**32, index < 2**24: nf is at most
+    max_features_per_record + 1 <= 10**6 + 1): the keys are distinct, so sorting them in
+    place gives exactly the stable order by column. No view is taken: this is inlined in
+    the row loop, where each array made costs two atomic reference counts."""
     for k in range(nf):
-        keys[k] = ((fh[k] & mask) << 24) | k
-    keys.sort()
+        order[k] = ((fh[k] & mask) << 24) | k
+    got = 0  # where the sorted keys are
+    if nf <= 96:  # each key to its rank: n^2 comparisons without a branch (SIMD), no
+        got = nf  # misprediction (a quicksort of 30 random keys mispredicts most of its)
+        for k in range(nf):
+            v = order[k]
+            rank = 0
+            for j in range(nf):
+                rank += order[j] < v
+            order[nf + rank] = v
+    else:
+        _sort_distinct(order, nf, nf)
     w = at - 1
-    for k in range(nf):
-        i = keys[k] & 0xFFFFFF
-        c = keys[k] >> 24
+    for k in range(got, got + nf):
+        i = order[k] & 0xFFFFFF
+        c = order[k] >> 24
         if w >= at and out_c[w] == c:
             out_v[w] += fv[i]
         else:
@@ -101,3 +140,82 @@ def _canonical(
             out_c[w] = c
             out_v[w] = fv[i]
     return w + 1 - at
+
+
+@numba.njit(cache=True)
+def _interact(
+    inter: np.ndarray,
+    t: int,
+    n_plain: int,
+    nf: int,
+    fh: np.ndarray,
+    fv: np.ndarray,
+    fns: np.ndarray,
+    fo: np.ndarray,
+    nb: np.ndarray,
+    max_feat: int,
+    members: np.ndarray,
+) -> tuple[int, int, int]:
+    """Append the products of the namespaces ``inter[t]`` (2 or 3 ids, -1 padded) of the
+    row's first ``n_plain`` features (names ``a*b``, ``a*b*c``; a namespace repeated
+    takes only later features); stops once past ``max_feat``. Returns (nf, code, need):
+    code 0, or 10 (fh, fv, fns, fo short) / 11 (nb short) with the length ``need``, and
+    then nothing is appended. ``members``: scratch of shape (5, >= max(3, n_plain))."""
+    width = 3 if inter[t, 2] >= 0 else 2
+    longest = 0  # the longest name of a combination
+    for q in range(width):
+        members[3, q] = 0
+        members[4, q] = 0
+        most = 0
+        for i in range(n_plain):
+            if fns[i] == inter[t, q]:
+                members[q, members[3, q]] = i
+                members[3, q] += 1
+                most = max(most, fo[i + 1] - fo[i])
+        if members[3, q] == 0:
+            return nf, 0, 0
+        longest += most + 1
+    combos = 1
+    for q in range(width):
+        combos = min(combos * members[3, q], max_feat + 2)
+    cap = min(combos, max_feat + 1 - nf)  # at most this many appended
+    if cap <= 0:
+        cap = 1
+    if nf + cap > fh.shape[0] or nf + cap + 1 > fo.shape[0]:
+        return nf, 10, max(nf + cap, 2 * fh.shape[0])
+    if fo[nf] + cap * longest > nb.shape[0]:
+        return nf, 11, max(fo[nf] + cap * longest, 2 * nb.shape[0])
+    # an odometer over the members
+    while True:
+        ok = True
+        for q in range(1, width):
+            for p in range(q):
+                same_ns = inter[t, p] == inter[t, q]
+                if same_ns and members[q, members[4, q]] <= members[p, members[4, p]]:
+                    ok = False
+        if ok:
+            w = fo[nf]
+            q0 = w
+            val = 1.0
+            for q in range(width):
+                i = members[q, members[4, q]]
+                if q > 0:
+                    nb[w] = 42  # "*"
+                    w += 1
+                for b in range(fo[i], fo[i + 1]):
+                    nb[w] = nb[b]
+                    w += 1
+                val *= fv[i]
+            fh[nf], fv[nf], fns[nf], fo[nf + 1] = murmur3(nb, q0, w), val, -2, w
+            nf += 1
+            if nf > max_feat:
+                return nf, 0, 0
+        q = width - 1
+        while q >= 0:
+            members[4, q] += 1
+            if members[4, q] < members[3, q]:
+                break
+            members[4, q] = 0
+            q -= 1
+        if q < 0:
+            return nf, 0, 0

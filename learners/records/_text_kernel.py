@@ -31,26 +31,24 @@ hash that is cleared after the text.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import feed, feed_span, finish, grow, put_utf8
+from learners.records._hash_kernels import feed, feed_span, finish, put_utf8
 
 # rows of the int64 scratch ``si`` (``text_room``): per code point, per token, per n-gram
 _CPO, _TS, _TE, _SH, _SK, _SCN, _IDX, _PO = range(8)
-# rows of the uint8 scratch ``sb``: the text's UTF-8 bytes, a padded sequence's bytes
-_TB, _PB = range(2)
 # rows of the occurrence scratch ``so`` (``occ_room``): distinct hashes, counts, name
 # offsets, the character n-grams' hashes of one padded sequence
 HASH, COUNT, NOFF, _GRAM = range(4)
 
 
 @numba.njit(cache=True)
-def text_room(length: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fresh scratch for texts of up to ``length`` code points: (si, sb)."""
-    return np.empty((8, 2 * length + 2), np.int64), np.empty((2, 5 * length + 8), np.uint8)
+def text_room(length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fresh scratch for texts of up to ``length`` code points: (si, tb, pb): ``tb`` for
+    the text's UTF-8 bytes, ``pb`` for a padded sequence's."""
+    return (np.empty((8, 2 * length + 2), np.int64), np.empty(5 * length + 8, np.uint8),
+            np.empty(5 * length + 8, np.uint8))  # fmt: skip
 
 
 @numba.njit(cache=True)
@@ -98,16 +96,28 @@ def _count(h: int, so: np.ndarray, table: np.ndarray, smask: int, u: int) -> int
 
 @numba.njit(cache=True)
 def _put_words(
-    names: np.ndarray, at: int, pre: np.ndarray, tb: np.ndarray, si: np.ndarray, n: int
-) -> Any:
-    """Write the name of the word n-gram of tokens ``si[_IDX, :n]`` at ``names[at:]``."""
-    need = at + pre.shape[0] + n
+    names: np.ndarray,
+    at: int,
+    pre: np.ndarray,
+    p0: int,
+    p1: int,
+    tb: np.ndarray,
+    si: np.ndarray,
+    n: int,
+) -> int:
+    """Write the name of the word n-gram of tokens ``si[_IDX, :n]`` at ``names[at:]``;
+    returns the end, or minus the length ``names`` needs when it is short (nothing
+    written)."""
+    need = at + p1 - p0 + n - 1
     for j in range(n):
         t = si[_IDX, j]
         need += si[_CPO, si[_TE, t]] - si[_CPO, si[_TS, t]]
-    names = grow(names, need)
-    names[at : at + pre.shape[0]] = pre
-    q = at + pre.shape[0]
+    if need > names.shape[0]:
+        return -need
+    q = at
+    for i in range(p0, p1):
+        names[q] = pre[i]
+        q += 1
     for j in range(n):
         if j > 0:
             names[q] = 32
@@ -116,19 +126,28 @@ def _put_words(
         for b in range(si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]):
             names[q] = tb[b]
             q += 1
-    return names, q
+    return q
 
 
 @numba.njit(cache=True)
-def _put_chars(names: np.ndarray, at: int, pre: np.ndarray, pb: np.ndarray, a: int, b: int) -> Any:
-    names = grow(names, at + pre.shape[0] + b - a)
-    names[at : at + pre.shape[0]] = pre
-    q = at + pre.shape[0]
-    names[q : q + b - a] = pb[a:b]
-    return names, q + b - a
+def _put_chars(
+    names: np.ndarray, at: int, pre: np.ndarray, p0: int, p1: int, pb: np.ndarray, a: int, b: int
+) -> int:
+    """As :func:`_put_words`, for the character n-gram ``pb[a:b]``."""
+    need = at + p1 - p0 + b - a
+    if need > names.shape[0]:
+        return -need
+    q = at
+    for i in range(p0, p1):
+        names[q] = pre[i]
+        q += 1
+    for i in range(a, b):
+        names[q] = pb[i]
+        q += 1
+    return q
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def text_features(
     cps: np.ndarray,
     s: int,
@@ -141,25 +160,32 @@ def text_features(
     cmin: int,
     cmax: int,
     across: bool,
-    wprefix: np.ndarray,
-    cprefix: np.ndarray,
+    pre: np.ndarray,
+    w0: int,
+    w1: int,
+    c0: int,
+    c1: int,
     keep: bool,
     max_occ: int,
     si: np.ndarray,
-    sb: np.ndarray,
+    tb: np.ndarray,
+    pb: np.ndarray,
     so: np.ndarray,
     table: np.ndarray,
     names: np.ndarray,
     at: int,
-) -> Any:
-    """(u, names): the text ``cps[s:e]``'s ``u`` distinct features, full hashes in
+) -> tuple[int, int]:
+    """(u, need): the text ``cps[s:e]``'s ``u`` distinct features, full hashes in
     ``so[HASH, :u]``, counts in ``so[COUNT, :u]`` and (``keep``) UTF-8 names
-    ``names[so[NOFF, k]:so[NOFF, k + 1]]`` written from ``names[at]`` on (``names``
-    grown when short); ``u`` is -1 when the text could give more than ``max_occ`` n-gram
-    occurrences. The scratch: ``si, sb = text_room(e - s)`` (or larger), ``so, table =
-    occ_room(occ_cap(e - s, ...))`` (or larger), ``table`` all -1 (and left so)."""
+    ``names[so[NOFF, k]:so[NOFF, k + 1]]`` written from ``names[at]`` on; the word and
+    character n-grams' name prefixes are ``pre[w0:w1]`` and ``pre[c0:c1]``. ``u`` is -1
+    when the text could give more than ``max_occ`` n-gram occurrences, and -2 when
+    ``names`` is short: then ``need`` is a length it must have at least (the caller
+    grows it and calls again). The scratch: ``si, tb, pb = text_room(e - s)`` (or larger),
+    ``so, table = occ_room(occ_cap(e - s, ...))`` (or larger), ``table`` all -1 (and left
+    so). No array is made, returned or rebound here: numba's reference counting of a
+    rebound array costs two atomic operations per loop turn."""
     L = e - s
-    tb = sb[_TB]
     # tokens and the UTF-8 bytes of the (lower-cased) text, cpo[k] = byte of code point k
     nt = 0
     pos = 0
@@ -194,7 +220,7 @@ def text_features(
         token_cps += si[_TE, k] - si[_TS, k]
     bound += nc * (token_cps + 3 * nt + 2)
     if bound > max_occ:  # refused before any memory is taken
-        return -1, names
+        return -1, 0
     size = 16
     while size < 2 * bound:
         size *= 2
@@ -204,16 +230,19 @@ def text_features(
     u = 0
     so[NOFF, 0] = at
     if wn > 0 and nt > 0:
-        u, names = _words(tb, si, nt, wn, skips, wprefix, keep, so, table, smask, names)
-    if nc > 0 and nt > 0:
-        u, names = _chars(
-            tb, sb[_PB], si, nt, cmin, cmax, across, cprefix, keep, so, table, smask, u, names
+        u = _words(tb, si, nt, wn, skips, pre, w0, w1, keep, so, table, smask, names)
+    if nc > 0 and nt > 0 and u >= 0:
+        u = _chars(
+            tb, pb, si, nt, cmin, cmax, across, pre, c0, c1, keep, so, table, smask, u, names
         )
-    table[:size] = -1
-    return u, names
+    for k in range(size):  # (a slice would be an array made per text)
+        table[k] = -1
+    if u < 0:  # -(the length names needs)
+        return -2, max(-u, 2 * names.shape[0])
+    return u, 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _words(
     tb: np.ndarray,
     si: np.ndarray,
@@ -221,15 +250,18 @@ def _words(
     wn: int,
     skips: int,
     pre: np.ndarray,
+    p0: int,
+    p1: int,
     keep: bool,
     so: np.ndarray,
     table: np.ndarray,
     smask: int,
     names: np.ndarray,
-) -> Any:
-    """Word n-grams, n = 1..wn; an odometer over the gaps (each 0..skips) after each start."""
-    pw = pre.shape[0]
-    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, 0, pw)
+) -> int:
+    """Word n-grams, n = 1..wn; an odometer over the gaps (each 0..skips) after each
+    start. Returns the distinct count, or minus the length ``names`` needs."""
+    pw = p1 - p0
+    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, p0, p1)
     u = 0
     for t in range(nt):  # unigrams; each token's state kept for the longer n-grams
         a, z = si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]
@@ -238,7 +270,10 @@ def _words(
         if _count(finish(h, k, cn, pw + z - a), so, table, smask, u) == u:
             if keep:
                 si[_IDX, 0] = t
-                names, so[NOFF, u + 1] = _put_words(names, so[NOFF, u], pre, tb, si, 1)
+                q = _put_words(names, so[NOFF, u], pre, p0, p1, tb, si, 1)
+                if q < 0:
+                    return q
+                so[NOFF, u + 1] = q
             u += 1
     for n in range(2, wn + 1):
         if n > nt:  # no n tokens (and si[_IDX] holds at most nt)
@@ -270,12 +305,15 @@ def _words(
                     length += 1 + z - a
                 if _count(finish(h, k, cn, length), so, table, smask, u) == u:
                     if keep:
-                        names, so[NOFF, u + 1] = _put_words(names, so[NOFF, u], pre, tb, si, n)
+                        q = _put_words(names, so[NOFF, u], pre, p0, p1, tb, si, n)
+                        if q < 0:
+                            return q
+                        so[NOFF, u + 1] = q
                     u += 1
-    return u, names
+    return u
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _chars(
     tb: np.ndarray,
     pb: np.ndarray,
@@ -285,59 +323,64 @@ def _chars(
     cmax: int,
     across: bool,
     pre: np.ndarray,
+    p0: int,
+    p1: int,
     keep: bool,
     so: np.ndarray,
     table: np.ndarray,
     smask: int,
     u: int,
     names: np.ndarray,
-) -> Any:
-    """Character n-grams of each padded token (or of all tokens, ``across``)."""
-    pc = pre.shape[0]
-    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, 0, pc)
-    po = si[_PO]
+) -> int:
+    """Character n-grams of each padded token (or of all tokens, ``across``); returns
+    the distinct count, or minus the length ``names`` needs."""
+    pc = p1 - p0
+    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, p0, p1)
     first, last = 0, nt
     while first < nt:
         if not across:
             last = first + 1
-        # padded sequence bytes pb, code point k at pb[po[k]:po[k+1]]
+        # padded sequence bytes pb, code point k at pb[si[_PO, k]:si[_PO, k+1]]
         lp = 0
-        po[0] = 0
+        si[_PO, 0] = 0
         pb[0] = 32
         q = 1
         for t in range(first, last):
             for i in range(si[_TS, t], si[_TE, t]):
                 lp += 1
-                po[lp] = q
+                si[_PO, lp] = q
                 for b in range(si[_CPO, i], si[_CPO, i + 1]):
                     pb[q] = tb[b]
                     q += 1
             lp += 1
-            po[lp] = q
+            si[_PO, lp] = q
             pb[q] = 32
             q += 1
         lp += 1
-        po[lp] = q
+        si[_PO, lp] = q
         # n = cmin.., n-gram i = code points i..min(i + n, lp); stop after the first
         # n >= lp (the sequence itself, once)
         n_hi = cmin if lp <= cmin else min(cmax, lp)
         width = max(1, lp - cmin + 1)  # starts of the shortest n, the most
         for i in range(width):  # the n-grams of one start together, as a stream
             h, k, cn = h0, k0, c0
-            at = po[i]
+            at = si[_PO, i]
             for n in range(cmin, n_hi + 1):
                 if i >= max(1, lp - n + 1):
                     break
-                end = po[min(i + n, lp)]
+                end = si[_PO, min(i + n, lp)]
                 h, k, cn = feed_span(h, k, cn, pb, at, end)
                 at = end
-                so[_GRAM, (n - cmin) * width + i] = finish(h, k, cn, pc + end - po[i])
+                so[_GRAM, (n - cmin) * width + i] = finish(h, k, cn, pc + end - si[_PO, i])
         for n in range(cmin, n_hi + 1):  # counted in the documented order
             for i in range(max(1, lp - n + 1)):
                 if _count(so[_GRAM, (n - cmin) * width + i], so, table, smask, u) == u:
                     if keep:
-                        a, z = po[i], po[min(i + n, lp)]
-                        names, so[NOFF, u + 1] = _put_chars(names, so[NOFF, u], pre, pb, a, z)
+                        a, z = si[_PO, i], si[_PO, min(i + n, lp)]
+                        w = _put_chars(names, so[NOFF, u], pre, p0, p1, pb, a, z)
+                        if w < 0:
+                            return w
+                        so[NOFF, u + 1] = w
                     u += 1
         first = last
-    return u, names
+    return u

@@ -111,6 +111,49 @@ def test_rows_are_the_sums_of_their_explained_features() -> None:
         assert vals.tolist() == pytest.approx([sums[c] for c in sorted(sums)], rel=1e-12)
 
 
+def test_long_records_grow_every_buffer_and_keep_their_rows() -> None:
+    """Records far past the row kernel's first buffer sizes (features, name bytes, the
+    interactions' members, the output, the sort's scratch: each grown while the batch is
+    made, the kernel going on where it stopped) give the rows explain gives one by one,
+    in every mode: canonical, named (names in order), and with the statistics of idf."""
+    enc = RecordEncoder(
+        {"kind": "records", "bits": 18,
+         "fields": {"a": {"type": "numeric", "namespace": "n"},
+                    "c": {"type": "categorical", "namespace": "c"},
+                    "t": {"type": "text", "namespace": "t", "words": {"ngrams": 2},
+                          "chars": {"ngrams": [2, 4]}}},
+         "interactions": [["c", "t"], ["n", "c", "c"]]}
+    )  # fmt: skip
+    rng = np.random.default_rng(7)
+    vocab = ["w" * int(k) + "é" for k in rng.integers(1, 60, size=40)]  # names past 256 bytes
+    recs = [{"a": float(rng.normal()), "c": [f"cat{int(k)}" for k in rng.integers(0, 50, size=12)],
+             "t": " ".join(rng.choice(vocab, size=int(rng.integers(1, 40))))}
+            for _ in range(30)]  # fmt: skip
+    batch, names = enc.encode_named(recs)
+    assert (batch.indptr == enc.encode(recs).indptr).all()
+    made: list[str] = []
+    for i, rec in enumerate(recs):
+        sums: dict[int, float] = {}
+        for name, col, v in enc.explain(rec):
+            sums[col] = sums.get(col, 0.0) + v
+            made.append(name)
+        idx, vals = batch.row(i)
+        assert len(sums) > 100  # far past the first sizes (16 features, 256 name bytes)
+        assert idx.tolist() == sorted(sums)
+        assert vals.tolist() == pytest.approx([sums[c] for c in sorted(sums)], rel=1e-12)
+    assert names == list(dict.fromkeys(made))
+    idf = RecordEncoder({**enc.to_config(), "fields": {**enc.to_config()["fields"], "t": {
+        **enc.to_config()["fields"]["t"], "idf": True}}})  # fmt: skip
+    one_by_one = RecordEncoder(idf.to_config())
+    learned = idf.learn(recs)
+    for i, rec in enumerate(recs):
+        idx, vals = learned.row(i)
+        alone = one_by_one.learn([rec])
+        assert idx.tolist() == alone.indices.tolist()
+        assert vals.tolist() == alone.values.tolist()
+    assert idf.state_digest() == one_by_one.state_digest()
+
+
 def test_missing_null_and_unknown_fields() -> None:
     fields = {"a": {"type": "numeric"}, "t": {"type": "text"}}
     enc = enc_of(fields)

@@ -44,32 +44,20 @@ def fast(cps: np.ndarray, setting: tuple[Any, ...], keep: bool, max_occ: int = 1
     """One text through the fast kernel, scratch sized as the row kernel sizes it; the
     names written after 3 bytes already in the buffer (as after earlier features)."""
     low, wn, skips, cmin, cmax, across = setting
-    si, sb = text_room(cps.shape[0])
+    si, tb, pb = text_room(cps.shape[0])
     so, table = occ_room(occ_cap(cps.shape[0], wn, skips, cmin, cmax, max_occ))
-    names = np.full(3, 7, np.uint8)
-    u, names = text_features(
-        cps,
-        0,
-        cps.shape[0],
-        LOW,
-        TOK,
-        low,
-        wn,
-        skips,
-        cmin,
-        cmax,
-        across,
-        WPRE,
-        CPRE,
-        keep,
-        max_occ,
-        si,
-        sb,
-        so,
-        table,
-        names,
-        3,
-    )
+    names = np.full(3, 7, np.uint8)  # short: the kernel asks for more, as the row kernel grows it
+    pre = np.concatenate([WPRE, CPRE])
+    w1 = WPRE.shape[0]
+    while True:
+        u, need = text_features(
+            cps, 0, cps.shape[0], LOW, TOK, low, wn, skips, cmin, cmax, across,
+            pre, 0, w1, w1, pre.shape[0], keep, max_occ, si, tb, pb, so, table, names, 3,
+        )  # fmt: skip
+        if u != -2:
+            break
+        assert (table == -1).all() and need > names.shape[0]
+        names = np.concatenate([names, np.zeros(need - names.shape[0], np.uint8)])
     assert (table == -1).all()  # left clear for the next text
     if u < 0:
         return u, None, None, None
