@@ -35,6 +35,7 @@ _U16 = np.uint64(16)
 _U17 = np.uint64(17)
 _U19 = np.uint64(19)
 _U24 = np.uint64(24)
+_U32 = np.uint64(32)
 
 
 @numba.njit(cache=True, inline="always")
@@ -99,34 +100,48 @@ def murmur3(buf: np.ndarray, s: int, e: int) -> Any:
 
 
 @numba.njit(cache=True, inline="always")
+def _take(h: Any, k: Any, cn: int, w: Any, r: int) -> Any:
+    """Append the ``r`` (0..4) bytes ``w`` (little-endian) to the pending ``cn`` bytes
+    of ``k``, hashing a block when four are there: selects, not a branch (which
+    bytes complete a block depends on the token lengths: a branch there mispredicts)."""
+    k |= w << np.uint64(8 * cn)
+    cn += r
+    full = cn >= 4
+    hb = block(h, k & _M32)
+    h = hb if full else h
+    k = (k >> _U32) if full else k
+    cn = cn - 4 if full else cn
+    return h, k, cn
+
+
+@numba.njit(cache=True, inline="always")
 def feed(h: Any, k: Any, cn: int, b: Any) -> Any:
     """One more byte ``b`` of a streamed MurmurHash3: state ``h``, and ``cn`` (0..3) bytes
     pending in ``k``; returns the new (h, k, cn). Streaming the pieces of a name gives
     :func:`murmur3` of the name's bytes (tested) without building them."""
-    k |= np.uint64(b) << np.uint64(8 * cn)
-    if cn == 3:
-        return block(h, k), np.uint64(0), 0
-    return h, k, cn + 1
+    return _take(h, k, cn, np.uint64(b), 1)
 
 
 @numba.njit(cache=True, inline="always")
 def feed_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
-    """:func:`feed` of the bytes ``buf[a:z]``, four at a time once ``k`` is empty."""
-    while cn != 0 and a < z:
-        h, k, cn = feed(h, k, cn, buf[a])
-        a += 1
-    while a + 4 <= z:
-        b = (
-            np.uint64(buf[a])
-            | (np.uint64(buf[a + 1]) << _U8)
-            | (np.uint64(buf[a + 2]) << _U16)
-            | (np.uint64(buf[a + 3]) << _U24)
-        )
-        h = block(h, b)
-        a += 4
+    """:func:`feed` of the bytes ``buf[a:z]``, up to four per step (one load of four
+    bytes, the ones past ``z`` masked off; byte by byte near the end of ``buf``)."""
+    end = buf.shape[0]
     while a < z:
-        h, k, cn = feed(h, k, cn, buf[a])
-        a += 1
+        r = min(4, z - a)
+        if a + 4 <= end:
+            w = (
+                np.uint64(buf[a])
+                | (np.uint64(buf[a + 1]) << _U8)
+                | (np.uint64(buf[a + 2]) << _U16)
+                | (np.uint64(buf[a + 3]) << _U24)
+            ) & ((np.uint64(1) << np.uint64(8 * r)) - np.uint64(1))
+        else:
+            w = np.uint64(0)
+            for j in range(r):
+                w |= np.uint64(buf[a + j]) << np.uint64(8 * j)
+        h, k, cn = _take(h, k, cn, w, r)
+        a += r
     return h, k, cn
 
 

@@ -187,27 +187,28 @@ def text_features(
     rebound array costs two atomic operations per loop turn."""
     L = e - s
     # tokens and the UTF-8 bytes of the (lower-cased) text, cpo[k] = byte of code point k
+    # Without a branch on the token boundaries (a mispredicted branch per token edge
+    # cost more than the rest of the loop): each position is written as the next start
+    # and the next end, kept when the token flag changes there.
+    n_start = 0
     nt = 0
     pos = 0
-    inside = False
+    prev = 0
     for i in range(L):
         c = int(cps[s + i])
         if lowercase:
             c = int(lower_tab[c])
         si[_CPO, i] = pos
         pos = put_utf8(tb, pos, c)
-        if tok_tab[c]:
-            if not inside:
-                si[_TS, nt] = i
-                inside = True
-        elif inside:
-            si[_TE, nt] = i
-            nt += 1
-            inside = False
+        t = int(tok_tab[c])
+        si[_TS, n_start] = i
+        n_start += t & (1 - prev)
+        si[_TE, nt] = i
+        nt += prev & (1 - t)
+        prev = t
     si[_CPO, L] = pos
-    if inside:
-        si[_TE, nt] = L
-        nt += 1
+    si[_TE, nt] = L
+    nt += prev
     # an upper bound on occurrences (the limit's measure; sizes the scratch)
     bound = 0
     per_start = 1
