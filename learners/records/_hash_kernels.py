@@ -71,7 +71,7 @@ def fmix(h: Any, length: int) -> Any:
     return h
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def murmur3(buf: np.ndarray, s: int, e: int) -> Any:
     """MurmurHash3 x86 32 (seed 0) of ``buf[s:e]`` (uint8), as an int64 in [0, 2**32)."""
     length = e - s

@@ -61,6 +61,7 @@ def _weights(
     update: bool,
     vals: np.ndarray,
     at: int,
+    table: np.ndarray,
 ) -> None:
     """A text field's values ``vals[at:at + u]`` from ``text_features``' ``u`` distinct
     hashes and counts in ``so`` (text field ``ti`` of ``tp``): weighting of the counts,
@@ -82,11 +83,22 @@ def _weights(
         for k in range(u):
             idf = np.log((1.0 + n_docs) / (1.0 + float(df[slot, so[HASH, k] & mask]))) + 1.0
             vals[at + k] *= idf
-        if update:
-            cols = np.unique(so[HASH, :u] & mask)  # a document counts once per column
-            for col in cols:
-                if df[slot, col] < _INT32_MAX:
-                    df[slot, col] += 1
+        if update:  # a document counts once per column: the columns seen kept in table
+            tmask = table.shape[0] - 1  # (a power of two over 2 u, all -1: left so)
+            for k in range(u):
+                col = so[HASH, k] & mask
+                t = col & tmask
+                while table[t] >= 0 and table[t] != col:
+                    t = (t + 1) & tmask
+                if table[t] < 0:
+                    table[t] = col
+                    if df[slot, col] < _INT32_MAX:
+                        df[slot, col] += 1
+            for k in range(u):  # each run of slots from a home slot on held only these
+                t = (so[HASH, k] & mask) & tmask
+                while table[t] >= 0:
+                    table[t] = -1
+                    t = (t + 1) & tmask
             if docs[slot] < 2**62:
                 docs[slot] += 1
     if tp[ti, TP_NORM] and u > 0:
@@ -327,7 +339,7 @@ def _rows(
                     if _short(fh, fo, nf + u + named + 1):  # and the named atoms after it
                         code, need = _NEED_F, max(nf + u + named + 1, 2 * fh.shape[0])
                         break
-                    _weights(so, u, tp, ti, df, docs, mask, update, fv, nf)
+                    _weights(so, u, tp, ti, df, docs, mask, update, fv, nf, table)
                     base = fo[nf]
                     for k in range(u):  # names, when kept, are in nb from base on
                         fh[nf + k], fns[nf + k] = so[HASH, k], f_ns[f]
@@ -373,7 +385,8 @@ def _rows(
             for k in range(nf):
                 out_h[n_out + k] = fh[k] & mask
                 out_v[n_out + k] = fv[k]
-            out_nb[out_no[n_out] : out_no[n_out] + fo[nf]] = nb[: fo[nf]]
+            for i in range(fo[nf]):  # (a slice assignment calls a shape check)
+                out_nb[out_no[n_out] + i] = nb[i]
             for k in range(nf):
                 out_no[n_out + k + 1] = out_no[n_out] + fo[k + 1]
         else:  # canonical: columns ascending, a repeated column summed in generation order

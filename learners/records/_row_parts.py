@@ -142,7 +142,7 @@ def _canonical(
     return w + 1 - at
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _interact(
     inter: np.ndarray,
     t: int,

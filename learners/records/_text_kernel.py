@@ -94,7 +94,7 @@ def _count(h: int, so: np.ndarray, table: np.ndarray, smask: int, u: int) -> int
         s = (s + 1) & smask
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _put_words(
     names: np.ndarray,
     at: int,
@@ -129,7 +129,7 @@ def _put_words(
     return q
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _put_chars(
     names: np.ndarray, at: int, pre: np.ndarray, p0: int, p1: int, pb: np.ndarray, a: int, b: int
 ) -> int:
@@ -279,7 +279,9 @@ def _words(
     for n in range(2, wn + 1):
         if n > nt:  # no n tokens (and si[_IDX] holds at most nt)
             break
-        combos = (skips + 1) ** (n - 1)
+        combos = 1  # (skips + 1) ** (n - 1): ``**`` is a call, which keeps reference counts
+        for _j in range(n - 1):
+            combos *= skips + 1
         for start in range(nt):
             for combo in range(combos):
                 c = combo
