@@ -119,8 +119,8 @@ def _canonical(
     for k in range(nf):
         order[k] = ((fh[k] & mask) << 24) | k
     got = 0  # where the sorted keys are
-    if nf <= 96:  # each key to its rank: n^2 comparisons without a branch (SIMD), no
-        got = nf  # misprediction (a quicksort of 30 random keys mispredicts most of its)
+    if nf <= 256:  # each key to its rank: n^2 comparisons without a branch (SIMD) beat a
+        got = nf  # quicksort's mispredictions: 113 ns against 532 for 31 keys, 459 / 2337 at 96
         for k in range(nf):
             v = order[k]
             rank = 0
