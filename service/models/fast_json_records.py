@@ -52,7 +52,8 @@ from learners.records._scan_tables import (
 from learners.records.encoder import RecordEncoder
 
 # NOTE numba's on-disk cache: the kernel below inlines helpers of json_scan_bytes.py,
-# json_scan_numbers.py, json_scan_envelope.py, json_scan_records.py, json_scan_strings.py.
+# json_scan_numbers.py, json_scan_envelope.py, json_scan_records.py, json_scan_strings.py,
+# json_scan_words.py.
 # numba keys this module's cache on this file only: after a change to one of those
 # helpers, touch this file (or clear service/models/__pycache__/fast_json_records*).
 from service.models.json_scan_bytes import (
@@ -81,6 +82,7 @@ from service.models.json_scan_envelope import (
     weight_scratch,
 )
 from service.models.json_scan_records import _record
+from service.models.json_scan_words import _plain_names
 
 __all__ = ["scan_records_examples", "scan_records_instances", "warmup"]
 
@@ -137,6 +139,7 @@ def _scan(
         return fail
     have_model = False
     have_list = False
+    plain_keys = _plain_names(t_names)
     while True:
         i = _ws(buf, i, n)
         if i >= n or _at(buf, i) != 34:
@@ -180,8 +183,8 @@ def _scan(
                         have_x = True
                         i, na, ns = _record(
                             buf, i, n, rows, t_names, t_off, t_kind, t_base, t_edges, t_eoff,
-                            refuse, max_text, cps, s_off, s_field, s_raw, table, seen, follow,
-                            a_row, a_field, a_sidx, a_val, na, ns,
+                            refuse, max_text, plain_keys, cps, s_off, s_field, s_raw, table, seen,
+                            follow, a_row, a_field, a_sidx, a_val, na, ns,
                         )  # fmt: skip
                         if i < 0:
                             return fail

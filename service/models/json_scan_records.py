@@ -25,16 +25,16 @@ from service.models.json_scan_bytes import (
     _Buf,
     _inline,
     _kernel,
-    _same_bytes,
     _string_end,
     _ws,
 )
 from service.models.json_scan_keys import _text_ok
 from service.models.json_scan_numbers import _number
 from service.models.json_scan_strings import _decode
+from service.models.json_scan_words import _ascii, _is_name, _plain_end, _same_part
 
-_FNV = np.uint64(0x100000001B3)
-_FNV0 = np.uint64(0xCBF29CE484222325)
+_U1 = np.uint64(1)
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
 
 
 @_inline
@@ -110,21 +110,12 @@ def _string(
     (-1, 0, ns, 0). A plain string (printable ASCII, no escape) equal to an earlier one
     of the same field is that one, found by its bytes and not decoded again (``table``,
     a power of two, -1 empty, maps a hash to a string index; half full, it takes no
-    more); any other is decoded into a new string. (A string stored twice changes no
+    more; the hash only picks where a string is looked for: a string is in the table
+    once, so which one matches does not depend on it); any other is decoded into a new
+    string (a plain one's code points are its bytes). (A string stored twice changes no
     feature: the row kernel hashes each string index once.)"""
     s = i + 1
-    h = _FNV0 ^ np.uint64(field)
-    k = s
-    plain = True
-    while k < n:
-        c = _at(buf, k)
-        if c == 34:
-            break
-        if c == 92 or c < 32 or c >= 128:
-            plain = False
-            break
-        h = (h ^ np.uint64(c)) * _FNV
-        k += 1
+    k, plain, h = _plain_end(buf, s, n, (np.uint64(field) + _U1) * _GOLD)
     if k >= n:
         return -1, 0, ns, 0
     size = table.shape[0]
@@ -141,13 +132,18 @@ def _string(
             if (
                 s_field[sid] == field
                 and s_raw[2 * sid + 1] == ln
-                and _same_bytes(buf, s_raw[2 * sid], s, ln)
+                and _same_part(buf, s_raw[2 * sid], n, buf, s, n, ln)
             ):
                 return k + 1, sid, ns, ln
-            slot = (slot + np.uint64(1)) & tmask
-    e, nc, nbytes = _decode(buf, s, n, cps, s_off[ns])
-    if e < 0:
-        return -1, 0, ns, 0
+            slot = (slot + _U1) & tmask
+        # a plain string's code points are its bytes
+        e, nc, nbytes = k + 1, _ascii(buf, s, ln, cps, s_off[ns]), ln
+        if nc < 0:
+            return -1, 0, ns, 0
+    else:
+        e, nc, nbytes = _decode(buf, s, n, cps, s_off[ns])
+        if e < 0:
+            return -1, 0, ns, 0
     s_off[ns + 1] = nc
     s_field[ns] = field
     s_raw[2 * ns] = s
@@ -171,6 +167,7 @@ def _record(
     t_eoff: np.ndarray,
     refuse: bool,
     max_text: int,
+    plain_keys: bool,
     cps: np.ndarray,
     s_off: np.ndarray,
     s_field: np.ndarray,
@@ -187,7 +184,9 @@ def _record(
 ) -> tuple[int, int, int]:
     """The record object whose ``{`` is at ``buf[i]``: its atoms appended (row ``row``),
     then ordered by field (stable); returns (index after the ``}``, atoms, strings), or
-    (-1, ...) for anything the general path must read."""
+    (-1, ...) for anything the general path must read. ``plain_keys``: no field name
+    holds a quote, backslash or control byte, so a key can be compared with the name
+    expected next in place (its closing quote included) before it is scanned."""
     fail = (-1, na, ns)
     acap = a_row.shape[0]
     scap = s_off.shape[0] - 1
@@ -203,10 +202,15 @@ def _record(
         if i >= n or _at(buf, i) != 34:
             return fail
         ks = i + 1
-        ke = _string_end(buf, ks, n)
-        if ke < 0:  # an escape or a control character in the key
-            return fail
-        j = _field_of(buf, ks, ke, t_names, t_off, follow[prev])
+        j = follow[prev]
+        ln = t_off[j + 1] - t_off[j] if j < nf else -1
+        if plain_keys and ln >= 0 and _is_name(buf, ks, n, t_names, t_off[j], ln):
+            ke = ks + ln  # the key the records before had here
+        else:
+            ke = _string_end(buf, ks, n)
+            if ke < 0:  # an escape or a control character in the key
+                return fail
+            j = _field_of(buf, ks, ke, t_names, t_off, j)
         i = _ws(buf, ke + 1, n)
         if j == -2 or i >= n or _at(buf, i) != 58:
             return fail
