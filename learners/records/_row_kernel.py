@@ -21,10 +21,25 @@ from typing import Any
 import numba
 import numpy as np
 
+from learners.records._borrow import borrowed
 from learners.records._hash_kernels import grow, murmur3, put_utf8
-from learners.records._row_parts import _canonical, _hash_named, _interact
+from learners.records._row_parts import (  # (the text parameter table's layout, re-exported)
+    TP_ACROSS,
+    TP_CMAX,
+    TP_CMIN,
+    TP_CPRE_E,
+    TP_CPRE_S,
+    TP_LOWER,
+    TP_SKIPS,
+    TP_WN,
+    TP_WPRE_E,
+    TP_WPRE_S,
+    _canonical,
+    _hash_named,
+    _interact,
+    _weights,
+)
 from learners.records._text_kernel import (
-    COUNT,
     HASH,
     NOFF,
     occ_cap,
@@ -37,77 +52,9 @@ OK = 0
 TOO_MANY = 1  # err_field: the field being read, or -1 for the interactions
 TOO_MANY_NGRAMS = 2  # a text that could give more than NGRAMS_PER_FEATURE * max_feat n-grams
 NGRAMS_PER_FEATURE = 32
-_INT32_MAX = 2**31 - 1
-
-# columns of the text parameter table ``tp`` (one row per text field)
-TP_LOWER, TP_WN, TP_SKIPS, TP_CMIN, TP_CMAX, TP_ACROSS, TP_WEIGHT, TP_IDF, TP_NORM = range(9)
-TP_WPRE_S, TP_WPRE_E, TP_CPRE_S, TP_CPRE_E = range(9, 13)
-TP_COLS = 13
-WEIGHT_BINARY, WEIGHT_TF, WEIGHT_LOG_TF = 0, 1, 2
 # what encode_rows gives: canonical rows; the features as made with their names; or the
 # features as made with their full 32-bit hashes (unmasked) and no names
 CANONICAL, NAMED, HASHES = 0, 1, 2
-
-
-@numba.njit(cache=True, inline="always")
-def _weights(
-    so: np.ndarray,
-    u: int,
-    tp: np.ndarray,
-    ti: int,
-    df: np.ndarray,
-    docs: np.ndarray,
-    mask: int,
-    update: bool,
-    vals: np.ndarray,
-    at: int,
-    table: np.ndarray,
-) -> None:
-    """A text field's values ``vals[at:at + u]`` from ``text_features``' ``u`` distinct
-    hashes and counts in ``so`` (text field ``ti`` of ``tp``): weighting of the counts,
-    idf, L2 norm; then counts the document into ``df`` / ``docs`` when ``update``."""
-    log2 = np.log1p(1.0)  # most n-grams occur once: the same call's value, made once
-    for k in range(u):
-        c = so[COUNT, k]
-        if tp[ti, TP_WEIGHT] == WEIGHT_BINARY:
-            vals[at + k] = 1.0
-        elif tp[ti, TP_WEIGHT] == WEIGHT_TF:
-            vals[at + k] = float(c)
-        elif c == 1:
-            vals[at + k] = log2
-        else:
-            vals[at + k] = np.log1p(float(c))
-    slot = tp[ti, TP_IDF]
-    if slot >= 0:
-        n_docs = float(docs[slot])
-        for k in range(u):
-            idf = np.log((1.0 + n_docs) / (1.0 + float(df[slot, so[HASH, k] & mask]))) + 1.0
-            vals[at + k] *= idf
-        if update:  # a document counts once per column: the columns seen kept in table
-            tmask = table.shape[0] - 1  # (a power of two over 2 u, all -1: left so)
-            for k in range(u):
-                col = so[HASH, k] & mask
-                t = col & tmask
-                while table[t] >= 0 and table[t] != col:
-                    t = (t + 1) & tmask
-                if table[t] < 0:
-                    table[t] = col
-                    if df[slot, col] < _INT32_MAX:
-                        df[slot, col] += 1
-            for k in range(u):  # each run of slots from a home slot on held only these
-                t = (so[HASH, k] & mask) & tmask
-                while table[t] >= 0:
-                    table[t] = -1
-                    t = (t + 1) & tmask
-            if docs[slot] < 2**62:
-                docs[slot] += 1
-    if tp[ti, TP_NORM] and u > 0:
-        sq = 0.0
-        for k in range(u):
-            sq += vals[at + k] * vals[at + k]
-        norm = np.sqrt(sq)
-        for k in range(u):
-            vals[at + k] /= norm
 
 
 # what _rows stopped for, besides OK / TOO_MANY / TOO_MANY_NGRAMS: a buffer is short
@@ -277,6 +224,22 @@ def _rows(
 ) -> int:
     """The rows from the cursor ``cur`` on (see :func:`encode_rows`): OK when all are
     made, a refusal, or a short buffer (nothing of the step that found it short done)."""
+    # Every array borrowed (learners.records._borrow): the inlined helpers' copies of
+    # them then cost no atomic reference counts. This call's caller holds them.
+    cps, lower_tab, tok_tab, prefixes = (borrowed(cps), borrowed(lower_tab),
+                                         borrowed(tok_tab), borrowed(prefixes))  # fmt: skip
+    si, tb, pb, so, table = borrowed(si), borrowed(tb), borrowed(pb), borrowed(so), borrowed(table)
+    tp, df, docs, nb = borrowed(tp), borrowed(df), borrowed(docs), borrowed(nb)
+    fh, fv, fns, fo = borrowed(fh), borrowed(fv), borrowed(fns), borrowed(fo)
+    a_row, a_field, a_sidx, a_val = (borrowed(a_row), borrowed(a_field), borrowed(a_sidx),
+                                     borrowed(a_val))  # fmt: skip
+    s_off, f_text, f_ns, f_pre = borrowed(s_off), borrowed(f_text), borrowed(f_ns), borrowed(f_pre)
+    inter, keep_ns, intercept, sid_hash = (borrowed(inter), borrowed(keep_ns),
+                                           borrowed(intercept), borrowed(sid_hash))  # fmt: skip
+    out_h, out_v, out_nb, out_no = (borrowed(out_h), borrowed(out_v), borrowed(out_nb),
+                                    borrowed(out_no))  # fmt: skip
+    order, members = borrowed(order), borrowed(members)
+    indptr, cur = borrowed(indptr), borrowed(cur)
     want_names = mode == NAMED
     pre_i = intercept.shape[0]
     n_atoms = a_row.shape[0]

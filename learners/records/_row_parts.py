@@ -1,7 +1,7 @@
-"""Three pieces of the records row kernel (:mod:`learners.records._row_kernel`): the hashes
-of the named features' strings, made once per batch before the rows, a row's features in
-canonical form (columns ascending, a repeated column summed in generation order), and a
-row's interactions.
+"""Pieces of the records row kernel (:mod:`learners.records._row_kernel`): the hashes of
+the named features' strings, made once per batch before the rows, a row's features in
+canonical form (columns ascending, a repeated column summed in generation order), a row's
+interactions, and a text field's values (weighting, idf, L2 norm).
 
 numba keys a kernel's on-disk cache on the kernel's own source file: after a change here,
 touch ``_row_kernel.py`` (or clear ``learners/records/__pycache__``) so it is recompiled.
@@ -13,6 +13,15 @@ import numba
 import numpy as np
 
 from learners.records._hash_kernels import murmur3, put_utf8
+from learners.records._text_kernel import COUNT, HASH
+
+_INT32_MAX = 2**31 - 1
+
+# columns of the text parameter table ``tp`` (one row per text field)
+TP_LOWER, TP_WN, TP_SKIPS, TP_CMIN, TP_CMAX, TP_ACROSS, TP_WEIGHT, TP_IDF, TP_NORM = range(9)
+TP_WPRE_S, TP_WPRE_E, TP_CPRE_S, TP_CPRE_E = range(9, 13)
+TP_COLS = 13
+WEIGHT_BINARY, WEIGHT_TF, WEIGHT_LOG_TF = 0, 1, 2
 
 
 @numba.njit(cache=True)
@@ -219,3 +228,64 @@ def _interact(
             q -= 1
         if q < 0:
             return nf, 0, 0
+
+
+@numba.njit(cache=True, inline="always")
+def _weights(
+    so: np.ndarray,
+    u: int,
+    tp: np.ndarray,
+    ti: int,
+    df: np.ndarray,
+    docs: np.ndarray,
+    mask: int,
+    update: bool,
+    vals: np.ndarray,
+    at: int,
+    table: np.ndarray,
+) -> None:
+    """A text field's values ``vals[at:at + u]`` from ``text_features``' ``u`` distinct
+    hashes and counts in ``so`` (text field ``ti`` of ``tp``): weighting of the counts,
+    idf, L2 norm; then counts the document into ``df`` / ``docs`` when ``update``."""
+    log2 = np.log1p(1.0)  # most n-grams occur once: the same call's value, made once
+    for k in range(u):
+        c = so[COUNT, k]
+        if tp[ti, TP_WEIGHT] == WEIGHT_BINARY:
+            vals[at + k] = 1.0
+        elif tp[ti, TP_WEIGHT] == WEIGHT_TF:
+            vals[at + k] = float(c)
+        elif c == 1:
+            vals[at + k] = log2
+        else:
+            vals[at + k] = np.log1p(float(c))
+    slot = tp[ti, TP_IDF]
+    if slot >= 0:
+        n_docs = float(docs[slot])
+        for k in range(u):
+            idf = np.log((1.0 + n_docs) / (1.0 + float(df[slot, so[HASH, k] & mask]))) + 1.0
+            vals[at + k] *= idf
+        if update:  # a document counts once per column: the columns seen kept in table
+            tmask = table.shape[0] - 1  # (a power of two over 2 u, all -1: left so)
+            for k in range(u):
+                col = so[HASH, k] & mask
+                t = col & tmask
+                while table[t] >= 0 and table[t] != col:
+                    t = (t + 1) & tmask
+                if table[t] < 0:
+                    table[t] = col
+                    if df[slot, col] < _INT32_MAX:
+                        df[slot, col] += 1
+            for k in range(u):  # each run of slots from a home slot on held only these
+                t = (so[HASH, k] & mask) & tmask
+                while table[t] >= 0:
+                    table[t] = -1
+                    t = (t + 1) & tmask
+            if docs[slot] < 2**62:
+                docs[slot] += 1
+    if tp[ti, TP_NORM] and u > 0:
+        sq = 0.0
+        for k in range(u):
+            sq += vals[at + k] * vals[at + k]
+        norm = np.sqrt(sq)
+        for k in range(u):
+            vals[at + k] /= norm

@@ -17,6 +17,7 @@ from learners.csr_batch import Batch, FeatureError, canonical_rows
 from learners.intercept import INTERCEPT_NAME
 from learners.records import _columns as C
 from learners.records import _row_kernel as K
+from learners.records import _row_parts as P
 from learners.records._name_hashes import span_hashes
 from learners.records._scan_tables import ScannedAtoms, ScanTables, scan_tables
 from learners.records._unicode import lower_table, token_chars
@@ -25,7 +26,7 @@ from learners.records.state import EncoderState, canonical_bytes, idf_fields
 
 __all__ = ["INTERCEPT_NAME", "RecordEncoder"]
 
-_WEIGHTS = {"binary": K.WEIGHT_BINARY, "tf": K.WEIGHT_TF, "log_tf": K.WEIGHT_LOG_TF}
+_WEIGHTS = {"binary": P.WEIGHT_BINARY, "tf": P.WEIGHT_TF, "log_tf": P.WEIGHT_LOG_TF}
 
 
 class _NameTable(NamedTuple):
@@ -77,7 +78,7 @@ class RecordEncoder:
         n_text = sum(isinstance(f, TextField) for f in cfg.fields)
         self._f_text = np.full(len(cfg.fields), -1, dtype=np.int64)
         self._f_ns = np.array([ns_ids[f.namespace] for f in cfg.fields], dtype=np.int64)
-        self._tp = np.zeros((n_text, K.TP_COLS), dtype=np.int64)
+        self._tp = np.zeros((n_text, P.TP_COLS), dtype=np.int64)
         prefixes = bytearray()
         self._f_pre = np.zeros((len(cfg.fields), 2), dtype=np.int64)  # name prefix span
         idf_slot = {name: s for s, name in enumerate(idf_fields(cfg))}
