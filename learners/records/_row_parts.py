@@ -9,6 +9,8 @@ touch ``_row_kernel.py`` (or clear ``learners/records/__pycache__``) so it is re
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -22,6 +24,9 @@ TP_LOWER, TP_WN, TP_SKIPS, TP_CMIN, TP_CMAX, TP_ACROSS, TP_WEIGHT, TP_IDF, TP_NO
 TP_WPRE_S, TP_WPRE_E, TP_CPRE_S, TP_CPRE_E = range(9, 13)
 TP_COLS = 13
 WEIGHT_BINARY, WEIGHT_TF, WEIGHT_LOG_TF = 0, 1, 2
+# log(1 + 1) as the C library's log1p gives it (math.log1p is that call, as numba's
+# np.log1p): a constant, not a call per text
+_LOG1P_1 = math.log1p(1.0)
 
 
 @numba.njit(cache=True)
@@ -247,7 +252,7 @@ def _weights(
     """A text field's values ``vals[at:at + u]`` from ``text_features``' ``u`` distinct
     hashes and counts in ``so`` (text field ``ti`` of ``tp``): weighting of the counts,
     idf, L2 norm; then counts the document into ``df`` / ``docs`` when ``update``."""
-    log2 = np.log1p(1.0)  # most n-grams occur once: the same call's value, made once
+    log2 = _LOG1P_1  # most n-grams occur once
     for k in range(u):
         c = so[COUNT, k]
         if tp[ti, TP_WEIGHT] == WEIGHT_BINARY:
