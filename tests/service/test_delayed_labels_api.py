@@ -310,28 +310,26 @@ def test_two_processes_on_one_redis(redis_url: str, tmp_path: Path) -> None:
                     json={"model": "byid", "examples": [{"id": f"r{i}", "y": y[i]} for i in idx]},
                 )
             )
-            ok(
+            xy = ok(
                 q.post(
                     "/update",
                     json={"model": "xy", "examples": [{"x": rows[i], "y": y[i]} for i in idx]},
                 )
             )
             assert got["applied"] == 100
-        version = info(b, "byid")["version"]
+        # the versions the last acknowledged updates made (the other process may not have
+        # applied them yet: min_version waits for them there)
+        versions = {"byid": got["version"], "xy": xy["version"]}
+        assert versions["byid"] == versions["xy"]
         digests = set()
         for c in (a, b):
-            ok(
-                c.post(
-                    "/predict",
-                    json={"model": "byid", "instances": [{"x": rows[0]}], "min_version": version},
+            for m, version in versions.items():
+                ok(
+                    c.post(
+                        "/predict",
+                        json={"model": m, "instances": [{"x": rows[0]}], "min_version": version},
+                    )
                 )
-            )
-            ok(
-                c.post(
-                    "/predict",
-                    json={"model": "xy", "instances": [{"x": rows[0]}], "min_version": version},
-                )
-            )
             digests |= {info(c, "byid")["state_digest"], info(c, "xy")["state_digest"]}
         assert len(digests) == 1
         a.close()
