@@ -24,6 +24,8 @@ import numpy as np
 from learners.records._borrow import borrowed
 from learners.records._hash_kernels import grow, murmur3, put_utf8
 from learners.records._row_parts import (  # (the text parameter table's layout, re-exported)
+    NEED_F,
+    NEED_NB,
     TP_ACROSS,
     TP_CMAX,
     TP_CMIN,
@@ -59,7 +61,8 @@ CANONICAL, NAMED, HASHES = 0, 1, 2
 
 # what _rows stopped for, besides OK / TOO_MANY / TOO_MANY_NGRAMS: a buffer is short
 # (``cur[_NEED]`` says how long it must be); encode_rows grows it and calls again
-_NEED_F, _NEED_NB, _NEED_OUT, _NEED_NAMES, _NEED_ORDER, _NEED_MEMBERS = range(10, 16)
+_NEED_F, _NEED_NB = NEED_F, NEED_NB  # (_interact's too)
+_NEED_OUT, _NEED_NAMES, _NEED_ORDER, _NEED_MEMBERS = range(12, 16)
 # _rows' cursor ``cur``: where to go on, kept there when it stops
 _R, _A, _NF, _PHASE, _T, _NPLAIN, _NOUT, _NEED, _EF = range(9)
 # a row's phases: not begun, its atoms, its interactions, written out

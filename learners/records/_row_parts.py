@@ -24,6 +24,8 @@ TP_LOWER, TP_WN, TP_SKIPS, TP_CMIN, TP_CMAX, TP_ACROSS, TP_WEIGHT, TP_IDF, TP_NO
 TP_WPRE_S, TP_WPRE_E, TP_CPRE_S, TP_CPRE_E = range(9, 13)
 TP_COLS = 13
 WEIGHT_BINARY, WEIGHT_TF, WEIGHT_LOG_TF = 0, 1, 2
+# the row kernel's codes for a short buffer that _interact returns too: fh, fv, fns, fo; nb
+NEED_F, NEED_NB = 10, 11
 # log(1 + 1) as the C library's log1p gives it (math.log1p is that call, as numba's
 # np.log1p): a constant, not a call per text
 _LOG1P_1 = math.log1p(1.0)
@@ -173,7 +175,7 @@ def _interact(
     """Append the products of the namespaces ``inter[t]`` (2 or 3 ids, -1 padded) of the
     row's first ``n_plain`` features (names ``a*b``, ``a*b*c``; a namespace repeated
     takes only later features); stops once past ``max_feat``. Returns (nf, code, need):
-    code 0, or 10 (fh, fv, fns, fo short) / 11 (nb short) with the length ``need``, and
+    code 0, or NEED_F (fh, fv, fns, fo short) / NEED_NB (nb short) with the length ``need``, and
     then nothing is appended. ``members``: scratch of shape (5, >= max(3, n_plain))."""
     width = 3 if inter[t, 2] >= 0 else 2
     longest = 0  # the longest name of a combination
@@ -196,9 +198,9 @@ def _interact(
     if cap <= 0:
         cap = 1
     if nf + cap > fh.shape[0] or nf + cap + 1 > fo.shape[0]:
-        return nf, 10, max(nf + cap, 2 * fh.shape[0])
+        return nf, NEED_F, max(nf + cap, 2 * fh.shape[0])
     if fo[nf] + cap * longest > nb.shape[0]:
-        return nf, 11, max(fo[nf] + cap * longest, 2 * nb.shape[0])
+        return nf, NEED_NB, max(fo[nf] + cap * longest, 2 * nb.shape[0])
     # an odometer over the members
     while True:
         ok = True

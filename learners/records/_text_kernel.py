@@ -95,6 +95,15 @@ def _count(h: int, so: np.ndarray, table: np.ndarray, smask: int, u: int) -> int
 
 
 @numba.njit(cache=True, inline="always")
+def _put(names: np.ndarray, q: int, src: np.ndarray, a: int, b: int) -> int:
+    """Copy ``src[a:b]`` to ``names[q:]`` (room checked by the caller); the end."""
+    for i in range(a, b):
+        names[q] = src[i]
+        q += 1
+    return q
+
+
+@numba.njit(cache=True, inline="always")
 def _put_words(
     names: np.ndarray,
     at: int,
@@ -114,18 +123,13 @@ def _put_words(
         need += si[_CPO, si[_TE, t]] - si[_CPO, si[_TS, t]]
     if need > names.shape[0]:
         return -need
-    q = at
-    for i in range(p0, p1):
-        names[q] = pre[i]
-        q += 1
+    q = _put(names, at, pre, p0, p1)
     for j in range(n):
         if j > 0:
             names[q] = 32
             q += 1
         t = si[_IDX, j]
-        for b in range(si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]):
-            names[q] = tb[b]
-            q += 1
+        q = _put(names, q, tb, si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]])
     return q
 
 
@@ -137,14 +141,7 @@ def _put_chars(
     need = at + p1 - p0 + b - a
     if need > names.shape[0]:
         return -need
-    q = at
-    for i in range(p0, p1):
-        names[q] = pre[i]
-        q += 1
-    for i in range(a, b):
-        names[q] = pb[i]
-        q += 1
-    return q
+    return _put(names, _put(names, at, pre, p0, p1), pb, a, b)
 
 
 @numba.njit(cache=True, inline="always")
