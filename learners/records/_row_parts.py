@@ -67,54 +67,6 @@ def _hash_named(
 
 
 @numba.njit(cache=True, inline="always")
-def _sort_distinct(a: np.ndarray, n: int, stack: int) -> None:
-    """Sort the distinct ``a[:n]`` ascending in place: a quicksort (median of three, the
-    smaller side first, so its stack, ``a[stack:]``, needs 2 log2(n) entries) down to
-    insertion sorts of 16. numba's own ``ndarray.sort`` costs two atomic reference counts
-    per partition."""
-    top = stack
-    lo, hi = 0, n - 1
-    while True:
-        while hi - lo > 16:
-            mid = (lo + hi) >> 1
-            if a[mid] < a[lo]:
-                a[mid], a[lo] = a[lo], a[mid]
-            if a[hi] < a[lo]:
-                a[hi], a[lo] = a[lo], a[hi]
-            if a[hi] < a[mid]:
-                a[hi], a[mid] = a[mid], a[hi]
-            pivot = a[mid]
-            i, j = lo, hi
-            while i <= j:
-                while a[i] < pivot:
-                    i += 1
-                while a[j] > pivot:
-                    j -= 1
-                if i <= j:
-                    a[i], a[j] = a[j], a[i]
-                    i += 1
-                    j -= 1
-            if j - lo < hi - i:  # the smaller side now, the larger later
-                a[top], a[top + 1] = i, hi
-                hi = j
-            else:
-                a[top], a[top + 1] = lo, j
-                lo = i
-            top += 2
-        for k in range(lo + 1, hi + 1):
-            v = a[k]
-            m = k - 1
-            while m >= lo and a[m] > v:
-                a[m + 1] = a[m]
-                m -= 1
-            a[m + 1] = v
-        if top == stack:
-            return
-        top -= 2
-        lo, hi = a[top], a[top + 1]
-
-
-@numba.njit(cache=True, inline="always")
 def _canonical(
     fh: np.ndarray,
     fv: np.ndarray,
@@ -143,8 +95,8 @@ def _canonical(
             for j in range(nf):
                 rank += order[j] < v
             order[nf + rank] = v
-    else:
-        _sort_distinct(order, nf, nf)
+    else:  # (order is borrowed in the row kernel: numba's sort then counts no references)
+        order[:nf].sort()
     w = at - 1
     for k in range(got, got + nf):
         i = order[k] & 0xFFFFFF
