@@ -49,7 +49,8 @@ async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None
         nxt = h.local.pop(h.version + 1, None)
         if nxt is not None:
             if h.chain_breaks(*nxt):
-                await lost_tail(registry, h, h.version + 1)
+                if not await lost_tail(registry, h, h.version + 1):
+                    return
                 continue
             h.apply_entry(h.version + 1, *nxt)
             continue
@@ -82,7 +83,8 @@ async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None
         finally:
             h.publish()
         if broken:
-            await lost_tail(registry, h, h.version + 1)
+            if not await lost_tail(registry, h, h.version + 1):
+                return
             continue
         if len(entries) < limit:
             return
@@ -112,14 +114,27 @@ async def reload_from_checkpoint(registry: Registry, h: ModelHandle, first: int)
     await followers.rebuild(registry, h)
 
 
-async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> None:
+async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> bool:
     """The log's entry at ``position`` does not continue the entries applied here:
     the store lost entries this worker applied (a failover of an asynchronously
     replicated Redis) and later appends took their positions. Count them, say so
     loudly, and rebuild the model from the store's checkpoint + log (caller holds
     the lock; it then catches up as usual): answering from this state would serve
-    a version the log never had."""
+    a version the log never had.
+
+    Or the model was deleted and created again elsewhere (another generation): no
+    entry was lost. With the same config it is rebuilt the same way, under the new
+    generation (read before the state, as a load does); with another config nothing
+    is done and False returned: the catalog sync loads it afresh."""
     h = h.leader or h
+    generation = await registry.store.get_generation(h.name) or ""
+    if generation != h.generation:
+        if await registry.store.get_config(h.name) != h.config:
+            return False
+        log.info("model %r was re-created elsewhere; rebuilding it from the store", h.name)
+        h.generation = generation
+        await _reset_to_checkpoint(registry, h)
+        return True
     if h.reset_at == h.version and position == h.version + 1:
         # We just rebuilt from the store's checkpoint and the log does not go on
         # from it (a checkpoint stored without the head check): trust the log.
@@ -129,7 +144,7 @@ async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> None:
             h.name, position, h.version,
         )  # fmt: skip
         h.head = None
-        return
+        return True
     lost = await _count_lost(registry, h, position)
     M.LOG_ENTRIES_LOST.labels(h.name).inc(lost)
     log.error(
@@ -139,6 +154,7 @@ async def lost_tail(registry: Registry, h: ModelHandle, position: int) -> None:
         h.name, lost, "y" if lost == 1 else "ies", h.version, position,
     )  # fmt: skip
     await _reset_to_checkpoint(registry, h)
+    return True
 
 
 async def store_lost_tail(registry: Registry, h: ModelHandle) -> bool:

@@ -98,6 +98,44 @@ def test_replica_reloads_a_model_deleted_and_recreated_elsewhere(tmp_path, old_u
     asyncio.run(main())
 
 
+def test_catch_up_across_a_re_creation_takes_the_new_generation_and_loses_nothing(
+    tmp_path,
+) -> None:
+    """B's copy at version 2 catches up (before any catalog sync) with the log of the
+    model A deleted and created again with the same config: its next entry breaks the
+    chain of heads, which is not a lost tail. B ends with A's state under A's new
+    generation, and no entry is counted lost."""
+    from service.observability import metrics as M
+
+    async def main() -> None:
+        a, b, s1, s2 = await two_workers(tmp_path)
+        try:
+            cls = adapter_class("linear")
+            config = cls.normalize_config(BODY, a.settings)
+            h, _ = await a.create("m", cls, config)
+            for i in range(2):
+                await a.submit_update(h, payload(100 + i))
+            await b.sync_catalog()
+            hb = b.get("m")
+            await b.catch_up(hb)
+            assert hb.version == 2
+            lost = M.LOG_ENTRIES_LOST.labels("m")._value.get()
+            await a.delete("m")
+            h, _ = await a.create("m", cls, config)
+            for i in range(3):
+                await a.submit_update(h, payload(i))
+            await b.catch_up(hb)  # the same handle: no catalog sync in between
+            assert hb.generation == h.generation
+            assert hb.version == 3
+            assert hb.adapter.state_digest() == h.adapter.state_digest()
+            assert M.LOG_ENTRIES_LOST.labels("m")._value.get() == lost
+        finally:
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
+
+
 def test_put_and_update_on_a_stale_replica_use_the_new_model(tmp_path) -> None:
     """Without waiting for a catalog sync: PUT with the same config on B, and an update
     sent through B's old handle, both land on the re-created model."""
