@@ -27,6 +27,9 @@ _C2 = np.uint64(0x1B873593)
 _C3 = np.uint64(0xE6546B64)
 _F1 = np.uint64(0x85EBCA6B)
 _F2 = np.uint64(0xC2B2AE35)
+_U1 = np.uint64(1)
+_U2 = np.uint64(2)
+_U3 = np.uint64(3)
 _U5 = np.uint64(5)
 _U8 = np.uint64(8)
 _U13 = np.uint64(13)
@@ -129,17 +132,18 @@ def feed_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
     end = buf.shape[0]
     while a < z:
         r = min(4, z - a)
-        if a + 4 <= end:
+        if a + 4 <= end:  # (an unsigned index: no wraparound test, one 4-byte load)
+            j = np.uint64(a)
             w = (
-                np.uint64(buf[a])
-                | (np.uint64(buf[a + 1]) << _U8)
-                | (np.uint64(buf[a + 2]) << _U16)
-                | (np.uint64(buf[a + 3]) << _U24)
+                np.uint64(buf[j])
+                | (np.uint64(buf[j + _U1]) << _U8)
+                | (np.uint64(buf[j + _U2]) << _U16)
+                | (np.uint64(buf[j + _U3]) << _U24)
             ) & ((np.uint64(1) << np.uint64(8 * r)) - np.uint64(1))
         else:
             w = np.uint64(0)
-            for j in range(r):
-                w |= np.uint64(buf[a + j]) << np.uint64(8 * j)
+            for t in range(r):
+                w |= np.uint64(buf[a + t]) << np.uint64(8 * t)
         h, k, cn = _take(h, k, cn, w, r)
         a += r
     return h, k, cn

@@ -65,6 +65,8 @@ _NEED_F, _NEED_NB = NEED_F, NEED_NB  # (_interact's too)
 _NEED_OUT, _NEED_NAMES, _NEED_ORDER, _NEED_MEMBERS = range(12, 16)
 # _rows' cursor ``cur``: where to go on, kept there when it stops
 _R, _A, _NF, _PHASE, _T, _NPLAIN, _NOUT, _NEED, _EF = range(9)
+_NAMED = 9  # (in, not a cursor: an argument of its own was typed as the literal 0 in
+# one compilation and int64 in another: _rows, the largest kernel, compiled twice)
 # a row's phases: not begun, its atoms, its interactions, written out
 _BEGIN, _ATOMS, _INTER, _OUT = range(4)
 
@@ -139,7 +141,7 @@ def encode_rows(
     out_v = np.empty(guess, dtype=np.float64)
     out_nb = np.empty(16, dtype=np.uint8)
     out_no = np.zeros(guess + 1 if mode == NAMED else 17, dtype=np.int64)
-    order = np.empty(2 * size, dtype=np.int64)  # _canonical's scratch (2 per feature)
+    order = np.empty(4 * size + 8, dtype=np.int64)  # _canonical's scratch
     members = np.empty((5, max(3, named + 2)), dtype=np.int64)  # _interact's scratch
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     sid_hash = np.full(s_off.shape[0] - 1, -1, dtype=np.int64)  # a string's name, hashed once
@@ -147,11 +149,12 @@ def encode_rows(
         _hash_named(n_atoms, a_field, a_sidx, s_off, cps, f_text, f_ns, keep_ns, f_pre,
                     prefixes, sid_hash)  # fmt: skip
     pre_h = murmur3(intercept, 0, intercept.shape[0])  # hashed once, not per row
-    cur = np.zeros(9, dtype=np.int64)
+    cur = np.zeros(10, dtype=np.int64)
+    cur[_NAMED] = named
     while True:
         code = _rows(n_rows, cps, a_row, a_field, s_off, a_sidx, a_val, f_text, f_ns, f_pre,
                      tp, prefixes, lower_tab, tok_tab, inter, keep_ns, intercept, pre_h, df,
-                     docs, update, mask, max_feat, mode, named, sid_hash, si, tb, pb, so, table,
+                     docs, update, mask, max_feat, mode, sid_hash, si, tb, pb, so, table,
                      fh, fv, fns, fo, nb, out_h, out_v, out_nb, out_no, order, members, indptr,
                      cur)  # fmt: skip
         need = cur[_NEED]
@@ -170,7 +173,7 @@ def encode_rows(
         elif code == _NEED_NAMES:
             out_nb = grow(out_nb, need)
         elif code == _NEED_ORDER:
-            order = np.empty(2 * need, dtype=np.int64)
+            order = np.empty(4 * need + 8, dtype=np.int64)
         else:  # _NEED_MEMBERS
             members = np.empty((5, need), dtype=np.int64)
     n_out = cur[_NOUT]
@@ -204,7 +207,6 @@ def _rows(
     mask: int,
     max_feat: int,
     mode: int,
-    named: int,
     sid_hash: np.ndarray,
     si: np.ndarray,
     tb: np.ndarray,
@@ -245,9 +247,13 @@ def _rows(
     indptr, cur = borrowed(indptr), borrowed(cur)
     want_names = mode == NAMED
     pre_i = intercept.shape[0]
+    mask_bits = 0  # mask is 2**mask_bits - 1
+    while (mask >> mask_bits) > 0:
+        mask_bits += 1
     n_atoms = a_row.shape[0]
     r, a, nf, phase = cur[_R], cur[_A], cur[_NF], cur[_PHASE]
     t, n_plain, n_out = cur[_T], cur[_NPLAIN], cur[_NOUT]
+    named = cur[_NAMED]  # the most named atoms of a row
     code = OK
     need = 0
     err_f = -1
@@ -356,10 +362,10 @@ def _rows(
             for k in range(nf):
                 out_no[n_out + k + 1] = out_no[n_out] + fo[k + 1]
         else:  # canonical: columns ascending, a repeated column summed in generation order
-            if 2 * nf > order.shape[0]:
+            if 4 * nf + 8 > order.shape[0]:
                 code, need = _NEED_ORDER, nf
                 break
-            nf = _canonical(fh, fv, nf, mask, out_h, out_v, n_out, order)
+            nf = _canonical(fh, fv, nf, mask, mask_bits, out_h, out_v, n_out, order)
         n_out += nf
         indptr[r + 1] = n_out
         r += 1

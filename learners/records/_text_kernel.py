@@ -82,7 +82,7 @@ def _count(h: int, so: np.ndarray, table: np.ndarray, smask: int, u: int) -> int
     """Count hash ``h``; returns its distinct id (``u`` when it is new: the caller adds it)."""
     s = h & smask  # a MurmurHash3 is already well mixed
     while True:
-        d = table[s]
+        d = table[np.uint64(s)]
         if d < 0:
             table[s] = u
             so[HASH, u] = h
@@ -180,8 +180,9 @@ def text_features(
     ``names`` is short: then ``need`` is a length it must have at least (the caller
     grows it and calls again). The scratch: ``si, tb, pb = text_room(e - s)`` (or larger),
     ``so, table = occ_room(occ_cap(e - s, ...))`` (or larger), ``table`` all -1 (and left
-    so). No array is made, returned or rebound here: numba's reference counting of a
-    rebound array costs two atomic operations per loop turn."""
+    so). No array is allocated, returned or rebound here (numba's reference counting of
+    a rebound array costs two atomic operations per loop turn); the three row views of
+    ``si`` taken per text count none when ``si`` is borrowed, as in the row kernel."""
     L = e - s
     # tokens and the UTF-8 bytes of the (lower-cased) text, cpo[k] = byte of code point k
     # Without a branch on the token boundaries (a mispredicted branch per token edge
@@ -191,16 +192,19 @@ def text_features(
     nt = 0
     pos = 0
     prev = 0
+    # (rows of si as views and unsigned indexes: numba tests every signed index for
+    # wraparound; a view of a borrowed array counts no references)
+    cpo, ts, te = si[_CPO], si[_TS], si[_TE]
     for i in range(L):
-        c = int(cps[s + i])
+        c = np.uint64(cps[np.uint64(s + i)])
         if lowercase:
-            c = int(lower_tab[c])
-        si[_CPO, i] = pos
-        pos = put_utf8(tb, pos, c)
+            c = np.uint64(lower_tab[c])
+        cpo[np.uint64(i)] = pos
+        pos = put_utf8(tb, pos, int(c))
         t = int(tok_tab[c])
-        si[_TS, n_start] = i
+        ts[np.uint64(n_start)] = i
         n_start += t & (1 - prev)
-        si[_TE, nt] = i
+        te[np.uint64(nt)] = i
         nt += prev & (1 - t)
         prev = t
     si[_CPO, L] = pos

@@ -340,6 +340,9 @@ class RecordEncoder:
             return C.field_loc(where, i, field, cfg.fields[j].name)
 
         update = sequential and state.docs.shape[0] > 0
+        if cps.flags.writeable:  # one compiled kernel for both readers (the scanner's are
+            cps = cps.view()  # writable, the encoder's read-only): the row kernel takes
+            cps.flags.writeable = False  # minutes to compile, per argument type
         df, docs = (state.df.copy(), state.docs.copy()) if update else (state.df, state.docs)
         status, err_row, err_field, ip, cols, vals_out, names, noff = K.encode_rows(
             n_rows,

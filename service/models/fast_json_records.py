@@ -84,7 +84,7 @@ from service.models.json_scan_envelope import (
 from service.models.json_scan_records import _record
 from service.models.json_scan_words import _plain_names
 
-__all__ = ["scan_records_examples", "scan_records_instances", "warmup"]
+__all__ = ["scan_records_examples", "scan_records_instances", "warmup_scanner"]
 
 _INSTANCES = np.frombuffer(b"instances", dtype=np.uint8)
 
@@ -314,8 +314,7 @@ def scan_records_instances(raw: bytes, enc: RecordEncoder, max_rows: int) -> Bat
         return None
 
 
-def warmup() -> None:
-    """Compile (or load from numba's disk cache) the scanner before taking traffic."""
+def _warmup_body() -> tuple[RecordEncoder, bytes]:
     enc = RecordEncoder({"kind": "records", "bits": 8, "fields": {
         "a": {"type": "numeric"}, "b": {"type": "numeric", "transform": "log1p"},
         "c": {"type": "numeric", "transform": {"bins": [1, 2]}}, "d": {"type": "categorical"},
@@ -324,6 +323,15 @@ def warmup() -> None:
         b'{"model": "m", "examples": [{"x": {"a": 1.5, "b": -2, "c": 1, "d": ["x", "y"], '
         rb'"t": "some w\u00f6rds", "e": null}, "y": "a"}, {"y": 3, "weight": 0.5, "x": {}}]}'
     )
-    scan_records_examples(body, enc, 10)
-    scan_records_examples(body, enc, 10, lambda h: h)
-    scan_records_instances(b'{"model": "m", "instances": [{"x": {"a": 1}}]}', enc, 10)
+    return enc, body
+
+
+def warmup_scanner() -> None:
+    """Compile (or load) the scanner alone, not the encoder's row kernel it hands the
+    atoms to (``learnserve warmup`` compiles the two side by side)."""
+    enc, body = _warmup_body()
+    scanned = _scan_body(body, enc, True, 10)
+    assert scanned is not None
+    atoms, meta, ms, me, nu, _ = scanned
+    model_and_labels(body, meta, atoms.n_rows, ms, me, nu)
+    _scan_body(b'{"model": "m", "instances": [{"x": {"a": 1}}]}', enc, False, 10)

@@ -129,15 +129,21 @@ def test_texts_over_the_limit_are_refused_as_before() -> None:
             check(text, setting, max_occ)
 
 
-@pytest.mark.parametrize("nf", [1, 5, 32, 33, 60, 500])
-def test_canonical_rows_equal_a_stable_sort(nf: int) -> None:
-    rng = np.random.default_rng(nf)
-    mask = 2**8 - 1  # few columns: many repeats, summed in generation order
-    for _ in range(50):
+@pytest.mark.parametrize("nf", [1, 5, 16, 17, 31, 32, 33, 60, 255, 256, 257, 500])
+@pytest.mark.parametrize("bits", [3, 8, 20, 31])
+def test_canonical_rows_equal_a_stable_sort(nf: int, bits: int) -> None:
+    """Every sort _canonical picks (ranks, buckets, numba's sort), with few columns (many
+    repeats, summed in generation order) and many, and keys crowded into one bucket."""
+    rng = np.random.default_rng(nf * 100 + bits)
+    mask = 2**bits - 1
+    for trial in range(50):
         fh = rng.integers(0, 2**32, nf)
+        if trial % 5 == 0:  # all in the lowest bucket: the insertion sort does the work
+            fh = fh & (2 ** max(0, bits - 9) - 1)
         fv = rng.standard_normal(nf)
         out_c, out_v = np.zeros(nf, np.int64), np.zeros(nf)
-        w = _canonical(fh, fv, nf, mask, out_c, out_v, 0, np.empty(2 * nf, np.int64))
+        scratch = np.full(4 * nf + 8, -7, np.int64)
+        w = _canonical(fh, fv, nf, mask, bits, out_c, out_v, 0, scratch)
         order = np.argsort(fh & mask, kind="stable")
         cols, vals = [], []
         for i in order:
