@@ -53,6 +53,29 @@ async def until(cond: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> N
 
 
 # ------------------------------------------------------------------ A: re-created models
+async def re_created_behind_b(a: Engine, b: Engine, old_updates: int) -> tuple[Any, Any]:
+    """A creates m and sends ``old_updates`` updates, B holds m at that version; then A
+    deletes m, creates it again with the same config and sends 3 updates. (B's handle of
+    the old m, A's handle of the new one.)"""
+    cls = adapter_class("linear")
+    config = cls.normalize_config(BODY, a.settings)
+    h, _ = await a.create("m", cls, config)
+    for i in range(old_updates):
+        await a.submit_update(h, payload(100 + i))
+    await b.sync_catalog()
+    hb = b.get("m")
+    await b.catch_up(hb)
+    assert hb.version == old_updates
+    old_generation = hb.generation
+    assert old_generation
+    await a.delete("m")
+    h, created = await a.create("m", cls, config)
+    assert created and h.version == 0 and h.generation != old_generation
+    for i in range(3):
+        await a.submit_update(h, payload(i))
+    return hb, h
+
+
 @pytest.mark.parametrize("old_updates", [2, 5])
 def test_replica_reloads_a_model_deleted_and_recreated_elsewhere(tmp_path, old_updates) -> None:
     """B holds m at version 2 (below the new log's end) or 5 (above it); A deletes and
@@ -62,23 +85,7 @@ def test_replica_reloads_a_model_deleted_and_recreated_elsewhere(tmp_path, old_u
         a, b, s1, s2 = await two_workers(tmp_path)
         rep = Replicator(b)
         try:
-            cls = adapter_class("linear")
-            config = cls.normalize_config(BODY, a.settings)
-            h, _ = await a.create("m", cls, config)
-            for i in range(old_updates):
-                await a.submit_update(h, payload(100 + i))
-            await b.sync_catalog()
-            hb = b.get("m")
-            await b.catch_up(hb)
-            assert hb.version == old_updates
-            old_generation = hb.generation
-            assert old_generation
-
-            await a.delete("m")
-            h, created = await a.create("m", cls, config)
-            assert created and h.version == 0 and h.generation != old_generation
-            for i in range(3):
-                await a.submit_update(h, payload(i))
+            _, h = await re_created_behind_b(a, b, old_updates)
             want = h.adapter.state_digest()
 
             rep.start()
@@ -110,20 +117,8 @@ def test_catch_up_across_a_re_creation_takes_the_new_generation_and_loses_nothin
     async def main() -> None:
         a, b, s1, s2 = await two_workers(tmp_path)
         try:
-            cls = adapter_class("linear")
-            config = cls.normalize_config(BODY, a.settings)
-            h, _ = await a.create("m", cls, config)
-            for i in range(2):
-                await a.submit_update(h, payload(100 + i))
-            await b.sync_catalog()
-            hb = b.get("m")
-            await b.catch_up(hb)
-            assert hb.version == 2
             lost = M.LOG_ENTRIES_LOST.labels("m")._value.get()
-            await a.delete("m")
-            h, _ = await a.create("m", cls, config)
-            for i in range(3):
-                await a.submit_update(h, payload(i))
+            hb, h = await re_created_behind_b(a, b, 2)
             await b.catch_up(hb)  # the same handle: no catalog sync in between
             assert hb.generation == h.generation
             assert hb.version == 3
