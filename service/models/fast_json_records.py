@@ -314,7 +314,9 @@ def scan_records_instances(raw: bytes, enc: RecordEncoder, max_rows: int) -> Bat
         return None
 
 
-def _warmup_body() -> tuple[RecordEncoder, bytes]:
+def warmup_scanner() -> None:
+    """Compile (or load) the scanner alone, not the encoder's row kernel it hands the
+    atoms to (``learnserve warmup`` compiles the two side by side)."""
     enc = RecordEncoder({"kind": "records", "bits": 8, "fields": {
         "a": {"type": "numeric"}, "b": {"type": "numeric", "transform": "log1p"},
         "c": {"type": "numeric", "transform": {"bins": [1, 2]}}, "d": {"type": "categorical"},
@@ -323,13 +325,6 @@ def _warmup_body() -> tuple[RecordEncoder, bytes]:
         b'{"model": "m", "examples": [{"x": {"a": 1.5, "b": -2, "c": 1, "d": ["x", "y"], '
         rb'"t": "some w\u00f6rds", "e": null}, "y": "a"}, {"y": 3, "weight": 0.5, "x": {}}]}'
     )
-    return enc, body
-
-
-def warmup_scanner() -> None:
-    """Compile (or load) the scanner alone, not the encoder's row kernel it hands the
-    atoms to (``learnserve warmup`` compiles the two side by side)."""
-    enc, body = _warmup_body()
     scanned = _scan_body(body, enc, True, 10)
     assert scanned is not None
     atoms, meta, ms, me, nu, _ = scanned
