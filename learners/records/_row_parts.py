@@ -115,26 +115,28 @@ def _canonical(
             b = c0 + (order[k] >> shift)
             order[nf + order[b]] = order[k]
             order[b] += 1
-        for i in range(nf + 1, 2 * nf):
-            v = order[i]
+        for i in range(nf + 1, 2 * nf):  # (j >= nf - 1 >= 0: unsigned indexes, no
+            # wraparound tests)
+            v = order[np.uint64(i)]
             j = i - 1
-            while j >= nf and order[j] > v:
-                order[j + 1] = order[j]
+            while j >= nf and order[np.uint64(j)] > v:
+                order[np.uint64(j + 1)] = order[np.uint64(j)]
                 j -= 1
-            order[j + 1] = v
+            order[np.uint64(j + 1)] = v
     else:  # (order is borrowed in the row kernel: numba's sort then counts no references)
         order[:nf].sort()
         got = 0
-    w = at - 1
+    w = at - 1  # (indexed only from ``at`` >= 0 on: unsigned)
     for k in range(got, got + nf):
-        i = order[k] & 0xFFFFFF
-        c = order[k] >> 24
-        if w >= at and out_c[w] == c:
-            out_v[w] += fv[i]
+        key = order[np.uint64(k)]
+        i = np.uint64(key & 0xFFFFFF)
+        c = key >> 24
+        if w >= at and out_c[np.uint64(w)] == c:
+            out_v[np.uint64(w)] += fv[i]
         else:
             w += 1
-            out_c[w] = c
-            out_v[w] = fv[i]
+            out_c[np.uint64(w)] = c
+            out_v[np.uint64(w)] = fv[i]
     return w + 1 - at
 
 

@@ -265,10 +265,14 @@ def _words(
     pw = p1 - p0
     h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, p0, p1)
     u = 0
+    # (rows of si as views, unsigned indexes: no wraparound tests; see text_features)
+    cpo, ts, te = si[_CPO], si[_TS], si[_TE]
+    sh, sk, scn = si[_SH], si[_SK], si[_SCN]
     for t in range(nt):  # unigrams; each token's state kept for the longer n-grams
-        a, z = si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]
+        ut = np.uint64(t)
+        a, z = cpo[ts[ut]], cpo[te[ut]]
         h, k, cn = feed_span(h0, k0, c0, tb, a, z)
-        si[_SH, t], si[_SK, t], si[_SCN, t] = h, k, cn
+        sh[ut], sk[ut], scn[ut] = h, k, cn
         if _count(finish(h, k, cn, pw + z - a), so, table, smask, u) == u:
             if keep:
                 si[_IDX, 0] = t
@@ -277,6 +281,23 @@ def _words(
                     return q
                 so[NOFF, u + 1] = q
             u += 1
+    if skips == 0 and not keep:  # contiguous n-grams, no names: no odometer, the tokens'
+        # byte ranges and states read straight from their rows (issue 22: the SMS
+        # bigrams' share of an SMS message's time: 38 % -> 35 %)
+        for n in range(2, min(wn, nt) + 1):
+            for start in range(nt - n + 1):
+                st = np.uint64(start)
+                h, k, cn = np.uint64(sh[st]), np.uint64(sk[st]), scn[st]
+                length = pw + cpo[te[st]] - cpo[ts[st]]
+                for t in range(start + 1, start + n):
+                    ut = np.uint64(t)
+                    a, z = cpo[ts[ut]], cpo[te[ut]]
+                    h, k, cn = feed(h, k, cn, 32)
+                    h, k, cn = feed_span(h, k, cn, tb, a, z)
+                    length += 1 + z - a
+                if _count(finish(h, k, cn, length), so, table, smask, u) == u:
+                    u += 1
+        return u
     for n in range(2, wn + 1):
         if n > nt:  # no n tokens (and si[_IDX] holds at most nt)
             break
