@@ -129,14 +129,14 @@ def _canonical(
     w = at - 1  # (indexed only from ``at`` >= 0 on: unsigned)
     for k in range(got, got + nf):
         key = order[np.uint64(k)]
-        i = np.uint64(key & 0xFFFFFF)
+        src = np.uint64(key & 0xFFFFFF)
         c = key >> 24
         if w >= at and out_c[np.uint64(w)] == c:
-            out_v[np.uint64(w)] += fv[i]
+            out_v[np.uint64(w)] += fv[src]
         else:
             w += 1
             out_c[np.uint64(w)] = c
-            out_v[np.uint64(w)] = fv[i]
+            out_v[np.uint64(w)] = fv[src]
     return w + 1 - at
 
 
