@@ -120,27 +120,54 @@ def vw(stream: Stream, repeats: int, min_records: int = 30_000) -> dict[str, Any
             "rate_cpu": n / cpu if cpu > 0 else None}  # fmt: skip
 
 
-def extraction(streams: dict[str, Stream], repeats: int) -> dict[str, Any]:
-    """Ours and VW's records/s on Adult's raw records and the SMS texts."""
-    out: dict[str, Any] = {}
+TIMED = ("encode", "learn", "json + encode", "bytes -> batch")
+
+
+def _faster(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """The timing with the higher CPU rate (None counts as none)."""
+    if old is None or (new.get("rate_cpu") or 0) > (old.get("rate_cpu") or 0):
+        return new
+    return old
+
+
+def extraction(streams: dict[str, Stream], repeats: int, rounds: int = 3) -> dict[str, Any]:
+    """Ours and VW's records/s on Adult's raw records and the SMS texts.
+
+    ``rounds`` interleaved rounds (VW, then each of our configs, per stream), each of
+    ``repeats`` runs; each side keeps its fastest round. Why: on a shared machine a
+    neighbour can slow a core by 1.6x for seconds at a time (seen here: one side's five
+    repeats all inside such a spell moved the ratio from 1.3x to 0.7x); interleaving gives
+    both sides the same chances of a quiet spell."""
     cases = [("adult-raw", "adult-raw", None), ("sms", "sms", None),
              ("sms", "sms words 1-2", SMS_WORD_BIGRAMS)]  # fmt: skip
-    vw_done: dict[str, Any] = {}
+    vw_best: dict[str, Any] = {}
+    ours_best: dict[str, dict[str, Any]] = {}
+    for _ in range(max(1, rounds)):
+        vw_done: set[str] = set()
+        for stream_name, label, config in cases:
+            s = streams[stream_name]
+            if stream_name not in vw_done:
+                vw_done.add(stream_name)
+                v = vw(s, repeats)
+                old = vw_best.get(stream_name)
+                vw_best[stream_name] = v if isinstance(v, str) or old is None else _faster(old, v)
+            res = ours(s, config or s.features, repeats)
+            best = ours_best.setdefault(label, {"nnz_per_record": res["nnz_per_record"]})
+            for k in TIMED:
+                best[k] = _faster(best.get(k), res[k])
+    out: dict[str, Any] = {}
     for stream_name, label, config in cases:
-        s = streams[stream_name]
-        if stream_name not in vw_done:
-            vw_done[stream_name] = vw(s, repeats)
-        res = ours(s, config or s.features, repeats)
-        v = vw_done[stream_name]
+        res = ours_best[label]
+        v = vw_best[stream_name]
         if isinstance(v, dict):
             res["vw"] = v
             for clock, key in (("cpu", "rate_cpu"), ("wall", "rate_best")):
                 res[f"ours_over_vw_{clock}"] = {
-                    k: res[k][key] / v[key] if v[key] else None
-                    for k in ("encode", "learn", "json + encode", "bytes -> batch")
+                    k: res[k][key] / v[key] if v[key] and res[k][key] else None for k in TIMED
                 }
         else:
             res["vw"] = {"skipped": v}
-        res["config"] = config or s.features
+        res["config"] = config or streams[stream_name].features
+        res["rounds"] = max(1, rounds)
         out[label] = res
     return out

@@ -161,7 +161,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--batch", type=int, default=100, help="examples per /update")
     ap.add_argument("--rounds", type=int, default=3, help="passes over each stream over HTTP")
-    ap.add_argument("--repeats", type=int, default=5, help="timed runs in process")
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs in process, per round")
+    ap.add_argument("--inproc-rounds", type=int, default=3,
+                    help="interleaved in-process rounds; each side's fastest kept")  # fmt: skip
     ap.add_argument("--limit", type=int, default=None, help="the first N rows of each stream")
     ap.add_argument("--out-dir", type=Path, default=None, help="default bench/results")
     args = ap.parse_args()
@@ -169,7 +171,7 @@ def main() -> None:
     if isinstance(streams, str):
         sys.exit(streams)
     print("in process ...", flush=True)
-    ext = extraction(streams, args.repeats)
+    ext = extraction(streams, args.repeats, args.inproc_rounds)
     print("over HTTP ...", flush=True)
     http = over_http(streams, args.batch, args.rounds)
     rat = ratios(http["best"])

@@ -24,7 +24,8 @@ def test_features_bench_writes_every_figure(tmp_path: Path) -> None:
     for parts in (("adult-raw", "adult.data"), ("sms-spam", "SMSSpamCollection"), ("a9a", "a9a")):
         require_data(*parts)
     args = [sys.executable, str(REPO / "bench" / "features.py"), "--limit", str(ROWS),
-            "--rounds", "1", "--repeats", "1", "--out-dir", str(tmp_path)]  # fmt: skip
+            "--rounds", "1", "--repeats", "1", "--inproc-rounds", "2",
+            "--out-dir", str(tmp_path)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
@@ -41,7 +42,7 @@ def test_features_bench_writes_every_figure(tmp_path: Path) -> None:
     ext = doc["extraction"]
     assert set(ext) == {"adult-raw", "sms", "sms words 1-2"}
     for r in ext.values():
-        assert r["nnz_per_record"] > 1
+        assert r["nnz_per_record"] > 1 and r["rounds"] == 2
         for k in ("bytes -> batch", "encode", "learn", "json + encode"):
             assert r[k]["n_items"] == ROWS and r[k]["rate_cpu"] > 0
         vw = r["vw"]
