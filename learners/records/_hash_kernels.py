@@ -103,7 +103,7 @@ def murmur3(buf: np.ndarray, s: int, e: int) -> Any:
 
 
 @numba.njit(cache=True, inline="always")
-def _take(h: Any, k: Any, cn: int, w: Any, r: int) -> Any:
+def take(h: Any, k: Any, cn: int, w: Any, r: int) -> Any:
     """Append the ``r`` (0..4) bytes ``w`` (little-endian) to the pending ``cn`` bytes
     of ``k``, hashing a block when four are there: selects, not a branch (which
     bytes complete a block depends on the token lengths: a branch there mispredicts)."""
@@ -122,7 +122,7 @@ def feed(h: Any, k: Any, cn: int, b: Any) -> Any:
     """One more byte ``b`` of a streamed MurmurHash3: state ``h``, and ``cn`` (0..3) bytes
     pending in ``k``; returns the new (h, k, cn). Streaming the pieces of a name gives
     :func:`murmur3` of the name's bytes (tested) without building them."""
-    return _take(h, k, cn, np.uint64(b), 1)
+    return take(h, k, cn, np.uint64(b), 1)
 
 
 @numba.njit(cache=True, inline="always")
@@ -144,7 +144,7 @@ def feed_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
             w = np.uint64(0)
             for t in range(r):
                 w |= np.uint64(buf[a + t]) << np.uint64(8 * t)
-        h, k, cn = _take(h, k, cn, w, r)
+        h, k, cn = take(h, k, cn, w, r)
         a += r
     return h, k, cn
 

@@ -31,10 +31,12 @@ hash that is cleared after the text.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import feed, feed_span, finish, put_utf8
+from learners.records._hash_kernels import feed, feed_span, finish, put_utf8, take
 
 # rows of the int64 scratch ``si`` (``text_room``): per code point, per token, per n-gram
 _CPO, _TS, _TE, _SH, _SK, _SCN, _IDX, _PO = range(8)
@@ -264,6 +266,8 @@ def _words(
     start. Returns the distinct count, or minus the length ``names`` needs."""
     pw = p1 - p0
     h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, p0, p1)
+    if wn == 2 and skips == 0 and not keep:
+        return _words_and_pairs(tb, si, nt, pw, h0, k0, c0, so, table, smask)
     u = 0
     # (rows of si as views, unsigned indexes: no wraparound tests; see text_features)
     cpo, ts, te = si[_CPO], si[_TS], si[_TE]
@@ -336,6 +340,57 @@ def _words(
                         so[NOFF, u + 1] = q
                     u += 1
     return u
+
+
+@numba.njit(cache=True, inline="always")
+def _words_and_pairs(
+    tb: np.ndarray,
+    si: np.ndarray,
+    nt: int,
+    pw: int,
+    h0: int,
+    k0: int,
+    c0: int,
+    so: np.ndarray,
+    table: np.ndarray,
+    smask: int,
+) -> int:
+    """:func:`_words` of words and contiguous pairs (``wn`` 2, no skips, no names): each
+    token's unigram and its pair with the token before hashed in one loop turn, then all
+    counted in the documented order (unigrams, then pairs). Why: a streamed MurmurHash3
+    is one long chain of dependent multiplies; two independent chains a turn keep the
+    core busy while either waits (issue 22: SMS words 1-2). A pair's space is fed with
+    the first bytes of its second token (:func:`_space_span`)."""
+    cpo, ts, te = si[_CPO], si[_TS], si[_TE]
+    gram = so[_GRAM]  # (so's rows hold 2 nt + 1: the occurrence bound of wn 2, no skips)
+    ph, pk, pcn, plen = np.uint64(0), np.uint64(0), 0, 0
+    for t in range(nt):
+        ut = np.uint64(t)
+        a, z = cpo[ts[ut]], cpo[te[ut]]
+        h, k, cn = feed_span(h0, k0, c0, tb, a, z)
+        length = pw + z - a
+        gram[ut] = finish(h, k, cn, length)
+        if t > 0:
+            bh, bk, bcn = _space_span(ph, pk, pcn, tb, a, z)
+            gram[np.uint64(nt + t - 1)] = finish(bh, bk, bcn, plen + 1 + z - a)
+        ph, pk, pcn, plen = h, k, cn, length
+    u = 0
+    for i in range(max(0, 2 * nt - 1)):
+        if _count(gram[np.uint64(i)], so, table, smask, u) == u:
+            u += 1
+    return u
+
+
+@numba.njit(cache=True, inline="always")
+def _space_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
+    """``feed(32)`` then ``feed_span(buf[a:z])`` (``a < z``), the space and up to three
+    of the span's bytes in one step."""
+    r = min(4, 1 + z - a)
+    w = np.uint64(32)
+    for i in range(r - 1):  # (at most 3 loads; unrolled by LLVM)
+        w |= np.uint64(buf[np.uint64(a + i)]) << np.uint64(8 * (i + 1))
+    h, k, cn = take(h, k, cn, w, r)
+    return feed_span(h, k, cn, buf, a + r - 1, z)
 
 
 @numba.njit(cache=True, inline="always")
