@@ -44,6 +44,7 @@ from learners.records._row_parts import (  # (the text parameter table's layout,
 from learners.records._text_kernel import (
     HASH,
     NOFF,
+    ascii_table,
     occ_cap,
     occ_room,
     text_features,
@@ -149,11 +150,12 @@ def encode_rows(
         _hash_named(n_atoms, a_field, a_sidx, s_off, cps, f_text, f_ns, keep_ns, f_pre,
                     prefixes, sid_hash)  # fmt: skip
     pre_h = murmur3(intercept, 0, intercept.shape[0])  # hashed once, not per row
+    asc = ascii_table(lower_tab, tok_tab)
     cur = np.zeros(10, dtype=np.int64)
     cur[_NAMED] = named
     while True:
         code = _rows(n_rows, cps, a_row, a_field, s_off, a_sidx, a_val, f_text, f_ns, f_pre,
-                     tp, prefixes, lower_tab, tok_tab, inter, keep_ns, intercept, pre_h, df,
+                     tp, prefixes, lower_tab, tok_tab, asc, inter, keep_ns, intercept, pre_h, df,
                      docs, update, mask, max_feat, mode, sid_hash, si, tb, pb, so, table,
                      fh, fv, fns, fo, nb, out_h, out_v, out_nb, out_no, order, members, indptr,
                      cur)  # fmt: skip
@@ -202,6 +204,7 @@ def _rows(
     prefixes: np.ndarray,
     lower_tab: np.ndarray,
     tok_tab: np.ndarray,
+    asc: np.ndarray,
     inter: np.ndarray,
     keep_ns: np.ndarray,
     intercept: np.ndarray,
@@ -239,7 +242,7 @@ def _rows(
     cps, lower_tab, tok_tab, prefixes = (borrowed(cps), borrowed(lower_tab),
                                          borrowed(tok_tab), borrowed(prefixes))  # fmt: skip
     si, tb, pb, so, table = borrowed(si), borrowed(tb), borrowed(pb), borrowed(so), borrowed(table)
-    tp, df, docs, nb = borrowed(tp), borrowed(df), borrowed(docs), borrowed(nb)
+    tp, df, docs, nb, asc = borrowed(tp), borrowed(df), borrowed(docs), borrowed(nb), borrowed(asc)
     fh, fv, fns, fo = borrowed(fh), borrowed(fv), borrowed(fns), borrowed(fo)
     a_row, a_field, a_sidx, a_val = (borrowed(a_row), borrowed(a_field), borrowed(a_sidx),
                                      borrowed(a_val))  # fmt: skip
@@ -298,7 +301,7 @@ def _rows(
                     nf += 1
                 else:
                     u, short = text_features(
-                        cps, s, e, lower_tab, tok_tab, tp[ti, TP_LOWER] != 0, tp[ti, TP_WN],
+                        cps, s, e, lower_tab, tok_tab, asc, tp[ti, TP_LOWER] != 0, tp[ti, TP_WN],
                         tp[ti, TP_SKIPS], tp[ti, TP_CMIN], tp[ti, TP_CMAX],
                         tp[ti, TP_ACROSS] != 0, prefixes, tp[ti, TP_WPRE_S], tp[ti, TP_WPRE_E],
                         tp[ti, TP_CPRE_S], tp[ti, TP_CPRE_E], keep,

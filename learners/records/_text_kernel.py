@@ -146,6 +146,21 @@ def _put_chars(
     return _put(names, _put(names, at, pre, p0, p1), pb, a, b)
 
 
+@numba.njit(cache=True)
+def ascii_table(lower_tab: np.ndarray, tok_tab: np.ndarray) -> np.ndarray:
+    """(2, 128) int64: for each ASCII code point ``c``, row 0 ``c | token flag << 8`` and
+    row 1 the same of its lower case (ASCII too). Made once per batch: the tokenizer reads
+    one entry instead of two dependent tables for the code points that are ASCII."""
+    out = np.empty((2, 128), np.int64)
+    for c in range(128):
+        lc = lower_tab[c]
+        if lc >= 128:
+            raise ValueError("ascii_table: an ASCII code point lower-cases outside ASCII")
+        out[0, c] = c | (np.int64(tok_tab[c]) << 8)
+        out[1, c] = lc | (np.int64(tok_tab[lc]) << 8)
+    return out
+
+
 @numba.njit(cache=True, inline="always")
 def text_features(
     cps: np.ndarray,
@@ -153,6 +168,7 @@ def text_features(
     e: int,
     lower_tab: np.ndarray,
     tok_tab: np.ndarray,
+    asc: np.ndarray,
     lowercase: bool,
     wn: int,
     skips: int,
@@ -174,7 +190,8 @@ def text_features(
     names: np.ndarray,
     at: int,
 ) -> tuple[int, int]:
-    """(u, need): the text ``cps[s:e]``'s ``u`` distinct features, full hashes in
+    """(u, need): the text ``cps[s:e]``'s ``u`` distinct features (``asc``:
+    :func:`ascii_table` of the two tables), full hashes in
     ``so[HASH, :u]``, counts in ``so[COUNT, :u]`` and (``keep``) UTF-8 names
     ``names[so[NOFF, k]:so[NOFF, k + 1]]`` written from ``names[at]`` on; the word and
     character n-grams' name prefixes are ``pre[w0:w1]`` and ``pre[c0:c1]``. ``u`` is -1
@@ -197,13 +214,20 @@ def text_features(
     # (rows of si as views and unsigned indexes: numba tests every signed index for
     # wraparound; a view of a borrowed array counts no references)
     cpo, ts, te = si[_CPO], si[_TS], si[_TE]
+    arow = 1 if lowercase else 0
     for i in range(L):
         c = np.uint64(cps[np.uint64(s + i)])
-        if lowercase:
-            c = np.uint64(lower_tab[c])
         cpo[np.uint64(i)] = pos
-        pos = put_utf8(tb, pos, int(c))
-        t = int(tok_tab[c])
+        if c < 128:  # one table entry: (lower-cased) byte and token flag
+            v = asc[arow, c]
+            tb[np.uint64(pos)] = v & 0xFF
+            pos += 1
+            t = int(v >> 8)
+        else:
+            if lowercase:
+                c = np.uint64(lower_tab[c])
+            pos = put_utf8(tb, pos, int(c))
+            t = int(tok_tab[c])
         ts[np.uint64(n_start)] = i
         n_start += t & (1 - prev)
         te[np.uint64(nt)] = i

@@ -17,6 +17,7 @@ from learners.records._text_kernel import (
     COUNT,
     HASH,
     NOFF,
+    ascii_table,
     occ_cap,
     occ_room,
     text_features,
@@ -28,6 +29,7 @@ from tests.learners._text_kernel_reference import reference_text_features
 pytest_plugins = ["tests.learners.test_records_quality"]  # the sms fixture
 
 LOW, TOK = lower_table(), token_chars()
+ASC = ascii_table(LOW, TOK)
 WPRE = np.frombuffer(b"text^", np.uint8).copy()
 CPRE = np.frombuffer("t\u00e9xt~".encode(), np.uint8).copy()  # a prefix of 6 bytes
 # (lowercase, wn, skips, cmin, cmax, across)
@@ -51,7 +53,7 @@ def fast(cps: np.ndarray, setting: tuple[Any, ...], keep: bool, max_occ: int = 1
     w1 = WPRE.shape[0]
     while True:
         u, need = text_features(
-            cps, 0, cps.shape[0], LOW, TOK, low, wn, skips, cmin, cmax, across,
+            cps, 0, cps.shape[0], LOW, TOK, ASC, low, wn, skips, cmin, cmax, across,
             pre, 0, w1, w1, pre.shape[0], keep, max_occ, si, tb, pb, so, table, names, 3,
         )  # fmt: skip
         if u != -2:
