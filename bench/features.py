@@ -144,13 +144,23 @@ def report(http: dict[str, Any], rat: dict[str, Any], ext: dict[str, Any], batch
         v = r["vw"]
         for k in ("bytes -> batch", "encode", "learn", "json + encode"):
             over = r.get("ours_over_vw_cpu", {}).get(k)
+            over1 = r.get("ours_over_vw_cpu_vw_one_core", {}).get(k)
             rows.append([label, k, f"{r['nnz_per_record']:.0f}",
                          f"{fmt_rate(r[k]['rate_best'])} / {fmt_rate(r[k]['rate_cpu'])}",
-                         f"{fmt_rate(v.get('rate_best'))} / {fmt_rate(v.get('rate_cpu'))}",
-                         fmt_ratio(over)])  # fmt: skip
+                         f"{fmt_rate(v.get('rate_best'))} / {fmt_rate(v.get('rate_cpu'))}"
+                         f" / {fmt_rate(v.get('rate_cpu_one_core'))}",
+                         fmt_ratio(over), fmt_ratio(over1)])  # fmt: skip
     print_table(
-        "in-process extraction, records/s (wall / CPU), best of runs (target: ours / VW >= 1x)",
-        ["data", "ours", "nnz/rec", "ours rec/s", "VW --noop rec/s", "ours/VW CPU"],
+        "in-process extraction, records/s, best of runs (target: ours / VW >= 1x)",
+        [
+            "data",
+            "ours",
+            "nnz/rec",
+            "ours wall / CPU",
+            "VW wall / CPU / CPU 1 core",
+            "ours/VW CPU",
+            "ours/VW 1 core",
+        ],
         rows,
         right_align_from=2,
         caption=load_caption(),
