@@ -18,13 +18,10 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from learners.linear._base import (
-    ALGORITHMS,
-    LinearClassifier,
-    LinearState,
-    NonFiniteWeightsError,
-    NotFittedError,
-)
+from learners.linear._base import ALGORITHMS, LinearClassifier
+from learners.linear._learning import NonFiniteWeightsError
+from learners.linear._scoring import NotFittedError
+from learners.linear._state import LinearState
 from learners.linear.arow import AROW
 from learners.linear.cw import CW
 from learners.linear.dry_run import first_nonfinite_row

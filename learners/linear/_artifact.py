@@ -14,7 +14,8 @@ from learners.base import check_label
 from learners.feature_names import artifact_extras, read_extras
 
 if TYPE_CHECKING:
-    from learners.linear._base import LinearClassifier, LinearState
+    from learners.linear._base import LinearClassifier
+    from learners.linear._state import LinearState
 
 KIND = "linear"
 
@@ -49,7 +50,8 @@ def read(cls: type[LinearClassifier], art: artifact.Artifact) -> LinearClassifie
     ``ArtifactError`` naming the problem otherwise (``cls``: a subclass refuses another
     algorithm's artifact)."""
     from learners.linear import make_classifier
-    from learners.linear._base import LinearClassifier, LinearState
+    from learners.linear._base import LinearClassifier
+    from learners.linear._state import LinearState
 
     if art.kind != KIND:
         raise artifact.ArtifactError(f"artifact holds a {art.kind!r} model, expected {KIND!r}")

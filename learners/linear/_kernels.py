@@ -1,4 +1,4 @@
-"""numba kernels of the online linear classifiers (the shell is :mod:`learners.linear._base`).
+"""numba kernels of the online linear classifiers (called from :mod:`._learning`, :mod:`._scoring`).
 
 Every kernel processes a whole range of CSR rows in one call (no Python per
 example). Diagonal state is ``w`` (R × d × 2): the mean μ and the variance σ of a

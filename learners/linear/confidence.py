@@ -11,7 +11,7 @@ keeps what it knows as its best guess but is ready to move again.
 Σ₀ is the covariance of a model that learned the same labels and no example: I for a
 binary model (one row); for a multiclass model ``I/2`` for the rows of the first two
 labels (the exact binary→multiclass embedding halves the binary Σ, see
-:mod:`learners.linear._base`) and I for each later label. Every coordinate is moved:
+:mod:`learners.linear._state`) and I for each later label. Every coordinate is moved:
 a coordinate no example touched holds Σ₀ exactly, and Σ₀ − Σ = 0 leaves it so, bit for
 bit, so moving all of them is the same as moving only the touched ones, without
 keeping track of which those are. The full covariance moves off the diagonal towards

@@ -27,13 +27,10 @@ import numpy as np
 
 from learners.base import Label
 from learners.features import Batch
-from learners.linear._base import (
-    CheckedBatch,
-    LinearClassifier,
-    LinearState,
-    NonFiniteWeightsError,
-)
+from learners.linear._base import LinearClassifier
 from learners.linear._dry_run_kernels import dry_run_diag
+from learners.linear._learning import CheckedBatch, NonFiniteWeightsError
+from learners.linear._state import LinearState
 
 __all__ = ["first_nonfinite_row"]
 

@@ -58,7 +58,7 @@ from service.models.record_entries import (
 )
 
 if TYPE_CHECKING:
-    from learners.linear._base import CheckedBatch
+    from learners.linear._learning import CheckedBatch
     from service.settings import Settings
 
 # Decoded entries kept between check_update and apply (at most 64 of at most 256 KiB:

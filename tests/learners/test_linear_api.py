@@ -396,12 +396,12 @@ def test_undo_for_batches_bigger_than_the_kept_buffer(
 ) -> None:
     import threading
 
-    import learners.linear._base as base
+    import learners.linear._learning as learning
 
     # keep=8: every batch takes a temporary buffer. dim=6: a long batch rolls back
     # from a copy of the state; dim=400: from the undo log of touched coordinates.
-    monkeypatch.setattr(base, "_KEEP_SCRATCH", keep)
-    monkeypatch.setattr(base, "_scratch", threading.local())
+    monkeypatch.setattr(learning, "_KEEP_SCRATCH", keep)
+    monkeypatch.setattr(learning, "_scratch", threading.local())
     rng = np.random.default_rng(3)
     X = np.zeros((50, dim))
     X[:, :6] = rng.normal(size=(50, 6))
