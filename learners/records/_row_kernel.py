@@ -142,7 +142,7 @@ def encode_rows(
     out_v = np.empty(guess, dtype=np.float64)
     out_nb = np.empty(16, dtype=np.uint8)
     out_no = np.zeros(guess + 1 if mode == NAMED else 17, dtype=np.int64)
-    order = np.empty(4 * size + 8, dtype=np.int64)  # _canonical's scratch
+    order = np.empty(6 * size + 8, dtype=np.int64)  # _canonical's scratch
     members = np.empty((5, max(3, named + 2)), dtype=np.int64)  # _interact's scratch
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     sid_hash = np.full(s_off.shape[0] - 1, -1, dtype=np.int64)  # a string's name, hashed once
@@ -180,7 +180,7 @@ def encode_rows(
         elif code == _NEED_NAMES:
             out_nb = grow(out_nb, need)
         elif code == _NEED_ORDER:
-            order = np.empty(4 * need + 8, dtype=np.int64)
+            order = np.empty(6 * need + 8, dtype=np.int64)
         else:  # _NEED_MEMBERS
             members = np.empty((5, need), dtype=np.int64)
     n_out = cur[_NOUT]
@@ -320,9 +320,9 @@ def _rows(
                         code, need = _NEED_F, max(nf + u + named + 1, 2 * fh.shape[0])
                         break
                     _weights(so, u, tp, ti, df, docs, mask, update, fv, nf, table)
-                    base = fo[nf]
+                    base, ns = fo[nf], f_ns[f]
                     for k in range(u):  # names, when kept, are in nb from base on
-                        fh[nf + k], fns[nf + k] = so[HASH, k], f_ns[f]
+                        fh[nf + k], fns[nf + k] = so[HASH, k], ns
                         fo[nf + k + 1] = so[NOFF, k + 1] if keep else base
                     nf += u
                 if nf > max_feat:
@@ -370,7 +370,7 @@ def _rows(
             for k in range(nf):
                 out_no[n_out + k + 1] = out_no[n_out] + fo[k + 1]
         else:  # canonical: columns ascending, a repeated column summed in generation order
-            if 4 * nf + 8 > order.shape[0]:
+            if 6 * nf + 8 > order.shape[0]:
                 code, need = _NEED_ORDER, nf
                 break
             nf = _canonical(fh, fv, nf, mask, mask_bits, out_h, out_v, n_out, order)

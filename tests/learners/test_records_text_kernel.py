@@ -144,7 +144,7 @@ def test_canonical_rows_equal_a_stable_sort(nf: int, bits: int) -> None:
             fh = fh & (2 ** max(0, bits - 9) - 1)
         fv = rng.standard_normal(nf)
         out_c, out_v = np.zeros(nf, np.int64), np.zeros(nf)
-        scratch = np.full(4 * nf + 8, -7, np.int64)
+        scratch = np.full(6 * nf + 8, -7, np.int64)
         w = _canonical(fh, fv, nf, mask, bits, out_c, out_v, 0, scratch)
         order = np.argsort(fh & mask, kind="stable")
         cols, vals = [], []
