@@ -26,9 +26,9 @@ TP_COLS = 13
 WEIGHT_BINARY, WEIGHT_TF, WEIGHT_LOG_TF = 0, 1, 2
 # the row kernel's codes for a short buffer that _interact returns too: fh, fv, fns, fo; nb
 NEED_F, NEED_NB = 10, 11
-# log(1 + 1) as the C library's log1p gives it (math.log1p is that call, as numba's
-# np.log1p): a constant, not a call per text
-_LOG1P_1 = math.log1p(1.0)
+# log(1 + c) of the small counts c, as the C library's log1p gives them (math.log1p is
+# that call, as numba's np.log1p): constants, not a call per repeated n-gram
+_LOG1P = np.array([math.log1p(float(c)) for c in range(64)])
 
 
 @numba.njit(cache=True)
@@ -238,7 +238,7 @@ def _weights(
     """A text field's values ``vals[at:at + u]`` from ``text_features``' ``u`` distinct
     hashes and counts in ``so`` (text field ``ti`` of ``tp``): weighting of the counts,
     idf, L2 norm; then counts the document into ``df`` / ``docs`` when ``update``."""
-    log2 = _LOG1P_1  # most n-grams occur once
+    log1p = _LOG1P  # (a global array: a constant of the compiled code)
     # (the parameters read once: numba cannot tell that ``vals`` does not overlap ``tp``,
     # so a read in the loop would be made again after every store)
     weighting = tp[ti, TP_WEIGHT]
@@ -249,8 +249,8 @@ def _weights(
             vals[at + k] = 1.0
         elif weighting == WEIGHT_TF:
             vals[at + k] = float(c)
-        elif c == 1:
-            vals[at + k] = log2
+        elif c < 64:
+            vals[at + k] = log1p[c]
         else:
             vals[at + k] = np.log1p(float(c))
     slot = tp[ti, TP_IDF]

@@ -125,6 +125,15 @@ def test_counts_weights_and_norm() -> None:
         assert [v for _, _, v in normed] == pytest.approx([w[0] / norm, w[1] / norm], rel=1e-15)
 
 
+def test_log_tf_is_the_c_librarys_log1p_of_every_count() -> None:
+    """Counts below 64 are read from a table made with math.log1p, larger ones computed in
+    the kernel: both must be exactly C's log1p (a replica or an older model's vectors)."""
+    counts = [1, 2, 3, 7, 63, 64, 65, 200]
+    text = " ".join(f"w{c} " * c for c in counts)
+    feats = text_encoder(weighting="log_tf", normalize=False).explain({"t": text})
+    assert [(n, v) for n, _, v in feats] == [(f"t^w{c}", math.log1p(c)) for c in counts]
+
+
 ALPHABET = [*"abcAB  ,.-'1", "é", "e\u0301", "ß", "İ", "Σ", "ς", "ж", "東", "😀", "\t", "ि"]
 
 
