@@ -295,8 +295,8 @@ def _words(
     start. Returns the distinct count, or minus the length ``names`` needs."""
     pw = p1 - p0
     h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, p0, p1)
-    if wn == 2 and skips == 0 and not keep:
-        return _words_and_pairs(tb, si, nt, pw, h0, k0, c0, so, table, smask)
+    if (wn == 1 or (wn == 2 and skips == 0)) and not keep:
+        return _words_and_pairs(tb, si, nt, wn == 2, pw, h0, k0, c0, so, table, smask)
     u = 0
     # (rows of si as views, unsigned indexes: no wraparound tests; see text_features)
     cpo, ts, te = si[_CPO], si[_TS], si[_TE]
@@ -376,6 +376,7 @@ def _words_and_pairs(
     tb: np.ndarray,
     si: np.ndarray,
     nt: int,
+    pairs: bool,
     pw: int,
     h0: int,
     k0: int,
@@ -384,12 +385,14 @@ def _words_and_pairs(
     table: np.ndarray,
     smask: int,
 ) -> int:
-    """:func:`_words` of words and contiguous pairs (``wn`` 2, no skips, no names): each
-    token's unigram and its pair with the token before hashed in one loop turn, then all
-    counted in the documented order (unigrams, then pairs). Why: a streamed MurmurHash3
-    is one long chain of dependent multiplies; two independent chains a turn keep the
-    core busy while either waits (issue 22: SMS words 1-2). A pair's space is fed with
-    the first bytes of its second token (:func:`_space_span`)."""
+    """:func:`_words` of words (``wn`` 1) or words and contiguous pairs (``pairs``: ``wn``
+    2, no skips), without names: each token's unigram and its pair with the token before
+    hashed in one loop turn, then all counted in the documented order (unigrams, then
+    pairs). Why: a streamed MurmurHash3 is one long chain of dependent multiplies; the
+    count's probe branches between them kept the core from overlapping one token's chain
+    with the next, and two independent chains a turn keep it busy while either waits
+    (issue 22: SMS words 1-2). A pair's space is fed with the first bytes of its second
+    token (:func:`_space_span`)."""
     cpo, ts, te = si[_CPO], si[_TS], si[_TE]
     gram = so[_GRAM]  # (so's rows hold 2 nt + 1: the occurrence bound of wn 2, no skips)
     ph, pk, pcn, plen = np.uint64(0), np.uint64(0), 0, 0
@@ -399,12 +402,12 @@ def _words_and_pairs(
         h, k, cn = feed_span(h0, k0, c0, tb, a, z)
         length = pw + z - a
         gram[ut] = finish(h, k, cn, length)
-        if t > 0:
+        if pairs and t > 0:
             bh, bk, bcn = _space_span(ph, pk, pcn, tb, a, z)
             gram[np.uint64(nt + t - 1)] = finish(bh, bk, bcn, plen + 1 + z - a)
         ph, pk, pcn, plen = h, k, cn, length
     u = 0
-    for i in range(max(0, 2 * nt - 1)):
+    for i in range(max(0, 2 * nt - 1) if pairs else nt):
         if _count(gram[np.uint64(i)], so, table, smask, u) == u:
             u += 1
     return u
