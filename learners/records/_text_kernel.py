@@ -31,113 +31,38 @@ hash that is cleared after the text.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import feed, feed_span, finish, put_utf8, take
+from learners.records._hash_kernels import feed_span, finish, put_utf8
+from learners.records._text_scratch import (  # (the scratch's layout, re-exported)
+    _CPO,
+    _GRAM,
+    _PO,
+    _TE,
+    _TS,
+    COUNT,
+    HASH,
+    NOFF,
+    SPREAD,
+    _count,
+    _put,
+    occ_cap,
+    occ_room,
+    text_room,
+)
+from learners.records._word_kernel import _words
 
-# rows of the int64 scratch ``si`` (``text_room``): per code point, per token, per n-gram
-_CPO, _TS, _TE, _SH, _SK, _SCN, _IDX, _PO = range(8)
-# rows of the occurrence scratch ``so`` (``occ_room``): distinct hashes, counts, name
-# offsets, the character n-grams' hashes of one padded sequence
-HASH, COUNT, NOFF, _GRAM = range(4)
-# the count table's slots per possible occurrence (a power of two): at most a quarter of
-# it full, so a new name's probe mostly finds its first slot free (at half full, SMS's
-# probes went on past a taken slot often enough to cost ~2 % of a message); it is
-# cleared after each text, ~1 KB for a 16-word message
-SPREAD = 4
-
-
-@numba.njit(cache=True)
-def text_room(length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fresh scratch for texts of up to ``length`` code points: (si, tb, pb): ``tb`` for
-    the text's UTF-8 bytes, ``pb`` for a padded sequence's."""
-    return (np.empty((8, 2 * length + 2), np.int64), np.empty(5 * length + 8, np.uint8),
-            np.empty(5 * length + 8, np.uint8))  # fmt: skip
-
-
-@numba.njit(cache=True)
-def occ_cap(length: int, wn: int, skips: int, cmin: int, cmax: int, max_occ: int) -> int:
-    """An upper bound of :func:`text_features`' occurrence bound for a text of ``length``
-    code points (tokens at most every other code point), or ``max_occ`` if less (a text
-    over ``max_occ`` is refused before the scratch is used)."""
-    most = (length + 1) // 2
-    bound = 0
-    per_start = 1
-    for _n in range(wn):
-        bound += most * per_start
-        if bound >= max_occ:
-            return max_occ
-        per_start *= skips + 1
-    nc = cmax - cmin + 1 if cmin > 0 else 0
-    return min(max_occ, bound + nc * (length + 3 * most + 2))
-
-
-@numba.njit(cache=True)
-def occ_room(bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fresh occurrence scratch for up to ``bound`` n-gram occurrences: (so, table)."""
-    size = 16
-    while size < SPREAD * bound:
-        size *= 2
-    return np.empty((4, bound + 1), np.int64), np.full(size, -1, np.int64)
-
-
-@numba.njit(cache=True, inline="always")
-def _count(h: int, so: np.ndarray, table: np.ndarray, smask: int, u: int) -> int:
-    """Count hash ``h``; returns its distinct id (``u`` when it is new: the caller adds it)."""
-    s = h & smask  # a MurmurHash3 is already well mixed
-    while True:
-        d = table[np.uint64(s)]
-        if d < 0:
-            table[s] = u
-            so[HASH, u] = h
-            so[COUNT, u] = 1
-            return u
-        if so[HASH, d] == h:
-            so[COUNT, d] += 1
-            return d
-        s = (s + 1) & smask
-
-
-@numba.njit(cache=True, inline="always")
-def _put(names: np.ndarray, q: int, src: np.ndarray, a: int, b: int) -> int:
-    """Copy ``src[a:b]`` to ``names[q:]`` (room checked by the caller); the end."""
-    for i in range(a, b):
-        names[q] = src[i]
-        q += 1
-    return q
-
-
-@numba.njit(cache=True, inline="always")
-def _put_words(
-    names: np.ndarray,
-    at: int,
-    pre: np.ndarray,
-    p0: int,
-    p1: int,
-    tb: np.ndarray,
-    si: np.ndarray,
-    n: int,
-) -> int:
-    """Write the name of the word n-gram of tokens ``si[_IDX, :n]`` at ``names[at:]``;
-    returns the end, or minus the length ``names`` needs when it is short (nothing
-    written)."""
-    need = at + p1 - p0 + n - 1
-    for j in range(n):
-        t = si[_IDX, j]
-        need += si[_CPO, si[_TE, t]] - si[_CPO, si[_TS, t]]
-    if need > names.shape[0]:
-        return -need
-    q = _put(names, at, pre, p0, p1)
-    for j in range(n):
-        if j > 0:
-            names[q] = 32
-            q += 1
-        t = si[_IDX, j]
-        q = _put(names, q, tb, si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]])
-    return q
+__all__ = [
+    "COUNT",
+    "HASH",
+    "NOFF",
+    "ascii_table",
+    "occ_cap",
+    "occ_room",
+    "text_features",
+    "text_room",
+]
 
 
 @numba.njit(cache=True, inline="always")
@@ -273,156 +198,6 @@ def text_features(
     if u < 0:  # -(the length names needs)
         return -2, max(-u, 2 * names.shape[0])
     return u, 0
-
-
-@numba.njit(cache=True, inline="always")
-def _words(
-    tb: np.ndarray,
-    si: np.ndarray,
-    nt: int,
-    wn: int,
-    skips: int,
-    pre: np.ndarray,
-    p0: int,
-    p1: int,
-    keep: bool,
-    so: np.ndarray,
-    table: np.ndarray,
-    smask: int,
-    names: np.ndarray,
-) -> int:
-    """Word n-grams, n = 1..wn; an odometer over the gaps (each 0..skips) after each
-    start. Returns the distinct count, or minus the length ``names`` needs."""
-    pw = p1 - p0
-    h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, p0, p1)
-    if (wn == 1 or (wn == 2 and skips == 0)) and not keep:
-        return _words_and_pairs(tb, si, nt, wn == 2, pw, h0, k0, c0, so, table, smask)
-    u = 0
-    # (rows of si as views, unsigned indexes: no wraparound tests; see text_features)
-    cpo, ts, te = si[_CPO], si[_TS], si[_TE]
-    sh, sk, scn = si[_SH], si[_SK], si[_SCN]
-    for t in range(nt):  # unigrams; each token's state kept for the longer n-grams
-        ut = np.uint64(t)
-        a, z = cpo[ts[ut]], cpo[te[ut]]
-        h, k, cn = feed_span(h0, k0, c0, tb, a, z)
-        sh[ut], sk[ut], scn[ut] = h, k, cn
-        if _count(finish(h, k, cn, pw + z - a), so, table, smask, u) == u:
-            if keep:
-                si[_IDX, 0] = t
-                q = _put_words(names, so[NOFF, u], pre, p0, p1, tb, si, 1)
-                if q < 0:
-                    return q
-                so[NOFF, u + 1] = q
-            u += 1
-    if skips == 0 and not keep:  # contiguous n-grams, no names: no odometer, the tokens'
-        # byte ranges and states read straight from their rows (issue 22: the SMS
-        # bigrams' share of an SMS message's time: 38 % -> 35 %)
-        for n in range(2, min(wn, nt) + 1):
-            for start in range(nt - n + 1):
-                st = np.uint64(start)
-                h, k, cn = np.uint64(sh[st]), np.uint64(sk[st]), scn[st]
-                length = pw + cpo[te[st]] - cpo[ts[st]]
-                for t in range(start + 1, start + n):
-                    ut = np.uint64(t)
-                    a, z = cpo[ts[ut]], cpo[te[ut]]
-                    h, k, cn = feed(h, k, cn, 32)
-                    h, k, cn = feed_span(h, k, cn, tb, a, z)
-                    length += 1 + z - a
-                if _count(finish(h, k, cn, length), so, table, smask, u) == u:
-                    u += 1
-        return u
-    for n in range(2, wn + 1):
-        if n > nt:  # no n tokens (and si[_IDX] holds at most nt)
-            break
-        combos = 1  # (skips + 1) ** (n - 1): ``**`` is a call, which keeps reference counts
-        for _j in range(n - 1):
-            combos *= skips + 1
-        for start in range(nt):
-            for combo in range(combos):
-                c = combo
-                si[_IDX, 0] = start
-                ok = True
-                for j in range(1, n):
-                    if skips == 0:  # contiguous: no division
-                        si[_IDX, j] = si[_IDX, j - 1] + 1
-                    else:
-                        si[_IDX, j] = si[_IDX, j - 1] + 1 + c % (skips + 1)
-                        c //= skips + 1
-                    if si[_IDX, j] >= nt:
-                        ok = False
-                        break
-                if not ok:
-                    continue
-                h, k, cn = np.uint64(si[_SH, start]), np.uint64(si[_SK, start]), si[_SCN, start]
-                length = pw + si[_CPO, si[_TE, start]] - si[_CPO, si[_TS, start]]
-                for j in range(1, n):
-                    t = si[_IDX, j]
-                    h, k, cn = feed(h, k, cn, 32)
-                    a, z = si[_CPO, si[_TS, t]], si[_CPO, si[_TE, t]]
-                    h, k, cn = feed_span(h, k, cn, tb, a, z)
-                    length += 1 + z - a
-                if _count(finish(h, k, cn, length), so, table, smask, u) == u:
-                    if keep:
-                        q = _put_words(names, so[NOFF, u], pre, p0, p1, tb, si, n)
-                        if q < 0:
-                            return q
-                        so[NOFF, u + 1] = q
-                    u += 1
-    return u
-
-
-@numba.njit(cache=True, inline="always")
-def _words_and_pairs(
-    tb: np.ndarray,
-    si: np.ndarray,
-    nt: int,
-    pairs: bool,
-    pw: int,
-    h0: int,
-    k0: int,
-    c0: int,
-    so: np.ndarray,
-    table: np.ndarray,
-    smask: int,
-) -> int:
-    """:func:`_words` of words (``wn`` 1) or words and contiguous pairs (``pairs``: ``wn``
-    2, no skips), without names: each token's unigram and its pair with the token before
-    hashed in one loop turn, then all counted in the documented order (unigrams, then
-    pairs). Why: a streamed MurmurHash3 is one long chain of dependent multiplies; the
-    count's probe branches between them kept the core from overlapping one token's chain
-    with the next, and two independent chains a turn keep it busy while either waits
-    (issue 22: SMS words 1-2). A pair's space is fed with the first bytes of its second
-    token (:func:`_space_span`)."""
-    cpo, ts, te = si[_CPO], si[_TS], si[_TE]
-    gram = so[_GRAM]  # (so's rows hold 2 nt + 1: the occurrence bound of wn 2, no skips)
-    ph, pk, pcn, plen = np.uint64(0), np.uint64(0), 0, 0
-    for t in range(nt):
-        ut = np.uint64(t)
-        a, z = cpo[ts[ut]], cpo[te[ut]]
-        h, k, cn = feed_span(h0, k0, c0, tb, a, z)
-        length = pw + z - a
-        gram[ut] = finish(h, k, cn, length)
-        if pairs and t > 0:
-            bh, bk, bcn = _space_span(ph, pk, pcn, tb, a, z)
-            gram[np.uint64(nt + t - 1)] = finish(bh, bk, bcn, plen + 1 + z - a)
-        ph, pk, pcn, plen = h, k, cn, length
-    u = 0
-    for i in range(max(0, 2 * nt - 1) if pairs else nt):
-        if _count(gram[np.uint64(i)], so, table, smask, u) == u:
-            u += 1
-    return u
-
-
-@numba.njit(cache=True, inline="always")
-def _space_span(h: Any, k: Any, cn: int, buf: np.ndarray, a: int, z: int) -> Any:
-    """``feed(32)`` then ``feed_span(buf[a:z])`` (``a < z``), the space and up to three
-    of the span's bytes in one step."""
-    r = min(4, 1 + z - a)
-    w = np.uint64(32)
-    for i in range(r - 1):  # (at most 3 loads; unrolled by LLVM)
-        w |= np.uint64(buf[np.uint64(a + i)]) << np.uint64(8 * (i + 1))
-    h, k, cn = take(h, k, cn, w, r)
-    return feed_span(h, k, cn, buf, a + r - 1, z)
 
 
 @numba.njit(cache=True, inline="always")
