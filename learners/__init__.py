@@ -14,11 +14,33 @@ This package imports only numpy and numba; it never imports the service.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
-from learners.artifact import Artifact, ArtifactError
-from learners.base import Prediction, UpdateResult
-from learners.features import Batch, FeatureError, FeatureSpec
+
+def _use_dependency_stamps() -> None:
+    """numba's cache, keyed also on the modules a kernel inlines (``_kernel_cache``):
+    named in numba's setting before numba reads it (or in its config, if it already
+    has); a setting of the user's own is left alone."""
+    key = "NUMBA_CACHE_LOCATOR_CLASSES"
+    if os.environ.get(key):
+        return
+    # Not imported here: numba imports it when it first caches a kernel.
+    os.environ[key] = (
+        "learners._kernel_cache.UserProvided,learners._kernel_cache.InTree,"
+        "learners._kernel_cache.UserWide,UserProvidedCacheLocator,InTreeCacheLocator,"
+        "UserWideCacheLocator,IPythonCacheLocator,ZipCacheLocator"
+    )
+    config = sys.modules.get("numba.core.config")
+    if config is not None and not getattr(config, "CACHE_LOCATOR_CLASSES", None):
+        config.CACHE_LOCATOR_CLASSES = os.environ[key]  # type: ignore[attr-defined]
+
+
+_use_dependency_stamps()
+
+from learners.artifact import Artifact, ArtifactError  # noqa: E402
+from learners.base import Prediction, UpdateResult  # noqa: E402
+from learners.features import Batch, FeatureError, FeatureSpec  # noqa: E402
 
 __all__ = [
     "Artifact",

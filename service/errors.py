@@ -88,3 +88,18 @@ def model_unavailable(name: str, why: str) -> ServiceError:
         "model",
         retry_after=30,
     )
+
+
+class KernelsCompiling(ServiceError):
+    """A model that waits for numba kernels still compiling (``families``): a 503 whose
+    ``Retry-After`` asks the client to come back, never a request held for minutes."""
+
+    def __init__(self, name: str, families: list[str], what: str) -> None:
+        super().__init__(
+            Kind.UNAVAILABLE,
+            "kernels_compiling",
+            f"model {name!r} is not loaded yet: waiting for {what}",
+            "model",
+            retry_after=5,
+        )
+        self.families = families

@@ -127,6 +127,11 @@ class Settings(BaseSettings):
     # from the log instead of reloading the checkpoint.
     log_retain_entries: int = Field(default=1000, ge=0)
     min_version_wait_seconds: float = Field(default=2.0, ge=0)
+    # A model created (PUT) whose kind's numba kernels are not compiled on this machine
+    # yet waits this long for them, then answers 503 + Retry-After (it is created; it is
+    # loaded as soon as they are: a kernel family compiles once, in a process of its own).
+    # Kernels already in numba's cache load in about a second, well within it.
+    kernel_wait_seconds: float = Field(default=10.0, ge=0)
     # How long an Idempotency-Key on POST /update is remembered (per model): a retry
     # with the same key within this window answers the first result, not a new append.
     idempotency_ttl_seconds: float = Field(default=86400.0, gt=0)

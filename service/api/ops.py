@@ -40,6 +40,10 @@ async def readyz(request: Request) -> Response:
         "store_up": reg.health.up,
         # Models whose stored state could not be loaded: the others are served.
         "failed_models": reg.failed,
+        # Models waiting for numba kernels still compiling (503 + Retry-After meanwhile).
+        "pending_models": {
+            name: reg.registry.kernels.describe(fams) for name, fams in reg.registry.pending.items()
+        },
         # LEARNSERVE_OWNERSHIP: this member and the live members it sees (sharded).
         "fleet": reg.placement.fleet(),
     }

@@ -437,6 +437,11 @@ class Readiness(BaseModel):
     failed_models: dict[str, str] = Field(
         description="models whose stored state could not be loaded (the others are served)"
     )
+    pending_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="models waiting for numba kernels still compiling, and what compiles "
+        "(they answer 503 with Retry-After; the others are served)",
+    )
 
 
 DOC_MODELS: list[type[BaseModel]] = [UpdateRequest, PredictRequest, ActivateRequest]

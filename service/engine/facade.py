@@ -40,7 +40,6 @@ from service.engine.registry import Registry
 from service.errors import store_unavailable
 from service.fleet.placement import Placement
 from service.models.base import ModelAdapter
-from service.models.warmup import Family, warm_all
 from service.settings import Settings
 from service.store.base import ArtifactVersion, KeyGuard, Store, StoreUnavailable
 
@@ -50,7 +49,6 @@ log = logging.getLogger("learnserve.registry")
 class Engine:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.registry = Registry(store, settings)
-        self._warm = False
         self._sweep_at = 0.0  # time.monotonic() of the next sweep of expired feedback
         # Who holds what (LEARNSERVE_OWNERSHIP): with "sharded", this worker owns some
         # models and loads the others on demand as guests (service.fleet.placement).
@@ -138,23 +136,11 @@ class Engine:
 
     # ------------------------------------------------------------ start-up
     async def restore_all(self) -> None:
-        if not self._warm:
-            # JIT-compile (or load cached) kernels off the loop before taking traffic.
-            await asyncio.to_thread(warm_all, self._warming, self._warmed, True)
-            self._warm = True
+        # The kernels the stored models run are loaded (or compiled, in processes of
+        # their own) by the catalog's restore, kind by kind: nothing else is compiled.
         await self.placement.start()  # join the fleet first: we restore what we own
         await catalog.restore_all(self.registry)
         self.placement.update_gauges()
-
-    def _warming(self, i: int, n: int, fam: Family) -> None:
-        self.registry.waiting_for = (
-            f"compiling numba kernels {i}/{n}: {fam.what} "
-            "(first start only: `learnserve warmup` does it ahead)"
-        )
-        log.info("warmup %d/%d: compiling or loading %s", i, n, fam.what)
-
-    def _warmed(self, i: int, n: int, fam: Family, seconds: float) -> None:
-        log.info("warmup %d/%d: %s ready in %.1fs", i, n, fam.name, seconds)
 
     # ------------------------------------------------------------ catalog
     async def create(
@@ -289,6 +275,7 @@ class Engine:
     async def close(self) -> None:
         await self.placement.stop()  # leave the fleet: the others take over at once
         await self.registry.cancel_tasks()
+        await self.registry.kernels.close()  # a compile on its way: its child is killed
 
 
 class _PlacementHooks:

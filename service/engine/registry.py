@@ -38,7 +38,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from service.engine.model_handle import ModelHandle, StoreHealth
-from service.errors import ServiceError, model_unavailable, not_found
+from service.errors import KernelsCompiling, ServiceError, model_unavailable, not_found
+from service.models.kernel_loader import KernelLoader
 from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import Store
@@ -50,6 +51,10 @@ class Registry:
         self.settings = settings
         self.models: dict[str, ModelHandle] = {}
         self.failed: dict[str, str] = {}  # models that could not be restored, and why
+        # Models in the catalog waiting for numba kernels still compiling (by family):
+        # loaded by service.engine.catalog as soon as their families are ready.
+        self.pending: dict[str, list[str]] = {}
+        self.kernels = KernelLoader()
         self.ready = False
         # What the service waits for before it is ready (shown by /readyz and its 503s).
         self.waiting_for = "start-up"
@@ -80,6 +85,9 @@ class Registry:
         """The error for a model this process does not serve."""
         if name in self.failed:
             return model_unavailable(name, self.failed[name])
+        if name in self.pending:
+            families = self.pending[name]
+            return KernelsCompiling(name, families, self.kernels.describe(families))
         return not_found(name)
 
     def not_ready_reason(self) -> str:
@@ -97,6 +105,7 @@ class Registry:
     def drop(self, name: str) -> bool:
         """Take ``name`` out of the table; False when it was not held here."""
         h = self.models.pop(name, None)
+        self.pending.pop(name, None)
         for hook in self.on_drop:
             hook(name)
         if h is None:

@@ -31,6 +31,7 @@ from service.models.json_fields import (
     parse_json_object,
     require_str,
 )
+from service.models.kernel_families import usable
 from service.observability import metrics as M
 from service.settings import Settings
 
@@ -224,6 +225,8 @@ async def _batch_instances(
     same arrays bit for bit); None for any other body or model, which goes the general
     way (and is refused there, naming the field, if it is wrong)."""
     if len(raw) < _FAST_INSTANCES_MIN or b'"instances"' not in raw[:4096]:
+        return None
+    if not usable("json-maps"):  # its scanner still compiling: the general path
         return None
     m = _MODEL_KEY.search(raw)
     name = m.group(1).decode() if m else None

@@ -13,3 +13,7 @@ May import: ``learners``, ``service.errors``, ``service.settings``,
 ``service.observability``. Never ``service.api``, ``service.engine`` or the store:
 nothing here knows HTTP or where state is kept.
 """
+
+# Before any kernel module here imports numba: ``learners`` names numba's cache
+# locators that also watch the modules a kernel inlines (learners._kernel_cache).
+import learners  # noqa: F401

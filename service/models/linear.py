@@ -30,6 +30,7 @@ from service.models.base import FastUpdate, ModelAdapter
 from service.models.example_weights import entry_weights, weights_meta
 from service.models.feedback_rows import update_with_served
 from service.models.json_fields import require_list
+from service.models.kernel_families import usable
 from service.models.linear_inputs import (
     dense_matrix,
     encode_fast,
@@ -179,6 +180,8 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         if self.spec.kind == "records":
             return self._records_raw(raw, settings)
         if self.spec.kind != "dense":
+            if not usable("json-maps"):  # still compiling: the orjson path reads it
+                return None
             from service.models.fast_json_maps import scan_hashed_examples, scan_map_examples
 
             base = self.spec.index_base
@@ -214,6 +217,8 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
             extra.update(weights_meta(weights))
             payload = encode_payload(batch, labels, dense=False, **extra)
             return FastUpdate(model, payload, len(labels))
+        if not usable("json"):
+            return None
         from service.models.fast_json import scan_dense_examples
 
         scanned = scan_dense_examples(raw, self.spec.width, settings.max_batch_examples)

@@ -17,6 +17,7 @@ from learners.intercept import with_ones_column
 from service.errors import invalid
 from service.models.example_weights import WEIGHT_FIELD, check_weight
 from service.models.json_fields import type_name
+from service.models.kernel_families import usable
 from service.models.payload import dense_batch
 
 if TYPE_CHECKING:
@@ -201,6 +202,8 @@ def records_update_raw(
     from service.models.example_weights import weights_meta
     from service.models.fast_json_records import scan_records_examples
 
+    if not usable("records-scan"):  # still compiling: the general path reads it
+        return None
     new_of = None if known is None else known.unknown_hashes
     scanned = scan_records_examples(raw, spec.encoder, settings.max_batch_examples, new_of)
     if scanned is None:
@@ -221,7 +224,7 @@ def records_instances_raw(
     """A records model's /predict rows read from the body's bytes by the compiled
     scanner; None for another kind or a body it does not read (or not this body: another
     count of instances)."""
-    if spec.kind != "records" or not raw:
+    if spec.kind != "records" or not raw or not usable("records-scan"):
         return None
     from service.models.fast_json_records import scan_records_instances
 

@@ -21,6 +21,7 @@ from service.models import probability
 from service.models.fast_json_dense_instances import scan_dense_instances
 from service.models.feedback_rows import encode_record
 from service.models.json_fields import items_field, require_list
+from service.models.kernel_families import usable
 from service.models.linear_inputs import dense_matrix, encode_fast, records_instances_raw
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class LinearReadPath:
         return self._predict(instances, settings, raw)[0]
 
     def predict_raw(self, raw: bytes, settings: Settings) -> tuple[str | None, list[Any]] | None:
-        if self.spec.kind != "dense":
+        if self.spec.kind != "dense" or not usable("json"):
             return None
         scanned = scan_dense_instances(raw, self.spec.width, settings.max_batch_examples)
         if scanned is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -108,55 +109,70 @@ def families(at_start: bool = False) -> list[Family]:
     return out
 
 
-def _run_family(name: str) -> float:
-    """In a worker process: warm one family by name; its seconds."""
-    fam = next(f for f in families() if f.name == name)
-    t0 = time.perf_counter()
-    fam.run()
-    return time.perf_counter() - t0
+def family(name: str) -> Family:
+    """The family called ``name`` (a ``KeyError`` for no such family)."""
+    for fam in families():
+        if fam.name == name:
+            return fam
+    raise KeyError(name)
+
+
+# The scanners are optional: a body they have not been compiled for is parsed by the
+# orjson path, to the same batch. The rest a model cannot run without.
+SCANNERS = {"json", "json-maps", "records-scan"}
+
+
+def families_for(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """``(required, optional)``: the families a model with this stored config runs;
+    required before it can be loaded, optional (scanners) used once ready."""
+    kind = config.get("kind", "linear")
+    if kind not in ("linear", "ranksvm"):  # batch kinds compile in their load, off the loop
+        return [], []
+    required, optional = [kind, "payload"], ["json", "json-maps"]
+    features = config.get("features")
+    if isinstance(features, dict) and features.get("kind") == "records":
+        required.append("records")
+        optional.append("records-scan")
+    if config.get("drift"):
+        required.append("drift")
+    return required, optional
 
 
 def warm_parallel(
     jobs: int,
     before: Callable[[int, int, Family], None] | None = None,
-    after: Callable[[int, int, Family, float], None] | None = None,
+    after: Callable[[int, int, Family, dict[str, Any]], None] | None = None,
+    names: list[str] | None = None,
 ) -> float:
-    """Warm the families in ``jobs`` fresh processes at once (numba compiles on one core
-    per process; each family's cache files are its own). Returns the wall seconds."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    """Compile (or load) the families, each in a fresh process of its own
+    (``service.models.kernel_families``: its CPU and peak memory are its own, its marker
+    is left for the service), ``jobs`` at a time. ``after`` gets the child's figures.
+    Returns the wall seconds; a family that fails raises ``RuntimeError``."""
+    import json
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    fams = families()
+    from service.models.kernel_families import child_command
+
+    fams = [f for f in families() if names is None or f.name in names]
+
+    def run(fam: Family) -> dict[str, Any]:
+        done = subprocess.run(child_command(fam.name), capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"warmup of {fam.name} failed:\n{done.stderr[-4000:]}")
+        figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return figures
+
     t_all = time.perf_counter()
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process that imported numba
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {}
         for i, fam in enumerate(fams, 1):
             if before is not None:
                 before(i, len(fams), fam)
-            futures[pool.submit(_run_family, fam.name)] = (i, fam)
+            futures[pool.submit(run, fam)] = (i, fam)
         for future in as_completed(futures):
             i, fam = futures[future]
-            seconds = future.result()  # a family that fails to compile fails the warm-up
+            figures = future.result()
             if after is not None:
-                after(i, len(fams), fam, seconds)
-    return time.perf_counter() - t_all
-
-
-def warm_all(
-    before: Callable[[int, int, Family], None] | None = None,
-    after: Callable[[int, int, Family, float], None] | None = None,
-    at_start: bool = False,
-) -> float:
-    """Warm every family; ``before(i, n, family)`` / ``after(i, n, family, seconds)``
-    report progress (1-based ``i``). Returns the total seconds."""
-    fams = families(at_start)
-    t_all = time.perf_counter()
-    for i, fam in enumerate(fams, 1):
-        if before is not None:
-            before(i, len(fams), fam)
-        t0 = time.perf_counter()
-        fam.run()
-        if after is not None:
-            after(i, len(fams), fam, time.perf_counter() - t0)
+                after(i, len(fams), fam, figures)
     return time.perf_counter() - t_all

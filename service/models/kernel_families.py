@@ -1,0 +1,137 @@
+"""Which kernel families this process has ready, and compiling one in a process of its own.
+
+A family (:mod:`service.models.warmup`) is compiled once per machine and code: numba
+keeps the machine code on disk, and a *marker* here says that the family's kernels are
+in that cache for these sources (every module the family imported, by digest), this
+numba, this Python and this CPU. With a valid marker a family only loads (well under a
+second); without one it is compiled by :func:`compile_family` in a child process
+(``python -m service.models.kernel_families NAME``) so the compile's CPU and memory
+never land in the server's process, and its event loop never waits for it.
+
+``GATED``/``READY``: in the server, a compiled JSON scanner is used only once its family
+is ready (:func:`usable`); until then the orjson path parses the body, which gives the
+same batch. Outside the server (library, CLI, tests) nothing is gated: a kernel
+compiles when it is first called, as numba does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+GATED = False  # the server sets it: compiled scanners only once their family is READY
+READY: set[str] = set()
+
+
+def usable(name: str) -> bool:
+    """Whether code of family ``name`` may run here now without compiling it."""
+    return not GATED or name in READY
+
+
+def marker_dir() -> Path:
+    """Where the markers live: beside numba's cache when ``NUMBA_CACHE_DIR`` names it,
+    else in this package's ``__pycache__`` (numba's in-tree cache), else the user's."""
+    cache = os.environ.get("NUMBA_CACHE_DIR")
+    if cache:
+        return Path(cache) / "learnserve-families"
+    here = Path(__file__).resolve().parent / "__pycache__" / "kernel-families"
+    with contextlib.suppress(OSError):
+        here.mkdir(parents=True, exist_ok=True)
+        if os.access(here, os.W_OK):
+            return here
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "learnserve" / "kernel-families"
+
+
+def _platform() -> dict[str, str]:
+    import numba
+    from llvmlite import binding
+
+    cpu = os.environ.get("NUMBA_CPU_NAME") or binding.get_host_cpu_name()
+    features = os.environ.get("NUMBA_CPU_FEATURES") or binding.get_host_cpu_features().flatten()
+    return {
+        "numba": numba.__version__,
+        "python": platform.python_version(),
+        "cpu": cpu,
+        "features": hashlib.sha256(features.encode()).hexdigest()[:16],
+    }
+
+
+def _our_files() -> dict[str, str]:
+    """Every module of ``learners`` and ``service`` loaded in this process, by digest."""
+    from learners._kernel_cache import file_digest
+
+    out = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.split(".", 1)[0] in ("learners", "service") and isinstance(path, str):
+            out[path] = file_digest(path)
+    return out
+
+
+def _marker(name: str) -> Path:
+    return marker_dir() / f"{name}.json"
+
+
+def marker_valid(name: str) -> bool:
+    """Whether family ``name`` was compiled into the cache for exactly this code here."""
+    try:
+        data = json.loads(_marker(name).read_text())
+        if data.get("platform") != _platform():
+            return False
+        from learners._kernel_cache import file_digest
+
+        return all(file_digest(p) == d for p, d in data["files"].items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def compile_family(name: str) -> dict[str, Any]:
+    """Compile (or load) family ``name`` in this process and leave its marker: what it
+    cost (``compiled``: whether numba compiled anything, or all came from the cache).
+    One process per family at a time on this machine (a lock file), so two workers
+    starting together compile it once."""
+    from numba.core import event
+
+    from service.models.warmup import family
+
+    fam = family(name)
+    folder = marker_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with event.install_recorder("numba:compile") as recorder:
+            fam.run()
+        marker = {"platform": _platform(), "files": _our_files()}
+        tmp = folder / f"{name}.json.{os.getpid()}"
+        tmp.write_text(json.dumps(marker, sort_keys=True))
+        tmp.replace(_marker(name))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "family": name,
+        "compiled": bool(recorder.buffer),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def child_command(name: str) -> list[str]:
+    """The command that compiles family ``name`` in a process of its own."""
+    return [sys.executable, "-m", "service.models.kernel_families", name]
+
+
+if __name__ == "__main__":  # the child: one family, its figures as one JSON line
+    # Behind the server for the CPU: a compile may take minutes, a request must not wait.
+    os.nice(10)
+    print(json.dumps(compile_family(sys.argv[1])), flush=True)
