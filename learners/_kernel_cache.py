@@ -28,7 +28,7 @@ from numba.core import caching
 
 _PACKAGES = ("learners", "service")
 _files: dict[str, str] = {}  # path -> sha256 of its bytes, once per process
-_closures: dict[str, frozenset[str]] = {}  # module name -> the files it reaches
+_closures: dict[str, dict[str, str]] = {}  # module name -> {module: file} it reaches
 
 
 def _ours(name: object) -> bool:
@@ -48,12 +48,12 @@ def _module_of(value: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def module_files(module_name: str) -> frozenset[str]:
+def module_files(module_name: str) -> dict[str, str]:
     """The source files of ``module_name`` and of every module of ours it reaches
-    through its globals, recursively (as they are now: the kernel's module may still
-    be importing)."""
+    through its globals, recursively, by module name (as they are now: the kernel's
+    module may still be importing)."""
     seen: set[str] = set()
-    files: set[str] = set()
+    files: dict[str, str] = {}
     todo = [module_name]
     while todo:
         name = todo.pop()
@@ -64,12 +64,12 @@ def module_files(module_name: str) -> frozenset[str]:
         path = getattr(module, "__file__", None)
         if module is None or not isinstance(path, str):
             continue
-        files.add(path)
+        files[name] = path
         for value in list(vars(module).values()):
             other = _module_of(value)
             if other is not None and other not in seen and _ours(other):
                 todo.append(other)
-    return frozenset(files)
+    return files
 
 
 def file_digest(path: str) -> str:
@@ -86,8 +86,8 @@ def dependency_stamp(module_name: str) -> str:
     if files is None:
         files = _closures[module_name] = module_files(module_name)
     h = hashlib.sha256()
-    for path in sorted(files):
-        h.update(path.encode() + b"\0" + file_digest(path).encode() + b"\n")
+    for name in sorted(files):  # by name, not path: a checkout moved keeps its cache
+        h.update(name.encode() + b"\0" + file_digest(files[name]).encode() + b"\n")
     return h.hexdigest()
 
 

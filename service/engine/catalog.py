@@ -13,20 +13,23 @@ catalog lock (rule 2).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 from typing import Any
 
-from service.engine import batch_versions, followers, log_application, update_outcomes
+from service.engine import (
+    batch_versions,
+    followers,
+    kernel_waits,
+    log_application,
+    update_outcomes,
+)
 from service.engine.model_handle import ModelHandle, unpack_checkpoint
 from service.engine.registry import Registry
 from service.errors import KernelsCompiling, Kind, ServiceError, not_found, store_unavailable
 from service.models import config_compare
 from service.models.base import ModelAdapter
-from service.models.kernel_families import READY, marker_valid
 from service.models.kinds import adapter_class
-from service.models.warmup import families_for
 from service.observability import metrics as M
 from service.store.base import ConfigConflict, StoreUnavailable, ValueTooLarge
 
@@ -44,7 +47,7 @@ async def restore_all(registry: Registry) -> None:
         configs = leaders_first(await registry.store.list_models())
         registry.leader_names = followers.leader_names(configs)
         owned = [c for n, c in configs.items() if registry.owns(n)]
-        await _kernels_at_start(registry, owned)
+        await kernel_waits.kernels_at_start(registry, owned)
         for i, (name, config) in enumerate(configs.items(), 1):
             if name in registry.models or not registry.owns(name):  # (others: on demand)
                 continue
@@ -61,86 +64,6 @@ async def restore_all(registry: Registry) -> None:
     registry.waiting_for = ""
     registry.update_kind_gauge()
     log.info("restored %d model(s); ready", len(registry.models))
-
-
-async def _kernels_at_start(registry: Registry, configs: list[dict[str, Any]]) -> None:
-    """Start bringing in every family the models run (required ones first) and wait
-    for those numba's cache holds for this code (about a second each)."""
-    required: list[str] = []
-    optional: list[str] = []
-    for config in configs:
-        req, opt = families_for(config)
-        required += [f for f in req if f not in required]
-        optional += [f for f in opt if f not in optional]
-    needed = required + [f for f in optional if f not in required]
-    if not needed:
-        return
-    cached = await asyncio.to_thread(lambda: [f for f in needed if f in READY or marker_valid(f)])
-    registry.kernels.request(needed)
-    if cached:
-        registry.waiting_for = "loading numba kernels from the cache: " + ", ".join(cached)
-        with contextlib.suppress(RuntimeError):  # its models say so, one by one
-            await registry.kernels.wait(cached, None)
-
-
-async def kernels_ready(registry: Registry, name: str, config: dict[str, Any], wait: float) -> None:
-    """Return once the kernels model ``name`` runs are loaded here (waiting up to
-    ``wait`` s); else raise ``KernelsCompiling`` (503 + Retry-After naming them). Its
-    optional families (the compiled scanners) are requested and come in the background."""
-    required, optional = families_for(config)
-    kernels = registry.kernels
-    kernels.request(required + optional)
-    if kernels.ready(required) and (wait <= 0 or kernels.ready(optional)):
-        return
-    try:
-        if wait > 0:  # and the scanners the cache holds: the model's first body is scanned
-            cached = await asyncio.to_thread(
-                lambda: [f for f in optional if f not in READY and marker_valid(f)]
-            )
-            await kernels.wait(required + cached, wait, check=required)
-        if kernels.ready(required):
-            return
-    except RuntimeError as e:  # the compile failed (and is tried again on the next need)
-        raise ServiceError(
-            Kind.UNAVAILABLE, "kernels_failed", f"model {name!r}: {e}", "model", retry_after=30
-        ) from None
-    raise KernelsCompiling(name, required, kernels.describe(required))
-
-
-def defer(registry: Registry, name: str, families: list[str]) -> None:
-    """Model ``name`` waits for ``families``: listed as pending, loaded once they are."""
-    first = name not in registry.pending
-    registry.pending[name] = families
-    registry.failed.pop(name, None)
-    if first:
-        registry.spawn(_load_when_compiled(registry, name))
-
-
-async def _load_when_compiled(registry: Registry, name: str) -> None:
-    while (families := registry.pending.get(name)) is not None:
-        try:
-            await registry.kernels.wait(families, None)
-        except RuntimeError as e:
-            if registry.pending.pop(name, None) is not None:
-                registry.failed[name] = f"kernels: {e}"
-            return
-        async with registry.catalog_lock:
-            if registry.pending.get(name) != families:
-                continue  # deleted, or waits for others now
-            del registry.pending[name]
-            if name in registry.models:
-                return
-            try:
-                config = await registry.store.get_config(name)
-                if config is not None:
-                    await load(registry, name, config)  # (may defer it again)
-            except StoreUnavailable:
-                registry.pending.setdefault(name, families)
-        if name in registry.pending and registry.pending[name] == families:
-            await asyncio.sleep(1.0)  # the store did not answer: try again
-            continue
-        registry.update_kind_gauge()
-        return
 
 
 def leaders_first(configs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -166,7 +89,7 @@ async def load(
         h = await restore_handle(registry, name, cls, config)
     except KernelsCompiling as e:  # loaded when they are ready; the others go on
         registry.models.pop(name, None)
-        defer(registry, name, e.families)
+        kernel_waits.defer(registry, name, e.families, load)
         return None
     except (StoreUnavailable, asyncio.CancelledError):
         raise
@@ -197,7 +120,7 @@ async def _reattach(registry: Registry, h: ModelHandle) -> None:
 async def restore_handle(
     registry: Registry, name: str, cls: type[ModelAdapter], config: dict[str, Any]
 ) -> ModelHandle:
-    await kernels_ready(registry, name, config, 0.0)
+    await kernel_waits.kernels_ready(registry, name, config, 0.0)
     # Read before the state: if the model is re-created while we load, the handle
     # carries the old generation and the next catalog sync reloads it.
     generation = await registry.store.get_generation(name) or ""
@@ -276,9 +199,11 @@ async def create(
     if lead is not None:  # placed with its leader from now on (the sync says so too)
         registry.leader_names[name] = lead
     try:  # (before the catalog lock: a compile must not hold the other models' catalog)
-        await kernels_ready(registry, name, config, registry.settings.kernel_wait_seconds)
+        await kernel_waits.kernels_ready(
+            registry, name, config, registry.settings.kernel_wait_seconds
+        )
     except KernelsCompiling as e:
-        defer(registry, name, e.families)  # created: loaded once its kernels are
+        kernel_waits.defer(registry, name, e.families, load)  # loaded once they are
         raise
     h = registry.models.get(name)
     if h is None or h.config != config or h.generation != generation:

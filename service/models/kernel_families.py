@@ -66,6 +66,11 @@ def _platform() -> dict[str, str]:
     }
 
 
+# learners/ and service/ sit side by side; a marker names files relative to here, so
+# a checkout or an image moved elsewhere keeps its markers (numba's cache moves too).
+_ROOT = Path(__file__).resolve().parents[2]
+
+
 def _our_files() -> dict[str, str]:
     """Every module of ``learners`` and ``service`` loaded in this process, by digest."""
     from learners._kernel_cache import file_digest
@@ -74,7 +79,8 @@ def _our_files() -> dict[str, str]:
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
         if name.split(".", 1)[0] in ("learners", "service") and isinstance(path, str):
-            out[path] = file_digest(path)
+            with contextlib.suppress(ValueError):  # (not under _ROOT: not ours after all)
+                out[Path(path).resolve().relative_to(_ROOT).as_posix()] = file_digest(path)
     return out
 
 
@@ -90,7 +96,7 @@ def marker_valid(name: str) -> bool:
             return False
         from learners._kernel_cache import file_digest
 
-        return all(file_digest(p) == d for p, d in data["files"].items())
+        return all(file_digest(str(_ROOT / p)) == d for p, d in data["files"].items())
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
 

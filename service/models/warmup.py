@@ -127,7 +127,7 @@ def families_for(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     required before it can be loaded, optional (scanners) used once ready."""
     kind = config.get("kind", "linear")
     if kind not in ("linear", "ranksvm"):  # batch kinds compile in their load, off the loop
-        return [], []
+        return [], ["json-maps"]  # (its sparse /predict scanner)
     required, optional = [kind, "payload"], ["json", "json-maps"]
     features = config.get("features")
     if isinstance(features, dict) and features.get("kind") == "records":

@@ -1,12 +1,11 @@
-"""Before it is ready the service says what it waits for: /readyz's ``waiting_for`` and
-every model route's 503 name the kernel family being compiled, the model being restored,
-or the store that does not answer (never a vague "models are being restored" while
-numba compiles with zero models to restore)."""
+"""The service says what it waits for: /readyz's ``waiting_for`` and every model
+route's 503 name the model being restored or the store that does not answer; a model
+whose kernels compile names the family (``pending_models``, and its own 503s) while the
+others are served."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import httpx
 
 from service.app import create_app
 from service.engine.facade import Engine
-from service.models.warmup import families
 from service.settings import Settings
 from service.store import open_store
 
@@ -35,31 +33,45 @@ async def _get(app: Any, method: str, path: str, **kw: Any) -> httpx.Response:
         return await client.request(method, path, **kw)
 
 
-def test_a_compiling_service_says_which_kernels_it_compiles(tmp_path: Path) -> None:
-    app, registry = _unready_app(tmp_path)
-    fams = families()
-    i = next(i for i, f in enumerate(fams, 1) if f.name == "linear")
-    registry._warming(i, len(fams), fams[i - 1])  # what restore_all reports from its thread
+def test_a_model_waiting_for_its_kernels_says_which_and_the_others_are_served(
+    tmp_path: Path,
+) -> None:
+    """A model whose kernels compile answers 503 + Retry-After naming the family and
+    what it compiles; the service itself is ready (its other models are served)."""
+    app, engine = _unready_app(tmp_path)
+    engine.registry.ready = True
+    engine.registry.pending["m"] = ["records"]
+    engine.registry.kernels.phase["records"] = "compiling in a process of its own"
 
     ready = asyncio.run(_get(app, "GET", "/readyz"))
-    assert ready.status_code == 503
-    body = ready.json()
-    assert body["ready"] is False
-    assert body["waiting_for"].startswith(f"compiling numba kernels {i}/{len(fams)}: linear")
-    assert "learnserve warmup" in body["waiting_for"]
+    assert ready.status_code == 200, ready.text
+    waiting = ready.json()["pending_models"]["m"]
+    assert waiting.startswith("numba kernels: records (raw-record encoder"), waiting
+    assert "compiling in a process of its own" in waiting and "learnserve warmup" in waiting
+
+    async def ask(method: str, path: str, **kw: Any) -> httpx.Response:
+        await engine.store.open()
+        # m is in the catalog, as the engine last read it (nothing for a sync to load)
+        await engine.store.create_model("m", {"kind": "linear", "algorithm": "pa"})
+        engine.registry.epoch = await engine.store.catalog_epoch()
+        try:
+            return await _get(app, method, path, **kw)
+        finally:
+            await engine.store.close()
 
     for method, path, kw in (
-        ("POST", "/update", {"json": {"model": "m", "examples": []}}),
-        ("PUT", "/models/m", {"json": {"algorithm": "pa", "features": 4}}),
-        ("GET", "/models", {}),
+        ("POST", "/update", {"json": {"model": "m", "examples": [{"x": [1], "y": 1}]}}),
+        ("POST", "/predict", {"json": {"model": "m", "instances": [{"x": [1]}]}}),
+        ("GET", "/models/m", {}),
     ):
-        r = asyncio.run(_get(app, method, path, **kw))
+        r = asyncio.run(ask(method, path, **kw))
         assert r.status_code == 503, (path, r.text)
         detail = r.json()["detail"]
-        assert detail["error"] == "not_ready"
-        assert f"compiling numba kernels {i}/" in detail["message"], detail
-        assert "being restored" not in detail["message"]
-        assert r.headers["retry-after"] == "1"
+        assert detail["error"] == "kernels_compiling", detail
+        assert "records (raw-record encoder" in detail["message"], detail
+        assert int(r.headers["retry-after"]) > 0
+    r = asyncio.run(ask("GET", "/models/other"))
+    assert r.status_code == 404, r.text
 
 
 def test_a_restoring_service_names_the_model_and_an_unreachable_store(tmp_path: Path) -> None:
@@ -88,23 +100,3 @@ def test_a_ready_service_waits_for_nothing(tmp_path: Path) -> None:
     r = asyncio.run(restore_then_ask())
     assert r.status_code == 200 and r.json()["waiting_for"] == ""
     assert registry.not_ready_reason() == ""
-
-
-def test_the_warmup_command_reports_every_family_from_its_own_process() -> None:
-    """`learnserve warmup --jobs 2` (what `make serve` runs): every family reported
-    started and done, compiled in worker processes (the kernels are cached here, so this
-    is quick; the cold compile is the same code path)."""
-    import os
-    import subprocess
-    import sys
-
-    run = subprocess.run(
-        [sys.executable, "-m", "service.cli", "warmup", "--jobs", "2"],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "80"},
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    n = len(families())
-    for fam in families():
-        assert f": {fam.name}: {fam.what} ..." in run.stderr, run.stderr
-        assert re.search(rf"warmup \d/{n}: {fam.name} \S.* in \d+\.\ds", run.stderr), run.stderr
-    assert "warmup done in" in run.stderr
