@@ -27,12 +27,15 @@ venv: $(STAMP)
 
 test-venv: $(TEST_STAMP)
 
-# Compile the numba kernels ahead (progress on stderr; a few seconds once cached), so the
-# service is ready as soon as it listens instead of answering 503 while it compiles.
+# Compile every numba kernel family ahead (progress on stderr, each family in a process of
+# its own; about a second each once cached). Optional: the service compiles a kind's
+# kernels itself when the first model of that kind is created or restored, in the
+# background, and that model answers 503 + Retry-After until they are ready.
 warmup: venv
 	$(BIN)/learnserve warmup
 
-serve: warmup
+# Answers at once: nothing is compiled before it listens (see warmup above).
+serve: venv
 	$(BIN)/learnserve serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 # Programs the tests run for real: redis-server, docker-compose (validation only) and

@@ -9,6 +9,7 @@ it gives hooks (:class:`_PlacementHooks`), never itself. The work is in the modu
 below it, each given the table::
 
     catalog            restore at start, create, delete, sync with other workers
+    kernel_waits       a model waits for its kind's numba kernels (pending while compiled)
     log_application    the log applied in order, checked against the chain
     update_submission  an update appended, applied here, answered
     update_outcomes    failures recorded for idempotent replays

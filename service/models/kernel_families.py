@@ -132,12 +132,15 @@ def compile_family(name: str) -> dict[str, Any]:
     }
 
 
-def child_command(name: str) -> list[str]:
-    """The command that compiles family ``name`` in a process of its own."""
-    return [sys.executable, "-m", "service.models.kernel_families", name]
+def child_command(name: str, behind: bool = False) -> list[str]:
+    """The command that compiles family ``name`` in a process of its own; ``behind``:
+    at a lower CPU priority (a server's: a request must not wait for a compile)."""
+    return [sys.executable, "-m", "service.models.kernel_families", name] + (
+        ["--behind"] if behind else []
+    )
 
 
 if __name__ == "__main__":  # the child: one family, its figures as one JSON line
-    # Behind the server for the CPU: a compile may take minutes, a request must not wait.
-    os.nice(10)
+    if "--behind" in sys.argv[2:]:
+        os.nice(10)
     print(json.dumps(compile_family(sys.argv[1])), flush=True)

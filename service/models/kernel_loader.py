@@ -5,8 +5,10 @@
 numba's cache in a thread (about a second); any other is compiled first by a child
 process, then loaded. Compiles take a core for minutes: one at a time for the families
 models wait for, one for the optional scanners, each child at a lower CPU priority than
-the server (``nice``), so requests keep their core. ``wait`` awaits families, ``describe`` says in words
-what is still compiling, for ``/readyz`` and the 503s of the models that wait for it.
+the server (``nice``), so requests keep their core. ``wait`` awaits families;
+``describe`` says in words what is still compiling, for ``/readyz`` and the 503s of the
+models that wait for it; the log says when a compile starts, every 15 s while it runs,
+and what it cost.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from service.models.kernel_families import READY, child_command, marker_valid
 from service.models.warmup import SCANNERS, family
 
 log = logging.getLogger("learnserve.kernels")
+_PROGRESS_EVERY = 15.0  # seconds between two "still compiling" lines in the log
 
 
 class KernelLoader:
@@ -111,13 +114,18 @@ class KernelLoader:
             self.phase[name] = "compiling in a process of its own"
             log.info("kernels %s: compiling (%s) in a child process", name, family(name).what)
             proc = await asyncio.create_subprocess_exec(
-                *child_command(name),
+                *child_command(name, behind=True),
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
+            t0 = time.monotonic()
+            talk = asyncio.ensure_future(proc.communicate())
             try:
-                out, err = await proc.communicate()
+                while not (await asyncio.wait({talk}, timeout=_PROGRESS_EVERY))[0]:
+                    log.info("kernels %s: compiling, %.0f s so far", name, time.monotonic() - t0)
+                out, err = talk.result()
             except asyncio.CancelledError:
+                talk.cancel()
                 proc.kill()  # shutting down: the compile is not ours to finish
                 await proc.wait()
                 raise

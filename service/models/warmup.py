@@ -1,10 +1,12 @@
-"""Compile (or load from numba's disk cache) the kernels the service runs, family by family.
+"""The kernel families the service runs, and which a model needs.
 
-A cold checkout compiles each family once (15-45 s each on a loaded machine); numba then
-keeps the machine code on disk (``cache=True``, ``NUMBA_CACHE_DIR`` if set) and later runs
-load it in well under a second. ``learnserve warmup`` runs this with visible progress
-(``make serve`` and the Docker image run it before serving); the service runs it again at
-start-up, off the event loop, and says in ``/readyz`` and its 503s which family it is on.
+A family is compiled once per machine and code (seconds to minutes each); numba then
+keeps the machine code on disk (``cache=True``, ``NUMBA_CACHE_DIR`` if set) and later
+processes load it in about a second. The service brings a family in when the first
+model that runs it is created or restored (:func:`families_for`,
+:mod:`service.models.kernel_loader`: compiled in a process of its own, never on the event
+loop); ``learnserve warmup`` (:func:`warm_parallel`) compiles them all ahead, as
+``make test`` and the Docker image do.
 
 Batch kinds (LambdaMART, LL-SVM, FastXML) are not warmed here: their kernels compile
 when their first artifact is loaded, inside the deploy request, off the event loop.
@@ -85,15 +87,13 @@ def _records_scan() -> None:
     fast_json_records.warmup_scanner()
 
 
-def families(at_start: bool = False) -> list[Family]:
-    """The kernel families, in the order they are warmed: every one for ``learnserve
-    warmup`` (which fills numba's cache), those every online model needs at a service's
-    start (``at_start``; a records model loads its encoder's kernels from the cache, ~0.4 s,
-    at its first request)."""
+def families() -> list[Family]:
+    """Every kernel family, the costliest first (a parallel warm-up starts them first)."""
     from learners.linear import ALGORITHMS
 
-    # The costliest first, so a parallel warm-up starts them first.
-    out = [
+    return [
+        Family("records-scan", "raw-record request scanner", _records_scan),
+        Family("records", "raw-record encoder (fields, text n-grams)", _records),
         Family("json", "JSON request scanners (dense examples and instances)", _json),
         Family("json-maps", "JSON request scanner (sparse, named and hashed features)", _json_maps),
         Family("linear", "linear learners: " + ", ".join(ALGORITHMS), _kind("linear")),
@@ -101,12 +101,6 @@ def families(at_start: bool = False) -> list[Family]:
         Family("payload", "log-entry decoding (dense->CSR)", _payload),
         Family("drift", "drift detectors (ADWIN, Page-Hinkley)", _drift),
     ]
-    if not at_start:  # (the scanner alone takes longest: the two compile side by side)
-        out[:0] = [
-            Family("records-scan", "raw-record request scanner", _records_scan),
-            Family("records", "raw-record encoder (fields, text n-grams)", _records),
-        ]
-    return out
 
 
 def family(name: str) -> Family:
