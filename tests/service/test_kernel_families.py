@@ -162,11 +162,14 @@ def test_a_records_compile_stops_neither_healthz_nor_another_models_predict(
             assert detail["error"] == "kernels_compiling"
             assert "records (raw-record encoder" in detail["message"], detail
             # the compile runs in a child process of the server's
-            children = subprocess.run(
-                ["pgrep", "-f", "-P", str(proc.pid), "service.models.kernel_families records"],
-                capture_output=True,
-                text=True,
-            ).stdout.split()
+            children: list[str] = []
+            until = time.monotonic() + 15.0
+            while not children and time.monotonic() < until:
+                children = subprocess.run(
+                    ["pgrep", "-f", "-P", str(proc.pid), "service.models.kernel_families records"],
+                    capture_output=True, text=True,
+                ).stdout.split()  # fmt: skip
+                time.sleep(0.1)
             assert children, "no compile process for the records family"
 
             slowest = 0.0
