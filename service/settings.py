@@ -127,6 +127,12 @@ class Settings(BaseSettings):
     # from the log instead of reloading the checkpoint.
     log_retain_entries: int = Field(default=1000, ge=0)
     min_version_wait_seconds: float = Field(default=2.0, ge=0)
+    # Group commit (service.engine.group_commit): plain /update requests to one model
+    # that wait for the store at the same moment go into one log entry (at most this
+    # many requests, and max_body_bytes of entries). Off: one entry per request (set it
+    # off during a rolling upgrade from a version that cannot read group entries).
+    group_commit: bool = True
+    group_commit_max_requests: int = Field(default=256, ge=1)  # requests in one group entry
     # A model created (PUT) whose kind's numba kernels are not compiled on this machine
     # yet waits this long for them, then answers 503 + Retry-After (it is created; it is
     # loaded as soon as they are: a kernel family compiles once, in a process of its own).

@@ -12,6 +12,7 @@ below it, each given the table::
     kernel_waits       a model waits for its kind's numba kernels (pending while compiled)
     log_application    the log applied in order, checked against the chain
     update_submission  an update appended, applied here, answered
+    group_commit       plain updates that wait for the store together: one entry
     update_outcomes    failures recorded for idempotent replays
     checkpoints        when and how a model's state is checkpointed
     batch_versions     a batch model's artifacts (deploy, activate, rollback)
@@ -32,6 +33,7 @@ from service.engine import (
     catalog,
     checkpoints,
     followers,
+    group_commit,
     log_application,
     transfers,
     update_submission,
@@ -216,6 +218,12 @@ class Engine:
     async def submit_update(self, h: ModelHandle, payload: bytes) -> int:
         """Append durably, apply in log order up to our entry, return its position."""
         return await update_submission.submit_update(self.registry, h, payload)
+
+    async def submit_grouped(self, h: ModelHandle, payload: bytes) -> tuple[int, int | None]:
+        """``submit_update`` of a plain update, in one entry with the others that wait
+        for the store at the same moment (``service.engine.group_commit``):
+        ``(version, correct)``."""
+        return await group_commit.submit(self.registry, h, payload)
 
     async def submit_labelled(
         self,

@@ -23,7 +23,7 @@ from learners.linear.calibration import PROBABILITY
 from service.engine.recent_counts import RecentCounts
 from service.models.base import ModelAdapter, state_nbytes
 from service.models.drift_monitor import drift_monitor
-from service.models.payload import CONTROL_MAGIC, decode_control
+from service.models.payload import CONTROL_MAGIC, GROUP_MAGIC, decode_control, split_group
 from service.models.progressive_metrics import EvalWindow, window_size
 from service.observability import metrics as M
 from service.settings import Settings
@@ -36,6 +36,7 @@ _CK_MAGIC = b"LSCK"
 _CK_HEAD = struct.Struct("<4sI")
 _FAILED_KEEP = 4096  # outcomes of skipped entries kept to answer their own requests
 _RECENT_HEADS = 64  # (position, chain head) of the last entries applied: to count lost ones
+_GROUPS_KEEP = 64  # per-request outcomes of the last group entries applied (their answers)
 
 
 # The most recent of those kept in checkpoints (messages cut to _FAILED_CHARS): a
@@ -86,6 +87,15 @@ class ModelHandle:
         # (hashed once, for the append): catching up through them needs no read from
         # the store and no second hash.
         self.local: dict[int, tuple[bytes, str | None, str | None]] = {}
+        # Group commit (service.engine.group_commit): this worker's requests waiting for
+        # the store together, the commit in flight, the requests' own entry objects by
+        # position (their dry runs' work is kept by identity), and each request's
+        # outcome in the last group entries applied here: (correct, error).
+        self.group: Any = None
+        self.local_group: dict[int, list[bytes]] = {}
+        self.group_results: collections.OrderedDict[int, list[tuple[int | None, str | None]]] = (
+            collections.OrderedDict()
+        )
         # The log's chain head at ``version`` (service.store.base.chain_head); None when
         # not known (state from an older learnserve's checkpoint or log entries): the
         # next head the store gives is then taken as it is.
@@ -154,7 +164,11 @@ class ModelHandle:
         same figures as per entry: the gauges' last values and the counters' sums."""
         control = decode_control(payload) if payload[:4] == CONTROL_MAGIC else None
         try:
-            r = self.adapter.apply(payload) if control is None else None
+            if payload[:4] == GROUP_MAGIC:
+                r = None
+                self._apply_group(position, payload)
+            else:
+                r = self.adapter.apply(payload) if control is None else None
         except Exception as e:
             # Deterministic: every replica holds the same state, so every replica
             # fails on this entry too and skips it the same way.
@@ -188,6 +202,27 @@ class ModelHandle:
         if publish:
             self.publish()
 
+    def _apply_group(self, position: int, payload: bytes) -> None:
+        """A group entry: its requests' entries applied in order, each on its own (one
+        that fails is skipped, the others learn; every replica does the same)."""
+        entries = self.local_group.pop(position, None) or split_group(payload)
+        results: list[tuple[int | None, str | None]] = []
+        for i, entry in enumerate(entries):
+            try:
+                r = self.adapter.apply(entry)
+            except Exception as e:
+                log.error(
+                    "model %r: request %d of log entry %d cannot be applied, skipped: %s",
+                    self.name, i, position, e,
+                )  # fmt: skip
+                results.append((None, str(e)))
+                continue
+            self._learned(position, r, grouped=True)
+            results.append((None if r.n_groups else r.correct, None))
+        self.group_results[position] = results
+        while len(self.group_results) > _GROUPS_KEEP:
+            self.group_results.popitem(last=False)
+
     def publish(self) -> None:
         """What the entries applied since the last call change outside the model's
         state: the version and learning gauges, the counters, ``wait_applied``."""
@@ -205,10 +240,10 @@ class ModelHandle:
         for f in self.followers.values():
             f.publish()
 
-    def _learned(self, position: int, r: UpdateResult) -> None:
-        """The bookkeeping of an entry learned: counters, window, detector (the gauges
-        by ``publish``)."""
-        if not r.n_groups:
+    def _learned(self, position: int, r: UpdateResult, grouped: bool = False) -> None:
+        """The bookkeeping of an entry learned (or of one request of a group entry):
+        counters, window, detector (the gauges by ``publish``)."""
+        if not r.n_groups and not grouped:
             self.correct_at.put(position, r.correct)
         self.examples_learned += r.applied
         self.window.add_result(r)

@@ -93,9 +93,10 @@ async def update_body(
         # answered as the first request was, not refused anew on today's state.
         if key is None or not await engine.key_recorded(h, key):
             raise
+    correct: int | None = None
     try:
         if key is None:
-            version = await engine.submit_update(h, payload)
+            version, correct = await engine.submit_grouped(h, payload)
         else:
             # The request's own bytes, not the log entry: both parse paths must see one
             # body as one body (they may encode it differently, e.g. -0.0 as 0.0).
@@ -104,10 +105,11 @@ async def update_body(
             if replayed:
                 state["replayed"] = True
                 return answer(h, n, version)
+            correct = h.correct_at.get(version)
     finally:  # applied, or never to be by this object: what the dry run kept goes
         h.adapter.forget_checked(payload)
     M.examples_accepted(h.name).inc(n)
-    return answer(h, n, version)
+    return {"model": h.name, "applied": n, "version": version, "correct": correct}
 
 
 def answer(h: ModelHandle, n: int, version: int) -> dict[str, Any]:

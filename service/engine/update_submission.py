@@ -62,14 +62,22 @@ def _appending(registry: Registry, h: ModelHandle) -> Iterator[None]:
         raise not_found(h.name) from None
 
 
-async def submit_update(registry: Registry, h: ModelHandle, payload: bytes) -> int:
-    """Append durably, apply in log order up to our entry, return its position."""
+async def submit_update(
+    registry: Registry, h: ModelHandle, payload: bytes, entries: list[bytes] | None = None
+) -> int:
+    """Append durably, apply in log order up to our entry, return its position.
+    ``entries``: the requests' own entry objects of a group entry ``payload``."""
     # Hashed once: the store's chain head and our own check of it take the digest.
     digest = payload_digest(payload)
     with _appending(registry, h):
         position, head = await registry.store.append_entry(h.name, payload, digest)
     _store_ok(registry)
-    await apply_own(registry, h, position, payload, head, digest)
+    if entries is not None and position > h.version:
+        h.local_group[position] = entries
+    try:
+        await apply_own(registry, h, position, payload, head, digest)
+    finally:
+        h.local_group.pop(position, None)
     return position
 
 

@@ -68,6 +68,40 @@ class PayloadError(ValueError):
     """A log entry that cannot be decoded (corrupt or from an unknown format)."""
 
 
+# A group entry (service.engine.group_commit): the entries of requests that waited for
+# the store together, one log entry, applied in their order, each on its own:
+#   magic b"LSG1", count u32, then per request: length u32 + its entry's bytes.
+GROUP_MAGIC = b"LSG1"
+_COUNT = struct.Struct("<I")
+
+
+def encode_group(entries: list[bytes]) -> bytes:
+    parts = [GROUP_MAGIC, _COUNT.pack(len(entries))]
+    for e in entries:
+        parts += (_COUNT.pack(len(e)), e)
+    return b"".join(parts)
+
+
+def split_group(blob: bytes) -> list[bytes]:
+    """The entries of a group entry, in their order (``PayloadError`` if it is torn)."""
+    if blob[:4] != GROUP_MAGIC or len(blob) < 8:
+        raise PayloadError("not a group entry")
+    (count,) = _COUNT.unpack_from(blob, 4)
+    out, off = [], 8
+    for _ in range(count):
+        if off + 4 > len(blob):
+            raise PayloadError("group entry is truncated")
+        (size,) = _COUNT.unpack_from(blob, off)
+        off += 4
+        if off + size > len(blob):
+            raise PayloadError("group entry is truncated")
+        out.append(bytes(blob[off : off + size]))
+        off += size
+    if off != len(blob):
+        raise PayloadError(f"group entry has {len(blob) - off} bytes past its last entry")
+    return out
+
+
 def encode_payload(
     batch: Batch,
     labels: list[Any],
