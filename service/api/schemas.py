@@ -99,7 +99,11 @@ class UpdateResponse(BaseModel):
         "(with this label) is not learned again and not counted, except that a batch of "
         "nothing but such repeats is answered as the first time"
     )
-    version: int = Field(description="the model's log position after this batch")
+    version: int = Field(
+        description="the model's log position after this batch; plain batches sent at the "
+        "same moment by several clients share one log entry (group commit), so they share "
+        "this version: each is learned once, in the entry's order, and answered on its own"
+    )
     correct: int | None = Field(
         None,
         description="classifiers: examples predicted right: an {x, y} one by the model "
@@ -326,6 +330,12 @@ def body_doc(model: type[BaseModel] | str) -> dict[str, Any]:
 UPDATE_DESCRIPTION = """\
 Validates and encodes the batch, appends it to the model's log (durable in the
 store), applies it on this worker and answers with the model's new version.
+
+**Group commit**: plain batches (no `Idempotency-Key`, no delayed labels) that reach the
+same model while its previous append is in flight are appended together as one log
+entry, after it: one store round trip for all of them, each batch still validated and
+refused on its own, learned once in arrival order, answered only once durable and
+applied, with its own `applied` and `correct` and the version of the shared entry.
 
 **Retries without double-learning**: send an `Idempotency-Key` header (1-200
 printable ASCII characters, e.g. a UUID per batch). The first request with a key

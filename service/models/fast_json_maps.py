@@ -368,9 +368,24 @@ def _scan_maps(
         return None
     model, labels = named
     weights = W[:rows].tolist() if nw else None
-    ip, ix, vs = canonical_rows(indptr[: rows + 1].copy(), indices[:nnz], values[:nnz])
+    ip, ix, vs = indptr[: rows + 1], indices[:nnz], values[:nnz]
+    if _in_order(ip, ix):  # (the usual body: canonical_rows' sort is most of a small one)
+        ip, ix, vs = ip.copy(), ix.copy(), vs.copy()
+    else:  # keys out of order, or hashed names that collide: sorted and summed
+        ip, ix, vs = canonical_rows(ip.copy(), ix, vs)
     hashes = fullh[:nnz] if full else _NO_HASHES
     return model, Batch(ip, ix, vs, dim), labels, hashes, weights
+
+
+def _in_order(indptr: np.ndarray, indices: np.ndarray) -> bool:
+    """Whether every row's indices strictly increase (what ``canonical_rows`` returns
+    unchanged: sorted, no index twice)."""
+    if indices.shape[0] < 2:
+        return True
+    up = indices[1:] > indices[:-1]
+    starts = indptr[1:-1]  # a row's first entry may be below the previous row's last
+    up[starts[(starts > 0) & (starts < indices.shape[0])] - 1] = True
+    return bool(up.all())
 
 
 def warmup() -> None:

@@ -8,16 +8,18 @@ second); without one it is compiled by :func:`compile_family` in a child process
 (``python -m service.models.kernel_families NAME``) so the compile's CPU and memory
 never land in the server's process, and its event loop never waits for it.
 
-``GATED``/``READY``: in the server, a compiled JSON scanner is used only once its family
-is ready (:func:`usable`); until then the orjson path parses the body, which gives the
-same batch. Outside the server (library, CLI, tests) nothing is gated: a kernel
-compiles when it is first called, as numba does.
+``GATES``/``READY``: while a server runs in this process (each counts itself in
+``GATES``), a compiled JSON scanner is used only once its family is ready
+(:func:`usable`); until then the orjson path parses the body, which gives the same
+batch. Outside a server (library, CLI, tests) nothing is gated: a kernel compiles when
+it is first called, as numba does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import hashlib
 import json
 import os
@@ -28,13 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-GATED = False  # the server sets it: compiled scanners only once their family is READY
+GATES = 0  # servers running in this process: compiled scanners only once READY
 READY: set[str] = set()
 
 
 def usable(name: str) -> bool:
     """Whether code of family ``name`` may run here now without compiling it."""
-    return not GATED or name in READY
+    return GATES == 0 or name in READY
 
 
 def marker_dir() -> Path:
@@ -71,14 +73,22 @@ def _platform() -> dict[str, str]:
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-def _our_files() -> dict[str, str]:
-    """Every module of ``learners`` and ``service`` loaded in this process, by digest."""
-    from learners._kernel_cache import file_digest
+def _kernel_files() -> dict[str, str]:
+    """The sources of every kernel compiled (or loaded) in this process so far and of
+    every module it can inline, by digest: what numba's cache of them depends on
+    (``learners._kernel_cache``), so an edit elsewhere leaves the marker valid."""
+    from numba.core.registry import CPUDispatcher
 
+    from learners._kernel_cache import file_digest, module_files
+
+    modules = {
+        d.py_func.__module__
+        for d in gc.get_objects()  # (module globals, class attributes, closures alike)
+        if isinstance(d, CPUDispatcher) and d.overloads
+    }
     out = {}
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if name.split(".", 1)[0] in ("learners", "service") and isinstance(path, str):
+    for module in modules:
+        for path in module_files(module).values():
             with contextlib.suppress(ValueError):  # (not under _ROOT: not ours after all)
                 out[Path(path).resolve().relative_to(_ROOT).as_posix()] = file_digest(path)
     return out
@@ -118,7 +128,7 @@ def compile_family(name: str) -> dict[str, Any]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with event.install_recorder("numba:compile") as recorder:
             fam.run()
-        marker = {"platform": _platform(), "files": _our_files()}
+        marker = {"platform": _platform(), "files": _kernel_files()}
         tmp = folder / f"{name}.json.{os.getpid()}"
         tmp.write_text(json.dumps(marker, sort_keys=True))
         tmp.replace(_marker(name))
@@ -128,8 +138,18 @@ def compile_family(name: str) -> dict[str, Any]:
         "compiled": bool(recorder.buffer),
         "seconds": round(time.perf_counter() - t0, 2),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(_peak_rss_kb(usage.ru_maxrss) / 1024, 1),
     }
+
+
+def _peak_rss_kb(fallback: int) -> int:
+    """This process's own peak resident size: ``VmHWM`` (``ru_maxrss`` carries the peak
+    of the process it was forked from, e.g. a whole server's)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return fallback
 
 
 def child_command(name: str, behind: bool = False) -> list[str]:

@@ -36,6 +36,7 @@ class KernelLoader:
         self.phase: dict[str, str] = {}  # family -> "loading" | "compiling" | "failed: ..."
         self.since: dict[str, float] = {}  # family -> time.monotonic() it was requested
         self.figures: dict[str, dict[str, Any]] = {}  # family -> its child's figures
+        self._gating = False  # counted in kernel_families.GATES (until close)
 
     @staticmethod
     def ready(names: list[str] | tuple[str, ...]) -> bool:
@@ -43,7 +44,9 @@ class KernelLoader:
 
     def request(self, names: list[str] | tuple[str, ...]) -> None:
         """Start bringing in each family not ready nor on its way (a failed one anew)."""
-        kernel_families.GATED = True
+        if not self._gating:
+            self._gating = True
+            kernel_families.GATES += 1
         for name in names:
             task = self._tasks.get(name)
             if name in READY or (task is not None and not task.done()):
@@ -145,6 +148,9 @@ class KernelLoader:
 
     async def close(self) -> None:
         """Cancel what is on its way (a compile's child is killed)."""
+        if self._gating:
+            self._gating = False
+            kernel_families.GATES -= 1
         for task in self._tasks.values():
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
