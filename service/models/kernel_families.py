@@ -77,21 +77,47 @@ def _kernel_files() -> dict[str, str]:
     """The sources of every kernel compiled (or loaded) in this process so far and of
     every module it can inline, by digest: what numba's cache of them depends on
     (``learners._kernel_cache``), so an edit elsewhere leaves the marker valid."""
-    from numba.core.registry import CPUDispatcher
-
     from learners._kernel_cache import file_digest, module_files
 
-    modules = {
-        d.py_func.__module__
-        for d in gc.get_objects()  # (module globals, class attributes, closures alike)
-        if isinstance(d, CPUDispatcher) and d.overloads
-    }
     out = {}
-    for module in modules:
+    for module in {d.py_func.__module__ for d in _kernels()}:
         for path in module_files(module).values():
             with contextlib.suppress(ValueError):  # (not under _ROOT: not ours after all)
-                out[Path(path).resolve().relative_to(_ROOT).as_posix()] = file_digest(path)
+                out[_rel(path)] = file_digest(path)
     return out
+
+
+def _kernels() -> list[Any]:
+    """Every numba kernel of ours compiled or loaded in this process."""
+    from numba.core.registry import CPUDispatcher
+
+    return [
+        d
+        for d in gc.get_objects()  # (module globals, class attributes, closures alike)
+        if isinstance(d, CPUDispatcher)
+        and d.overloads
+        and str(d.py_func.__module__).split(".", 1)[0] in ("learners", "service")
+    ]
+
+
+def _index_files() -> list[str]:
+    """numba's index files of the kernels compiled or loaded here: a marker is valid only
+    while they exist (a cache cleared by hand, but not the markers, is compiled again)."""
+    out = set()
+    for d in _kernels():
+        cache_file = getattr(getattr(d, "_cache", None), "_cache_file", None)
+        index = getattr(cache_file, "_index_path", None)
+        if isinstance(index, str):
+            out.add(_rel(index))
+    return sorted(out)
+
+
+def _rel(path: str) -> str:
+    """``path`` relative to the checkout (an in-tree cache moves with it), else as is."""
+    try:
+        return Path(path).resolve().relative_to(_ROOT).as_posix()
+    except ValueError:
+        return path
 
 
 def _marker(name: str) -> Path:
@@ -106,7 +132,9 @@ def marker_valid(name: str) -> bool:
             return False
         from learners._kernel_cache import file_digest
 
-        return all(file_digest(str(_ROOT / p)) == d for p, d in data["files"].items())
+        return all((_ROOT / p).is_file() for p in data["indexes"]) and all(
+            file_digest(str(_ROOT / p)) == d for p, d in data["files"].items()
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
 
@@ -128,7 +156,7 @@ def compile_family(name: str) -> dict[str, Any]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with event.install_recorder("numba:compile") as recorder:
             fam.run()
-        marker = {"platform": _platform(), "files": _kernel_files()}
+        marker = {"platform": _platform(), "files": _kernel_files(), "indexes": _index_files()}
         tmp = folder / f"{name}.json.{os.getpid()}"
         tmp.write_text(json.dumps(marker, sort_keys=True))
         tmp.replace(_marker(name))
