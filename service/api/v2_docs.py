@@ -173,9 +173,13 @@ INFER_DOC: dict[str, Any] = {
         "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/V2InferRequest"}},
             "application/octet-stream": {
-                "schema": {"type": "string", "format": "binary"},
-                "description": "binary tensor data extension: the JSON request "
-                "(Inference-Header-Content-Length bytes), then the inputs' bytes",
+                # (a Media Type Object has no "description": the schema carries it)
+                "schema": {
+                    "type": "string",
+                    "format": "binary",
+                    "description": "binary tensor data extension: the JSON request "
+                    "(Inference-Header-Content-Length bytes), then the inputs' bytes",
+                },
             },
         },
     },
