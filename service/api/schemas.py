@@ -65,6 +65,7 @@ class Query(BaseModel):
 
 class UpdateRequest(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # refused with a 422 naming the member (service.engine.requests)
         json_schema_extra={
             "examples": [
                 {"model": "adult", "examples": [
@@ -120,6 +121,7 @@ class PredictQuery(BaseModel):
 
 class PredictRequest(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # refused with a 422 naming the member (service.engine.requests)
         json_schema_extra={
             "examples": [
                 {"model": "adult", "instances": [{"x": {"age": 39, "job": "clerk"}}],
