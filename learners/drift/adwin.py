@@ -95,16 +95,38 @@ class ADWIN(DriftDetector):
         min_window_length: int = 5,
         grace_period: int = 10,
     ) -> None:
-        self.delta = float_param("delta", delta, 0.0, 1.0, high_open=True)
-        self.clock = int_param("clock", clock, 1)
-        if self.clock > _I32_MAX:  # River holds it in an i32
-            raise ValueError(f"params.clock: must be <= {_I32_MAX}, got {clock!r}")
-        self.max_buckets = int_param("max_buckets", max_buckets, 2)
-        self.min_window_length = int_param("min_window_length", min_window_length, 1)
-        self.grace_period = int_param("grace_period", grace_period, 0)
+        p = self.checked_params(delta, clock, max_buckets, min_window_length, grace_period)
+        self.delta: float = p["delta"]
+        self.clock: int = p["clock"]
+        self.max_buckets: int = p["max_buckets"]
+        self.min_window_length: int = p["min_window_length"]
+        self.grace_period: int = p["grace_period"]
         self._sums, self._sqdevs, self._fill, self._window, self._counters = K.empty_arrays(
             self.max_buckets
         )
+
+    @staticmethod
+    def checked_params(
+        delta: float = 0.002,
+        clock: int = 32,
+        max_buckets: int = 5,
+        min_window_length: int = 5,
+        grace_period: int = 10,
+    ) -> dict[str, Any]:
+        """The constructor's parameters, checked as it checks them (``ValueError`` naming
+        ``params.<name>``) without building a detector, whose bucket arrays grow with
+        ``max_buckets``: what a service validates a stored config with."""
+        checked_delta = float_param("delta", delta, 0.0, 1.0, high_open=True)
+        checked_clock = int_param("clock", clock, 1)
+        if checked_clock > _I32_MAX:  # River holds it in an i32
+            raise ValueError(f"params.clock: must be <= {_I32_MAX}, got {clock!r}")
+        return {
+            "delta": checked_delta,
+            "clock": checked_clock,
+            "max_buckets": int_param("max_buckets", max_buckets, 2),
+            "min_window_length": int_param("min_window_length", min_window_length, 1),
+            "grace_period": int_param("grace_period", grace_period, 0),
+        }
 
     @property
     def params(self) -> dict[str, Any]:

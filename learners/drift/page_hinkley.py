@@ -135,17 +135,37 @@ class PageHinkley(DriftDetector):
         alpha: float = 1 - 0.0001,
         mode: str = "both",
     ) -> None:
-        self.min_instances = int_param("min_instances", min_instances, 1)
-        inf = float("inf")
-        self.delta = float_param("delta", delta, 0.0, inf, low_open=False, high_open=True)
-        self.threshold = float_param("threshold", threshold, 0.0, inf, high_open=True)
-        self.alpha = float_param("alpha", alpha, 0.0, 1.0, high_open=False)
-        if mode not in _MODES:
-            raise ValueError(f"params.mode: must be one of {list(_MODES)}, got {mode!r}")
-        self.mode = str(mode)
+        p = self.checked_params(min_instances, delta, threshold, alpha, mode)
+        self.min_instances: int = p["min_instances"]
+        self.delta: float = p["delta"]
+        self.threshold: float = p["threshold"]
+        self.alpha: float = p["alpha"]
+        self.mode: str = p["mode"]
         self._stats = np.zeros(6, dtype=np.float64)
         self._counters = np.zeros(2, dtype=np.int64)
         _clear(self._stats)
+
+    @staticmethod
+    def checked_params(
+        min_instances: int = 30,
+        delta: float = 0.005,
+        threshold: float = 50.0,
+        alpha: float = 1 - 0.0001,
+        mode: str = "both",
+    ) -> dict[str, Any]:
+        """The constructor's parameters, checked as it checks them (``ValueError`` naming
+        ``params.<name>``) without building a detector: what a service validates a
+        stored config with."""
+        inf = float("inf")
+        checked = {
+            "min_instances": int_param("min_instances", min_instances, 1),
+            "delta": float_param("delta", delta, 0.0, inf, low_open=False, high_open=True),
+            "threshold": float_param("threshold", threshold, 0.0, inf, high_open=True),
+            "alpha": float_param("alpha", alpha, 0.0, 1.0, high_open=False),
+        }
+        if mode not in _MODES:
+            raise ValueError(f"params.mode: must be one of {list(_MODES)}, got {mode!r}")
+        return {**checked, "mode": str(mode)}
 
     @property
     def params(self) -> dict[str, Any]:

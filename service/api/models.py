@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
+from collections.abc import Awaitable, Callable
 
 import orjson
 from fastapi import APIRouter, Request
@@ -23,10 +25,14 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
+from service.engine.facade import Engine
+from service.engine.model_handle import ModelHandle
+from service.errors import Kind, ServiceError
 from service.models.kinds import adapter_for_body
-from service.store.base import validate_name
+from service.store.base import StoreUnavailable, validate_name
 
 router = APIRouter(tags=["models"])
+log = logging.getLogger("learnserve.api")
 
 # Describing a model takes tens of microseconds once its digest is cached.
 LIST_YIELD_EVERY = 32
@@ -84,15 +90,47 @@ async def put_model(
         blob = await read_body(request, settings.max_artifact_bytes)
         if not blob:
             raise invalid("artifact: the body is empty; send the artifact file", "artifact")
-        h, created = await engine.import_model(name, blob)
+        h, created = await _created_or_undone(engine, name, lambda: engine.import_model(name, blob))
         request.state.model = name
         return json_response(await describe(h), 201 if created else 200)
     body = await read_json_object(request, settings.max_body_bytes)
     cls = adapter_for_body(body)
     config = cls.normalize_config(body, settings)
-    h, created = await engine.create(name, cls, config)
+    h, created = await _created_or_undone(engine, name, lambda: engine.create(name, cls, config))
     request.state.model = name  # only names that exist become metric labels
     return json_response(await describe(h), 201 if created else 200)
+
+
+# What a failed creation may leave stored: a store outage (the model is stored and any
+# worker loads it later, as the 503 says) or a conflict (another request's model) is kept.
+_KEPT = (Kind.UNAVAILABLE, Kind.CONFLICT)
+
+
+async def _created_or_undone(
+    engine: Engine, name: str, creating: Callable[[], Awaitable[tuple[ModelHandle, bool]]]
+) -> tuple[ModelHandle, bool]:
+    """``creating()`` (``engine.create`` or ``import_model`` of ``name``), undone when it
+    fails after storing a model that was not there before: a config the store took but
+    a worker cannot load (a 500, or a refusal from the loading) is deleted again, so the
+    name is free and no failed model survives restarts. Configs are validated before
+    anything is stored (``normalize_config``); this is for what validation missed."""
+    try:
+        absent = await engine.registry.store.get_config(name) is None
+    except StoreUnavailable:
+        absent = False  # not known: never undo (the creation will say what is wrong)
+    try:
+        return await creating()
+    except Exception as e:
+        if not absent or (isinstance(e, ServiceError) and e.kind in _KEPT):
+            raise
+        try:
+            await engine.delete(name)
+        except ServiceError as undo:
+            if undo.kind is not Kind.NOT_FOUND:  # (nothing was stored: nothing to undo)
+                log.warning("model %r: undoing its failed creation failed: %s", name, undo)
+        else:
+            log.warning("model %r: its creation failed after storing; deleted again", name)
+        raise
 
 
 @router.get(

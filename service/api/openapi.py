@@ -26,7 +26,7 @@ from fastapi.routing import APIRoute
 from service.api.hot import MODEL_ROUTES
 from service.api.hot import ROUTES as HOT_ROUTES
 from service.api.model_schemas import MODEL_CREATE, MODEL_CREATE_EXAMPLES
-from service.api.schemas import DOC_MODELS
+from service.api.schemas import BODY_MODELS, DOC_MODELS
 from service.api.v2_docs import DOC_MODELS as V2_DOC_MODELS
 from service.settings import Settings
 
@@ -121,7 +121,8 @@ def build(app: FastAPI, settings: Settings) -> dict[str, Any]:
     )
     components = schema.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
-    for model in DOC_MODELS + V2_DOC_MODELS:
+    # (a route's body_doc model is a component too, so its $ref resolves)
+    for model in dict.fromkeys([*DOC_MODELS, *V2_DOC_MODELS, *BODY_MODELS.values()]):
         _add(schemas, model.__name__, model.model_json_schema(ref_template=_REF))
     create = MODEL_CREATE.json_schema(ref_template=_REF)
     create["examples"] = [e for e in MODEL_CREATE_EXAMPLES if _within(e["features"], settings)]

@@ -65,6 +65,7 @@ class Query(BaseModel):
 
 class UpdateRequest(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # refused with a 422 naming the member (service.engine.requests)
         json_schema_extra={
             "examples": [
                 {"model": "adult", "examples": [
@@ -124,6 +125,7 @@ class PredictQuery(BaseModel):
 
 class PredictRequest(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # refused with a 422 naming the member (service.engine.requests)
         json_schema_extra={
             "examples": [
                 {"model": "adult", "instances": [{"x": {"age": 39, "job": "clerk"}}],
@@ -315,10 +317,20 @@ class ErrorBody(BaseModel):
     detail: ErrorDetail
 
 
+# The models that ``body_doc`` refers to: ``service.api.openapi`` adds each to the
+# document's components, so no route's body is a dangling ``$ref``.
+BODY_MODELS: dict[str, type[BaseModel]] = {}
+
+
 def body_doc(model: type[BaseModel] | str) -> dict[str, Any]:
     """``openapi_extra`` documenting a JSON body that the route reads itself (a model,
-    or the name of a component that ``service.api.openapi`` adds)."""
-    name = model if isinstance(model, str) else model.__name__
+    which is then added to the document's components, or the name of a component that
+    ``service.api.openapi`` adds)."""
+    if isinstance(model, str):
+        name = model
+    else:
+        name = model.__name__
+        BODY_MODELS[name] = model
     return {
         "requestBody": {
             "required": True,

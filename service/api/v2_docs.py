@@ -119,7 +119,7 @@ def _infer_request_extra(schema: dict[str, Any]) -> None:
 
 
 class V2InferRequest(BaseModel):
-    model_config = ConfigDict(json_schema_extra=_infer_request_extra)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_infer_request_extra)
     id: str | Absent = Field(None, description="echoed in the response")
     parameters: V2RequestParameters | None = None
     inputs: list[V2RequestInput] = Field(min_length=1, max_length=1)
@@ -173,9 +173,13 @@ INFER_DOC: dict[str, Any] = {
         "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/V2InferRequest"}},
             "application/octet-stream": {
-                "schema": {"type": "string", "format": "binary"},
-                "description": "binary tensor data extension: the JSON request "
-                "(Inference-Header-Content-Length bytes), then the inputs' bytes",
+                # (a Media Type Object has no "description": the schema carries it)
+                "schema": {
+                    "type": "string",
+                    "format": "binary",
+                    "description": "binary tensor data extension: the JSON request "
+                    "(Inference-Header-Content-Length bytes), then the inputs' bytes",
+                },
             },
         },
     },

@@ -74,17 +74,29 @@ def _flag(params: dict[str, Any], key: str, field: str) -> bool | None:
     return v
 
 
+# The members of the protocol's inference request object.
+REQUEST_MEMBERS = ("id", "parameters", "inputs", "outputs")
+
+
 def split_request(raw: bytes, header_length: str | None) -> tuple[dict[str, Any], bytes]:
-    """The JSON request object and the binary data after it (``b""`` without any)."""
+    """The JSON request object and the binary data after it (``b""`` without any);
+    400 naming a member the protocol's request object does not have (a typo such as
+    ``output`` would otherwise be ignored)."""
     if header_length is None:
-        return parse_json_object(raw), b""
-    n = int(header_length) if _LENGTH.fullmatch(header_length) else -1
-    if not 0 < n <= len(raw):
-        raise bad(
-            f"{header_length[:40]!r} is not a length within the {len(raw)}-byte body",
-            "Inference-Header-Content-Length",
-        )
-    return parse_json_object(raw[:n]), raw[n:]
+        req, binary = parse_json_object(raw), b""
+    else:
+        n = int(header_length) if _LENGTH.fullmatch(header_length) else -1
+        if not 0 < n <= len(raw):
+            raise bad(
+                f"{header_length[:40]!r} is not a length within the {len(raw)}-byte body",
+                "Inference-Header-Content-Length",
+            )
+        req, binary = parse_json_object(raw[:n]), raw[n:]
+    for member in req:
+        if member not in REQUEST_MEMBERS:
+            shown = member if len(member) <= 80 else member[:80] + "..."
+            raise bad(f"unknown field (a request has only {', '.join(REQUEST_MEMBERS)})", shown)
+    return req, binary
 
 
 def input_matrix(req: dict[str, Any], binary: bytes, width: int, max_rows: int) -> np.ndarray:

@@ -60,6 +60,7 @@ async def update_body(
         h, payload, n = parsed
     else:  # the general path: every body, with errors naming the field
         body = parse_json_object(raw)
+        only_known(body, UPDATE_MEMBERS, "/update")
         only_one_of(body, "examples", "queries")
         name = model_name(body, state)
         h = await engine.find(name)
@@ -141,6 +142,24 @@ _FAST_INSTANCES_MIN = 2048
 # dense /predict bodies scanned on the loop (a bigger one goes the general way, which
 # also parses it off the loop when it is big)
 _FAST_DENSE_MAX = 1 << 16
+
+
+# The members a body may hold (the OpenAPI document's UpdateRequest / PredictRequest).
+# The compiled scanners take only bodies of model and examples/instances and leave
+# any other to the general path, so this check sees every body with another member.
+UPDATE_MEMBERS = ("model", "examples", "queries")
+PREDICT_MEMBERS = ("model", "instances", "queries", "k", "min_version")
+
+
+def only_known(body: dict[str, Any], known: tuple[str, ...], route: str) -> None:
+    """Refuse a member the route does not read (a typo such as ``minversion`` would
+    otherwise be ignored silently): 422 naming the first one, in body order."""
+    for member in body:
+        if member not in known:
+            shown = member if len(member) <= 80 else member[:80] + "..."
+            raise invalid(
+                f"{shown}: unknown field (a {route} body has only {', '.join(known)})", shown
+            )
 
 
 def only_one_of(body: dict[str, Any], a: str, b: str) -> None:
@@ -270,6 +289,7 @@ async def predict_body(
         refuse_nonfinite(predictions, "instances")
         return {"model": h.name, "version": h.version, "predictions": predictions}
     body = parse_json_object(raw)
+    only_known(body, PREDICT_MEMBERS, "/predict")
     only_one_of(body, "instances", "queries")
     name = model_name(body, state)
     h = await engine.find(name)

@@ -123,6 +123,7 @@ def drift_config(body: Any, reopens: bool = True) -> dict[str, Any]:
     if name == "page_hinkley" and out["mode"] not in _MODES:
         raise invalid(f"drift.mode: must be one of {list(_MODES)}", "drift.mode")
     _check(out)
+    _detector_check(out)
     out[_REACTION] = _reaction(body.get(_REACTION, "none"), name, reopens)
     return out
 
@@ -175,8 +176,8 @@ def _check(c: dict[str, Any]) -> None:
         if not 0 <= c["grace_period"] <= 1_000_000_000:
             bad("grace_period", "an integer in [0, 1000000000]")
     elif c["detector"] == "page_hinkley":
-        if not 0 <= c["min_instances"] <= 1_000_000_000:
-            bad("min_instances", "an integer in [0, 1000000000]")
+        if not 1 <= c["min_instances"] <= 1_000_000_000:
+            bad("min_instances", "an integer in [1, 1000000000]")
         if c["delta"] < 0.0:
             bad("delta", ">= 0")
         if c["threshold"] <= 0.0:
@@ -190,15 +191,33 @@ def _params(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k not in ("detector", _REACTION)}
 
 
-def _make(config: dict[str, Any]) -> Any:
-    params = _params(config)
-    if config["detector"] == "adwin":
+def _detector_class(name: str) -> Any:
+    if name == "adwin":
         from learners.drift.adwin import ADWIN
 
-        return ADWIN(**params)
+        return ADWIN
     from learners.drift.page_hinkley import PageHinkley
 
-    return PageHinkley(**params)
+    return PageHinkley
+
+
+def _detector_check(config: dict[str, Any]) -> None:
+    """The detector's own rules (``checked_params`` of :mod:`learners.drift`, which its
+    constructor applies), before anything is stored: a config the detector would refuse
+    when the model loads is a 422 naming ``drift.<name>``, never a stored model that
+    cannot load. (``_check`` above adds the service's bounds.)"""
+    if config["detector"] == "none":
+        return
+    try:
+        _detector_class(config["detector"]).checked_params(**_params(config))
+    except ValueError as e:
+        message = str(e).removeprefix("params.")
+        key = message.split(":", 1)[0]
+        raise invalid(f"drift.{message}", f"drift.{key}" if key in config else "drift") from None
+
+
+def _make(config: dict[str, Any]) -> Any:
+    return _detector_class(config["detector"])(**_params(config))
 
 
 def drift_monitor(config: dict[str, Any]) -> DriftMonitor | None:

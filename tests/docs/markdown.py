@@ -3,9 +3,10 @@ headings and table rows. Plain stdlib, shared by the tests in tests/docs.
 
 The snippet convention (README "Documentation"):
 
-- A fenced block tagged ``bash`` on a page that the snippet test runs is executed,
-  verbatim, in order with the page's other blocks.
-- A ``bash`` block that must not run (it starts the server, installs, needs Docker, a
+- A fenced block tagged ``bash`` or ``python`` is executed by the snippet test,
+  verbatim, in order with the page's other blocks (every page with such a block is
+  run); a python block's inputs are defined in it or by the page's blocks before it.
+- A ``bash`` or ``python`` block that must not run (it starts the server, installs, needs Docker, a
   data set or a cluster) has ``<!-- not-run: why -->`` on the line right above its
   opening fence. The reason is required.
 - Output is shown in ``text`` or ``json`` blocks, or as ``# ->`` comments inside a

@@ -49,7 +49,10 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
 
 def bodies(name: str, examples: list[Any]) -> list[bytes]:
     compact = json.dumps({"model": name, "examples": examples}, separators=(",", ":"))
-    general = json.dumps({"note": "general path", "examples": examples, "model": name}, indent=1)
+    # the model's name spelled with escapes: no scanner takes it (an unknown member,
+    # once used for this, is refused)
+    escaped = "".join(f"\\u{ord(ch):04x}" for ch in name)
+    general = f'{{"examples": {json.dumps(examples, indent=1)},\n "model": "{escaped}"}}'
     return [compact.encode(), general.encode()]
 
 
@@ -83,11 +86,11 @@ def test_weighted_update_equals_the_library_on_both_paths(
     plain = make_classifier(algorithm, spec.dim, params)
     plain.update(spec.encode(ROWS[kind]), LABELS)
     assert lib.state_digest() != plain.state_digest()
-    for path, raw in zip(("fast", "general"), bodies("_", examples(kind, WEIGHTS)), strict=True):
+    for path in ("fast", "general"):
         name = f"w-{algorithm}-{kind}-{path}"
         body = {"algorithm": algorithm, "params": params, "features": KINDS[kind]}
         assert client.put(f"/models/{name}", json=body).status_code == 201
-        r = post(client, raw.replace(b'"_"', json.dumps(name).encode(), 1))
+        r = post(client, bodies(name, examples(kind, WEIGHTS))[path == "general"])
         assert r.status_code == 200, r.text
         assert digest(client, name) == lib.state_digest(), path
         # weight 1 on every example is no weight, bit for bit
