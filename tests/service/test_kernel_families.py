@@ -141,7 +141,8 @@ def test_a_records_compile_stops_neither_healthz_nor_another_models_predict(
         f.unlink()
     port = free_port()
     proc = start_service(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+        # -P: not the working directory (this checkout) first on sys.path: the copy's code
+        [sys.executable, "-P", "-m", "service.cli", "serve", "--port", str(port),
          "--data-dir", str(tmp_path / "data")],
         {"PYTHONPATH": str(tree), "LEARNSERVE_KERNEL_WAIT_SECONDS": "0"}, port,
     )  # fmt: skip
