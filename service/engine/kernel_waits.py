@@ -106,10 +106,11 @@ async def _load_when_compiled(registry: Registry, name: str, load: Load) -> None
             try:
                 config = await registry.store.get_config(name)
                 if config is not None:
-                    await load(registry, name, config)  # (may defer it again)
+                    await load(registry, name, config)  # (may defer it again: a new task)
+                again = False
             except StoreUnavailable:
-                registry.pending.setdefault(name, families)
-        if name in registry.pending and registry.pending[name] == families:
+                again = registry.pending.setdefault(name, families) is families
+        if again:
             await asyncio.sleep(1.0)  # the store did not answer: try again
             continue
         registry.update_kind_gauge()

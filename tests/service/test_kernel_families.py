@@ -201,6 +201,26 @@ def test_a_records_compile_stops_neither_healthz_nor_another_models_predict(
     ).stdout.split()
     assert not [p for p in left if p in children], "the compile outlived its server"
 
+    # Restarted while the records kernels are still not compiled: the dense model is
+    # restored and served at once, the records model waits (pending, 503) on its own.
+    proc = start_service(
+        [sys.executable, "-P", "-m", "service.cli", "serve", "--port", str(port),
+         "--data-dir", str(tmp_path / "data")],
+        {"PYTHONPATH": str(tree)}, port,
+    )  # fmt: skip
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
+            deadline = time.monotonic() + 60
+            while (ready := c.get("/readyz")).status_code != 200:
+                assert time.monotonic() < deadline, ready.text
+                time.sleep(0.2)
+            assert "records" in ready.json()["pending_models"]["r"], ready.text
+            assert c.post("/predict", json=ask).status_code == 200
+            r = c.post("/predict", json={"model": "r", "instances": [{"x": {"age": 1}}]})
+            assert r.status_code == 503 and r.json()["detail"]["error"] == "kernels_compiling"
+    finally:
+        stop_process(proc)
+
 
 @pytest.mark.parametrize("config", [
     {"kind": "linear", "features": {"kind": "dense", "dim": 2}},
