@@ -13,7 +13,10 @@ other; 32 connections. Scenarios (bodies as ``bench/http.py`` builds them): ``GE
 all with its constant. Within each scenario the servers take turns (order rotated per round)
 over ``--rounds``; each keeps its best round; server CPU per request from /proc over the
 timed run (granian's supervisor and worker; the redis-server apart). Each warm-up + timed
-run holds ``flock /tmp/bench.lock`` (other benchmarks share the machine).
+run holds ``flock /tmp/bench.lock`` (other benchmarks share the machine). ``core used``: the
+server's CPU seconds over the run's seconds; under 100% its core was shared with other work,
+and there granian (two busy threads: its tokio runtime and the Python loop) gets a larger
+share than uvicorn's one thread: read CPU per request beside req/s.
 
 Before timing, correctness on both servers: the same ``/update`` + ``/predict`` sequence on a
 fresh model answers byte for byte the same; a body over ``max_body_bytes`` (declared, and
@@ -328,7 +331,7 @@ def main() -> None:
                     runs.setdefault((name, *key), []).append({
                         "req_per_s": res.rps, "p50_ms": res.percentile(0.5) * 1e3,
                         "p99_ms": res.percentile(0.99) * 1e3, "errors": res.errors,
-                        "server_cpu_us": cpu[0] * per,
+                        "server_cpu_us": cpu[0] * per, "core_share": cpu[0] / res.seconds,
                         "redis_cpu_us": cpu[1] * per if redis else None})  # fmt: skip
                     print(f"round {rnd + 1} {key[0]:>8} {key[1]:>10} {name:<20} "
                           f"{res.rps:>9,.0f} req/s", file=sys.stderr, flush=True)  # fmt: skip
@@ -366,11 +369,12 @@ def main() -> None:
             f"granian vs uvicorn: wrk on core {wrk_cpu}, servers on core {server_cpu}, "
             f"{args.connections} connections, best of {args.rounds} rounds of {args.duration:g} s",
             ["scenario", "server", "app", "req/s", "CPU us/req", "p50 ms", "p99 ms",
-             "/ uvicorn (same app)", "CPU / uvicorn", "/ bare on uvicorn", "errors"],
+             "/ uvicorn (same app)", "CPU / uvicorn", "/ bare on uvicorn", "core used", "errors"],
             [[r["scenario"], r["server"], r["app"], fmt_rate(r["req_per_s"]),
               f"{r['server_cpu_us_min']:.1f}", f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
               fmt_ratio(r["vs_uvicorn_same_app"]), fmt_ratio(r["cpu_vs_uvicorn_same_app"]),
-              fmt_ratio(r["vs_bare_on_uvicorn"]), r["errors"]] for r in results],
+              fmt_ratio(r["vs_bare_on_uvicorn"]), f"{r['core_share']:.0%}", r["errors"]]
+             for r in results],
             right_align_from=3,
         )  # fmt: skip
     doc = {
