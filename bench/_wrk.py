@@ -49,7 +49,8 @@ init = function(args)
   f:close()
   local headers = {["Content-Type"] = "application/json", ["Host"] = "bench"}
   for line in data:gmatch("[^\n]+") do
-    reqs[#reqs + 1] = wrk.format(method, path, headers, line)
+    -- " " stands for an empty body (a GET): no body, no Content-Length
+    reqs[#reqs + 1] = wrk.format(method, path, headers, line ~= " " and line or nil)
   end
   i = (offset or 0) %% #reqs
 end
