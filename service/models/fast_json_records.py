@@ -89,6 +89,29 @@ __all__ = ["scan_records_examples", "scan_records_instances", "warmup_scanner"]
 _INSTANCES = np.frombuffer(b"instances", dtype=np.uint8)
 
 
+# The envelope's per-example readers, compiled once and called here (once an example:
+# the record is the cost), not inlined into the scanner (each inlined copy of the number
+# reader is typed and optimised again, inside the one large function).
+@_kernel
+def _label_call(
+    buf: _Buf, i: int, n: int, have_y: bool, meta: np.ndarray, row: int, uniq0: int,
+    nu: int, last: int,
+) -> tuple[int, int, int]:  # fmt: skip
+    return _example_label(buf, i, n, have_y, meta, row, uniq0, nu, last)
+
+
+@_kernel
+def _weight_call(
+    buf: _Buf, i: int, n: int, have_w: bool, W: np.ndarray, row: int, nw: int
+) -> tuple[int, bool, int]:
+    return _weight(buf, i, n, have_w, W, row, nw)
+
+
+@_kernel
+def _model_call(buf: _Buf, i: int, n: int, have_model: bool) -> tuple[int, int, int]:
+    return _model_value(buf, i, n, have_model)
+
+
 @_kernel
 def _scan(
     buf: _Buf,
@@ -156,7 +179,7 @@ def _scan(
         if i < 0:
             return fail
         if key == _K_MODEL:
-            i, ms, me = _model_value(buf, i, n, have_model)
+            i, ms, me = _model_call(buf, i, n, have_model)
             if i < 0:
                 return fail
             have_model = True
@@ -189,12 +212,12 @@ def _scan(
                         if i < 0:
                             return fail
                     elif key == _K_Y and examples:
-                        i, last, nu = _example_label(buf, i, n, have_y, meta, rows, uniq0, nu, last)
+                        i, last, nu = _label_call(buf, i, n, have_y, meta, rows, uniq0, nu, last)
                         if i < 0:
                             return fail
                         have_y = True
                     elif key == _K_WEIGHT and examples:
-                        i, have_w, nw = _weight(buf, i, n, have_w, W, rows, nw)
+                        i, have_w, nw = _weight_call(buf, i, n, have_w, W, rows, nw)
                         if i < 0:
                             return fail
                     else:

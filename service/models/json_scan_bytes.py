@@ -1,7 +1,10 @@
 """The byte-level pieces of the numba JSON scanners (:mod:`service.models.fast_json`,
 :mod:`service.models.fast_json_maps`): the jit decorators both use, reading a byte,
 whitespace, an escape-free string, an object member's key and the step past a member or
-an array element. Every helper is inlined into the kernels at numba IR level.
+an array element. The small helpers are inlined into the kernels at numba IR level
+(``_inline``); the large ones a kernel calls only now and then are compiled once and
+called (``_kernel``): inlining them made one function so large that numba took minutes
+and gigabytes to compile it (issue 30).
 
 numba keys a kernel's on-disk cache on the kernel's own source file: after a change here,
 touch fast_json.py and fast_json_maps.py (or clear their ``__pycache__/*.nbi``/``.nbc``)
@@ -14,10 +17,11 @@ from typing import Any
 
 import numba
 import numpy as np
+from numba.core import types
 
 # Kernels allocate nothing, so they run without numba's reference counting (NRT):
 # with it, every call of a helper increfs and decrefs the buffers (atomic
-# operations, a good part of the time per number). The helpers are inlined into
+# operations, a good part of the time per number). The hot helpers are inlined into
 # the kernel at numba IR level. ``_nrt`` is a private numba option (present from
 # 0.59 to at least 0.68): where a numba lacks it, the kernels run with NRT, slower.
 try:
@@ -26,8 +30,29 @@ try:
     _NO_NRT: dict[str, Any] = {"_nrt": False} if hasattr(DefaultOptions, "_nrt") else {}
 except ImportError:  # pragma: no cover - a numba without the options module
     _NO_NRT = {}
-_kernel: Any = numba.njit(cache=True, nogil=True, **_NO_NRT)
 _inline: Any = numba.njit(cache=True, nogil=True, inline="always", **_NO_NRT)
+
+
+def _kernel(func: Any) -> Any:
+    """A kernel, or a helper compiled once and called (not inlined at numba IR level:
+    every such inlining re-types the helper's body inside its caller's, and a kernel
+    that inlines the large helpers takes minutes and gigabytes to compile; LLVM still
+    inlines the small ones). Called from another kernel, it is compiled for its
+    arguments' plain types: a constant argument (``0``, ``False``; numba's typing also
+    sees a counter's first value so) would otherwise compile a second copy for that
+    literal, never called from Python."""
+    disp = numba.njit(cache=True, nogil=True, **_NO_NRT)(func)
+    template = disp.get_call_template
+
+    def get_call_template(args: Any, kws: Any) -> Any:
+        return template(
+            tuple(types.unliteral(a) for a in args),
+            {k: types.unliteral(v) for k, v in kws.items()},
+        )
+
+    disp.get_call_template = get_call_template
+    return disp
+
 
 # the kernels read a bytes object (the service) or a uint8 array (tests)
 _Buf = np.ndarray | bytes

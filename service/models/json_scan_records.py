@@ -5,8 +5,10 @@ in the batch's string table (a repeated
 plain string of a field stored once, so the row kernel hashes a repeated category once
 per batch, as the encoder's own string table does).
 
-Every helper returns -1 (as the index) for "not read here" and never raises; they are
-inlined into the kernel at numba IR level. numba keys a kernel's on-disk cache on the
+Every helper returns -1 (as the index) for "not read here" and never raises; the record
+reader and its string reader are inlined into the kernel at numba IR level, the rarer
+paths (a value skipped, a key looked up, an escaped string decoded) and the number
+reader are compiled once and called. numba keys a kernel's on-disk cache on the
 kernel's own source file: after a change here, touch fast_json_records.py (or clear its
 ``__pycache__/*.nbi``/``.nbc``) so its kernel is recompiled.
 """
@@ -37,7 +39,7 @@ _U1 = np.uint64(1)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 
 
-@_inline
+@_kernel  # (an ignored field: compiled once, called)
 def _skip_value(buf: _Buf, i: int, n: int, cps: np.ndarray, nc: int) -> int:
     """Past the value at ``buf[i]`` of a field the config ignores: a string, a number,
     true, false or null (anything else, an object or array, gives -1: the general path
@@ -46,7 +48,7 @@ def _skip_value(buf: _Buf, i: int, n: int, cps: np.ndarray, nc: int) -> int:
     if c == 34:
         return _decode(buf, i + 1, n, cps, nc)[0]
     if c == 45 or 48 <= c <= 57:
-        return _number(buf, i, n)[0]
+        return _number_call(buf, i, n)[0]
     if c == 116 and i + 4 <= n and _at(buf, i + 1) == 114 and _at(buf, i + 2) == 117:
         return i + 4 if _at(buf, i + 3) == 101 else -1  # true
     if c == 102 and i + 5 <= n and _at(buf, i + 1) == 97 and _at(buf, i + 2) == 108:
@@ -67,7 +69,7 @@ def _null(buf: _Buf, i: int, n: int) -> bool:
     )
 
 
-@_inline
+@_kernel  # (a key not the one expected)
 def _field_of(
     buf: _Buf, ks: int, ke: int, names: np.ndarray, offsets: np.ndarray, hint: int
 ) -> int:
@@ -236,7 +238,7 @@ def _record(
             elif kind <= NUM_BINS:
                 if not (c == 45 or 48 <= c <= 57):
                     return fail
-                i, x = _number(buf, i, n)
+                i, x = _number_call(buf, i, n)
                 if i < 0:
                     return fail
                 sidx = t_base[j]
@@ -308,6 +310,13 @@ def _record(
             q -= 1
         a_field[q + 1], a_sidx[q + 1], a_val[q + 1] = f, s, v
     return i, na, ns
+
+
+@_kernel
+def _number_call(buf: _Buf, i: int, n: int) -> tuple[int, float]:
+    """:func:`_number` compiled once and called (a record's numbers: not inlined into
+    the record reader, whose compile it would make much larger; a call is a few ns)."""
+    return _number(buf, i, n)
 
 
 @_kernel

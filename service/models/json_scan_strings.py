@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.models.json_scan_bytes import _at, _Buf, _inline
+from service.models.json_scan_bytes import _at, _Buf, _inline, _kernel
 
 
 @_inline
@@ -82,7 +82,7 @@ def _escape(buf: _Buf, i: int, n: int) -> tuple[int, int]:
     return i, u
 
 
-@_inline
+@_kernel  # (compiled once, called: its callers are not hot on plain text)
 def _decode(buf: _Buf, i: int, n: int, cps: np.ndarray, nc: int) -> tuple[int, int, int]:
     """The string whose opening quote is just before ``buf[i]``, decoded into
     ``cps[nc:]``: (index after the closing quote, new ``nc``, its UTF-8 length), or
