@@ -223,7 +223,10 @@ def control_for(h: ModelHandle, follower: str | None) -> bytes:
     target = None if follower in (None, h.name) else follower
     if target is not None and target not in h.followers:
         known = sorted(h.followers) or "none"
-        raise invalid(
+        # a well-formed name the model's followers do not hold now: a conflict with its
+        # state (a follower deleted, or not yet created), not a malformed request
+        raise conflict(
+            "not_a_follower",
             f"follower: {target!r} does not follow {h.name!r} here (its followers: {known})",
             "follower",
         )

@@ -5,7 +5,7 @@ keeps the machine code on disk, and a *marker* here says that the family's kerne
 in that cache for these sources (every module the family imported, by digest), this
 numba, this Python and this CPU. With a valid marker a family only loads (well under a
 second); without one it is compiled by :func:`compile_family` in a child process
-(``python -m service.models.kernel_families NAME``) so the compile's CPU and memory
+(``python -m service.models.kernel_compile NAME``) so the compile's CPU and memory
 never land in the server's process, and its event loop never waits for it.
 
 ``GATES``/``READY``: while a server runs in this process (each counts itself in
@@ -27,6 +27,7 @@ import platform
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,23 +140,20 @@ def marker_valid(name: str) -> bool:
         return False
 
 
-def compile_family(name: str) -> dict[str, Any]:
-    """Compile (or load) family ``name`` in this process and leave its marker: what it
-    cost (``compiled``: whether numba compiled anything, or all came from the cache).
-    One process per family at a time on this machine (a lock file), so two workers
-    starting together compile it once."""
+def compile_family(name: str, run: Callable[[], None]) -> dict[str, Any]:
+    """Compile (or load) family ``name`` (``run``) in this process and leave its marker:
+    what it cost (``compiled``: whether numba compiled anything, or all came from the
+    cache). One process per family at a time on this machine (a lock file), so two
+    workers starting together compile it once."""
     from numba.core import event
 
-    from service.models.warmup import family
-
-    fam = family(name)
     folder = marker_dir()
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(folder / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with event.install_recorder("numba:compile") as recorder:
-            fam.run()
+            run()
         marker = {"platform": _platform(), "files": _kernel_files(), "indexes": _index_files()}
         tmp = folder / f"{name}.json.{os.getpid()}"
         tmp.write_text(json.dumps(marker, sort_keys=True))
@@ -181,14 +179,9 @@ def _peak_rss_kb(fallback: int) -> int:
 
 
 def child_command(name: str, behind: bool = False) -> list[str]:
-    """The command that compiles family ``name`` in a process of its own; ``behind``:
-    at a lower CPU priority (a server's: a request must not wait for a compile)."""
-    return [sys.executable, "-m", "service.models.kernel_families", name] + (
+    """The command that compiles family ``name`` in a process of its own
+    (:mod:`service.models.kernel_compile`); ``behind``: at a lower CPU priority (a
+    server's: a request must not wait for a compile)."""
+    return [sys.executable, "-m", "service.models.kernel_compile", name] + (
         ["--behind"] if behind else []
     )
-
-
-if __name__ == "__main__":  # the child: one family, its figures as one JSON line
-    if "--behind" in sys.argv[2:]:
-        os.nice(10)
-    print(json.dumps(compile_family(sys.argv[1])), flush=True)

@@ -160,8 +160,10 @@ def test_promotion_under_load_answers_every_request(stream: Any, tmp_path: Path)
         assert ok(c.post("/models/lead/promote", json={"follower": None}))["serving"] == "lead"
         back = ok(c.post("/predict", json=probe))["predictions"]
         assert back != own["predictions"]
+        # a name that does not follow it (now): a conflict with its state, naming the field
         r = c.post("/models/lead/promote", json={"follower": "direct"})
-        assert r.status_code == 422 and r.json()["detail"]["field"] == "follower", r.text
+        assert r.status_code == 409 and r.json()["detail"]["field"] == "follower", r.text
+        assert r.json()["detail"]["error"] == "not_a_follower", r.text
         r = c.post("/models/c-arow/promote", json={"follower": None})
         assert r.status_code == 409, r.text
         assert c.post("/models/lead/promote", json={}).status_code == 422

@@ -167,7 +167,7 @@ def test_a_records_compile_stops_neither_healthz_nor_another_models_predict(
             until = time.monotonic() + 15.0
             while not children and time.monotonic() < until:
                 children = subprocess.run(
-                    ["pgrep", "-f", "-P", str(proc.pid), "service.models.kernel_families records"],
+                    ["pgrep", "-f", "-P", str(proc.pid), "service.models.kernel_compile records"],
                     capture_output=True, text=True,
                 ).stdout.split()  # fmt: skip
                 time.sleep(0.1)
@@ -195,7 +195,7 @@ def test_a_records_compile_stops_neither_healthz_nor_another_models_predict(
         stop_process(proc)
     time.sleep(0.5)
     left = subprocess.run(
-        ["pgrep", "-f", f"{sys.executable} -m service.models.kernel_families records"],
+        ["pgrep", "-f", f"{sys.executable} -m service.models.kernel_compile records"],
         capture_output=True,
         text=True,
     ).stdout.split()
