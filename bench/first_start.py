@@ -16,15 +16,21 @@ JSON in ``bench/results/first_start.json`` of the clone measured.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import threading
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+# Run as a script, bench/ comes first on sys.path and bench/http.py would shadow the
+# standard library's ``http`` (which urllib imports): take bench/ off it.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
 
 
 def _tree_rss_mb(root: int) -> tuple[float, float]:
