@@ -3,9 +3,8 @@ range, exactly as :func:`learners.feature_keys.murmurhash3_32` computes it (test
 the same hash streamed byte by byte (:func:`feed`, :func:`finish`), UTF-8 encoding of a
 code point, and growing a buffer.
 
-numba keys a kernel's on-disk cache on the kernel's own source file: after a change
-here, touch ``_row_kernel.py`` and ``_text_kernel.py`` (or clear
-``learners/records/__pycache__``) so the kernels that call these are recompiled.
+numba's on-disk cache of a kernel follows every module it inlines
+(``learners._kernel_cache``): a change here recompiles the kernels that call these.
 
 >>> import numpy as np
 >>> int(murmur3(np.frombuffer(b"hello", np.uint8), 0, 5))

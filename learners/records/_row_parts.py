@@ -3,8 +3,8 @@ the named features' strings, made once per batch before the rows, a row's featur
 canonical form (columns ascending, a repeated column summed in generation order), a row's
 interactions, and a text field's values (weighting, idf, L2 norm).
 
-numba keys a kernel's on-disk cache on the kernel's own source file: after a change here,
-touch ``_row_kernel.py`` (or clear ``learners/records/__pycache__``) so it is recompiled.
+numba's on-disk cache of a kernel follows every module it inlines
+(``learners._kernel_cache``): a change here recompiles the row kernel.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ open-addressing table that counts a text's distinct names. The caller owns the a
 made once per batch for its longest text (:func:`text_room`, :func:`occ_room` of
 :func:`occ_cap`): no array is allocated per text.
 
-numba keys a kernel's on-disk cache on the kernel's own source file: after a change here,
-touch ``_row_kernel.py`` (or clear ``learners/records/__pycache__``) so the row kernel,
-which inlines this, is compiled again.
+numba's on-disk cache of a kernel follows every module it inlines
+(``learners._kernel_cache``): a change here recompiles the row kernel, which inlines this.
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@ named ``<field>^`` + the tokens joined by one space, each hashed as a stream of 
 pieces (a word n-gram continues from the state after its first token, shared with that
 token's unigram) and counted per distinct name in the documented order.
 
-numba keys a kernel's on-disk cache on the kernel's own source file: after a change here,
-touch ``_row_kernel.py`` (or clear ``learners/records/__pycache__``) so the row kernel,
-which inlines this, is compiled again.
+numba's on-disk cache of a kernel follows every module it inlines
+(``learners._kernel_cache``): a change here recompiles the row kernel, which inlines this.
 """
 
 from __future__ import annotations

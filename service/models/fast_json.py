@@ -35,11 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-# NOTE numba's on-disk cache: the kernel below inlines (or links) helpers of
-# json_scan_bytes.py, json_scan_numbers.py and json_scan_envelope.py. numba keys this
-# module's cache on this file only: after a change to one of those helpers, touch this
-# file (or clear service/models/__pycache__/fast_json.*.nbi/.nbc) so the kernel is
-# recompiled.
+# The kernel below inlines (or links) helpers of json_scan_bytes.py, json_scan_numbers.py
+# and json_scan_envelope.py; its on-disk cache follows them (learners._kernel_cache).
 from service.models.json_scan_bytes import (
     _K_EXAMPLES,
     _K_MODEL,

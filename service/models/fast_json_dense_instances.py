@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# NOTE numba's on-disk cache keys this module's kernel on this file only: after a
-# change to a helper of json_scan_*.py or fast_json_instances.py, touch this file.
+# The kernel's on-disk cache follows the json_scan_*.py and fast_json_instances.py helpers
+# it inlines (learners._kernel_cache).
 from service.models.fast_json_instances import _INSTANCES, _instances_array, _is_instances
 from service.models.json_scan_bytes import (
     _K_X,

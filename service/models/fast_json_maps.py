@@ -41,11 +41,9 @@ import numpy as np
 
 from learners.csr_batch import Batch, canonical_rows
 
-# NOTE numba's on-disk cache: the kernel below inlines (or links) helpers of
-# json_scan_bytes.py, json_scan_numbers.py, json_scan_envelope.py and json_scan_keys.py.
-# numba keys this module's cache on this file only: after a change to one of those
-# helpers, touch this file (or clear service/models/__pycache__/fast_json_maps*.nbi/.nbc)
-# so the kernel is recompiled.
+# The kernel below inlines (or links) helpers of json_scan_bytes.py, json_scan_numbers.py,
+# json_scan_envelope.py and json_scan_keys.py; its on-disk cache follows them
+# (learners._kernel_cache).
 from service.models.json_scan_bytes import (
     _K_EXAMPLES,
     _K_MODEL,

@@ -51,11 +51,9 @@ from learners.records._scan_tables import (
 )
 from learners.records.encoder import RecordEncoder
 
-# NOTE numba's on-disk cache: the kernel below inlines helpers of json_scan_bytes.py,
-# json_scan_numbers.py, json_scan_envelope.py, json_scan_records.py, json_scan_strings.py,
-# json_scan_words.py.
-# numba keys this module's cache on this file only: after a change to one of those
-# helpers, touch this file (or clear service/models/__pycache__/fast_json_records*).
+# The kernel below inlines helpers of json_scan_bytes.py, json_scan_numbers.py,
+# json_scan_envelope.py, json_scan_records.py, json_scan_strings.py and json_scan_words.py;
+# its on-disk cache follows them (learners._kernel_cache).
 from service.models.json_scan_bytes import (
     _K_MODEL,
     _K_WEIGHT,

@@ -6,9 +6,8 @@ an array element. The small helpers are inlined into the kernels at numba IR lev
 called (``_kernel``): inlining them made one function so large that numba took minutes
 and gigabytes to compile it (issue 30).
 
-numba keys a kernel's on-disk cache on the kernel's own source file: after a change here,
-touch fast_json.py and fast_json_maps.py (or clear their ``__pycache__/*.nbi``/``.nbc``)
-so their kernels are recompiled.
+numba's on-disk cache of a kernel follows every module it inlines
+(``learners._kernel_cache``): a change here recompiles the kernels that use it.
 """
 
 from __future__ import annotations

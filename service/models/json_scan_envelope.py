@@ -5,10 +5,8 @@ bodies: the body object with its ``model`` name and ``examples`` array, and each
 table the kernels leave, and the per-thread scratch arrays they fill.
 
 The kernel helpers return -1 (as the index) for "not the supported shape" and never raise;
-they are inlined into the kernels at numba IR level. numba keys a kernel's on-disk cache
-on the kernel's own source file: after a change here, touch fast_json.py,
-fast_json_dense_instances.py and fast_json_maps.py (or clear their
-``__pycache__/*.nbi``/``.nbc``) so their kernels are recompiled.
+they are inlined into the kernels at numba IR level. numba's on-disk cache of a kernel
+follows every module it inlines (``learners._kernel_cache``).
 """
 
 from __future__ import annotations

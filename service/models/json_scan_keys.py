@@ -4,9 +4,8 @@
 orjson read it; a sparse key's index; and the per-row table that finds a key repeated
 within one ``x``.
 
-numba keys a kernel's on-disk cache on the kernel's own source file: after a change to
-an inlined helper here, touch fast_json_maps.py (or clear its ``__pycache__/*.nbi``/
-``.nbc``) so its kernel is recompiled.
+numba's on-disk cache of a kernel follows every module it inlines
+(``learners._kernel_cache``): a change here recompiles the kernels that use it.
 """
 
 from __future__ import annotations

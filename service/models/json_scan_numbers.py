@@ -10,9 +10,8 @@ takes the fast path. A number of more than 19 significant digits, a subnormal or
 non-finite result, or one of the rare products Eisel-Lemire leaves undecided gives "no
 answer" and the scanner's caller takes the orjson path.
 
-numba keys a kernel's on-disk cache on the kernel's own source file: after a change here,
-touch fast_json.py and fast_json_maps.py (or clear their ``__pycache__/*.nbi``/``.nbc``)
-so their kernels are recompiled.
+numba's on-disk cache of a kernel follows every module it inlines
+(``learners._kernel_cache``): a change here recompiles the kernels that use it.
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@ per batch, as the encoder's own string table does).
 Every helper returns -1 (as the index) for "not read here" and never raises; the record
 reader and its string reader are inlined into the kernel at numba IR level, the rarer
 paths (a value skipped, a key looked up, an escaped string decoded) and the number
-reader are compiled once and called. numba keys a kernel's on-disk cache on the
-kernel's own source file: after a change here, touch fast_json_records.py (or clear its
-``__pycache__/*.nbi``/``.nbc``) so its kernel is recompiled.
+reader are compiled once and called. numba's on-disk cache of a kernel follows every
+module it inlines (``learners._kernel_cache``).
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ surrogates, nothing past U+10FFFF; every escape, surrogate pairs joined; a lone 
 or a control character refused), with its UTF-8 length.
 
 Every helper returns -1 (as the index) for "not read here" and never raises; they are
-inlined into the kernel at numba IR level. numba keys a kernel's on-disk cache on the
-kernel's own source file: after a change here, touch fast_json_records.py (or clear its
-``__pycache__/*.nbi``/``.nbc``) so its kernel is recompiled.
+inlined into the kernel at numba IR level (``_decode``, rarely needed, is called). numba's
+on-disk cache of a kernel follows every module it inlines (``learners._kernel_cache``).
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ branch each) and chained a multiply per byte (the hash).
 
 A word holds ``buf[i:i+8]``, the first byte lowest (:func:`_load8`). Loads stay inside
 the array: a word that would cross its end is read from further back, or byte by byte.
-Every helper is inlined into the kernel at numba IR level. numba keys a kernel's on-disk
-cache on the kernel's own source file: after a change here, clear
-``service/models/__pycache__/fast_json_records*`` so its kernel is recompiled.
+Every helper is inlined into the kernel at numba IR level. numba's on-disk cache of a
+kernel follows every module it inlines (``learners._kernel_cache``).
 """
 
 from __future__ import annotations
