@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from service.api.auth import AdminScope
@@ -25,6 +25,8 @@ router = APIRouter(tags=["models"])
 
 
 class PromoteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # another member is refused, naming it
+
     follower: str | None = Field(
         description="a model that follows this one (created with follows), or null (or this "
         "model's own name) to answer with this model's own state again"
