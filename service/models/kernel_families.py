@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import gc
 import hashlib
 import json
@@ -55,6 +56,7 @@ def marker_dir() -> Path:
     return Path(base) / "learnserve" / "kernel-families"
 
 
+@functools.cache  # (asked on every marker check; the process's answer never changes)
 def _platform() -> dict[str, str]:
     import numba
     from llvmlite import binding
