@@ -7,7 +7,9 @@ Classifiers (dense online PA/CW/AROW/SCW, LL-SVM): ``label`` ``[batch]``, ``scor
 ``confidence`` ``[batch]`` for CW/AROW/SCW once the model knows two labels. Labels
 are INT64 when every label of the model is an integer, else BYTES (strings).
 Rankers (dense RankSVM, LambdaMART): ``score`` ``[batch]``, and ``probability``
-``[batch]`` for a binary model imported from LightGBM. Every value is the one
+``[batch]`` for a binary model imported from LightGBM. Regressors (dense online PA and
+AROW regression): ``value`` ``[batch]``, and for AROW ``variance`` ``[batch]`` and
+``interval`` ``[batch, 2]`` (the central 90 % interval, low then high). Every value is the one
 ``POST /predict`` answers for the same rows (the same ``predict_batch``).
 
 What a request asks of its outputs (:func:`requested_outputs`) is done or refused
@@ -43,6 +45,8 @@ from service.models.base import ModelAdapter
 
 
 def output_names(adapter: ModelAdapter) -> list[str]:
+    if adapter.tensor_task == "regress":  # AROW adds its predictive variance and interval
+        return ["value"] + (["variance", "interval"] if adapter.has_confidence() else [])
     if adapter.tensor_task == "rank":  # a binary LightGBM import adds its probability
         binary = getattr(adapter, "objective", None) == "binary"
         return ["score", "probability"] if binary else ["score"]
@@ -71,6 +75,9 @@ def metadata(h: ModelHandle, width: int) -> dict[str, Any]:
         "scores": ("FP64", [-1, k]),
         "classes": (labels, [k]),
         "confidence": ("FP64", [-1]),
+        "value": ("FP64", [-1]),
+        "variance": ("FP64", [-1]),
+        "interval": ("FP64", [-1, 2]),
     }
     params = {"kind": a.kind, "task": a.tensor_task}
     if "algorithm" in a.config:
@@ -178,7 +185,10 @@ def output_tensors(
     classes = list(preds[0]["scores"]) if "scores" in preds[0] else []
     label_type = label_datatype(classes)
     for name, binary, top in wanted:
-        if name in ("score", "confidence", "probability"):
+        if name == "interval":  # a regressor's [low, high] per row
+            rows = [p["interval"] for p in preds]
+            t = Tensor(name, "FP64", [n, 2], _finite(np.array(rows, dtype=np.float64)))
+        elif name in ("score", "confidence", "probability", "value", "variance"):
             values = [p[name] for p in preds]
             if None in values:
                 if not named:

@@ -124,7 +124,7 @@ def open_examples(
         if not all(names) or len(set(names)) != len(names):
             raise typer.BadParameter(f"names must be distinct and non-empty, got {columns!r}",
                                      param_hint="--columns")  # fmt: skip
-    target = Target.of_model(info.features, index_base, missing)
+    target = Target.of_model(info.features, index_base, missing, info.kind == "regression")
     return ExampleFile(
         file, fmt, target, label_column=label_column, id_column=id_column, columns=names
     )
@@ -242,6 +242,10 @@ def update(
     if om.ndcg_at_10 is not None:
         out.print(f"progressive NDCG@10 {om.ndcg_at_10:.4f} over the last "
                   f"{om.window_examples} items")  # fmt: skip
+    if om.mae is not None:
+        r2 = "n/a" if om.r2 is None else f"{om.r2:.4f}"
+        out.print(f"progressive MAE {om.mae:.6g}, RMSE {om.rmse:.6g}, R² {r2} over the last "
+                  f"{om.window_examples} examples")  # fmt: skip
 
 
 def predict(
@@ -344,7 +348,9 @@ def predict_rows(
 ) -> str:
     """One prediction per row (a stream); the accuracy when rows have labels."""
     n = correct = labelled = 0
-    write = row_writer(fh, out_fmt, with_scores)
+    abs_err = 0.0  # a regressor's, against the rows' targets
+    regression = examples.target.numeric_labels
+    write = row_writer(fh, out_fmt, with_scores, regression)
     for rows in batched(examples, batch):
         ids = [r.id for r in rows] if any(r.id for r in rows) else None
         res = c.predict(model, [r.instance()["x"] for r in rows], ids=ids,
@@ -352,10 +358,15 @@ def predict_rows(
         for row, p in zip(rows, res.predictions, strict=True):
             write(row, p)
             n += 1
-            if row.y is not None and p.label is not None:
+            if row.y is not None and regression and p.value is not None:
+                labelled += 1
+                abs_err += abs(float(row.y) - p.value)
+            elif row.y is not None and p.label is not None:
                 labelled += 1
                 correct += int(p.label == row.y)
     message = f"predicted {n} instances"
-    if labelled:
+    if labelled and regression:
+        message += f"; MAE {abs_err / labelled:.6g} ({labelled} labelled)"
+    elif labelled:
         message += f"; accuracy {correct / labelled:.4f} ({correct}/{labelled} labelled)"
     return message

@@ -18,6 +18,7 @@ from service.client.files import Row
 from service.client.query_files import Query
 
 CSV_COLUMNS = ("id", "y", "label", "score", "confidence", "labels")
+REGRESSION_CSV_COLUMNS = ("id", "y", "value", "variance", "low", "high")
 QUERY_CSV_COLUMNS = ("qid", "y", "score", "rank")
 
 RowWriter = Callable[[Row, Prediction], None]
@@ -41,13 +42,18 @@ def _cell(v: Any) -> Any:
     return v
 
 
-def row_writer(fh: IO[str], fmt: str, with_scores: bool) -> RowWriter:
+def row_writer(fh: IO[str], fmt: str, with_scores: bool, regression: bool = False) -> RowWriter:
     if fmt == "csv":
         w = csv.writer(fh)
-        w.writerow(CSV_COLUMNS)
+        w.writerow(REGRESSION_CSV_COLUMNS if regression else CSV_COLUMNS)
 
         def write_csv(row: Row, p: Prediction) -> None:
-            cells = (row.id, row.y, p.label, p.score, p.confidence, p.labels)
+            cells: tuple[Any, ...]
+            if regression:
+                lo, hi = p.interval or (None, None)
+                cells = (row.id, row.y, p.value, p.variance, lo, hi)
+            else:
+                cells = (row.id, row.y, p.label, p.score, p.confidence, p.labels)
             w.writerow([_cell(v) for v in cells])
 
         return write_csv
@@ -60,7 +66,8 @@ def row_writer(fh: IO[str], fmt: str, with_scores: bool) -> RowWriter:
 
 def _fields(row: Row, p: Prediction, with_scores: bool) -> Iterator[tuple[str, Any]]:
     for key, value in (("id", row.id), ("y", row.y), ("label", p.label), ("score", p.score),
-                       ("confidence", p.confidence), ("labels", p.labels)):  # fmt: skip
+                       ("confidence", p.confidence), ("labels", p.labels), ("value", p.value),
+                       ("variance", p.variance), ("interval", p.interval)):  # fmt: skip
         if value is not None:
             yield key, value
     if with_scores and p.scores is not None:

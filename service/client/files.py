@@ -65,10 +65,20 @@ class Target:
     # tree model never tests them; `learnserve evaluate` ignores them the same way)
     ignore_beyond: bool = False
     records: RecordColumns | None = None  # a records model: how cells become a record
+    numeric_labels: bool = False  # a regressor's: every label is a number (float)
+
+    def label(self, token: str, where: str) -> str | int | float:
+        """A label cell or token: a regressor's target as a finite float, else
+        :func:`parse_label`'s label."""
+        return _number(token, f"{where}: label") if self.numeric_labels else parse_label(token)
 
     @classmethod
     def of_model(
-        cls, features: dict[str, Any], file_base: int | None, missing: str | None = None
+        cls,
+        features: dict[str, Any],
+        file_base: int | None,
+        missing: str | None = None,
+        numeric_labels: bool = False,
     ) -> Target:
         base = int(features.get("index_base", 0))
         kind = str(features.get("kind"))
@@ -78,6 +88,7 @@ class Target:
             base,
             base if file_base is None else file_base,
             records=RecordColumns.of_model(features, missing) if kind == "records" else None,
+            numeric_labels=numeric_labels,
         )
 
 
@@ -161,7 +172,7 @@ def parse_svmlight_row(
         qid = parse_qid(tokens[0][4:], where)
         tokens = tokens[1:]
     idx, vals = _pairs(tokens, where)
-    return parse_label(parts[0]), svmlight_x(idx, vals, t, where), qid
+    return t.label(parts[0], where), svmlight_x(idx, vals, t, where), qid
 
 
 def parse_qid(token: str, where: str) -> str | int:
@@ -336,7 +347,7 @@ class ExampleFile:
             where = f"{self.path}:{lineno}"
             if len(cells) != len(header):
                 raise FileFormatError(f"{where}: {len(cells)} cells, the header has {len(header)}")
-            y = parse_label(cells[label_at]) if label_at is not None else None
+            y = t.label(cells[label_at], where) if label_at is not None else None
             ident = cells[id_at] if id_at is not None else None
             yield Row(self._csv_x([cells[i] for i in features], names, where), y, ident, where)
 
@@ -400,7 +411,7 @@ class ExampleFile:
                     x, y = records.json_record(obj, label, where)
                 except RecordFormatError as e:
                     raise FileFormatError(str(e)) from None
-                yield Row(x, parse_label(y) if isinstance(y, str) else y, where=where)
+                yield Row(x, self.target.label(y, where) if isinstance(y, str) else y, where=where)
                 continue
             yield Row(
                 obj.get("x"),

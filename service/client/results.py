@@ -22,6 +22,11 @@ class OnlineMetrics:
     accuracy: float | None = None
     loss: float | None = None
     ndcg_at_10: float | None = None
+    # regressors: errors in the target's units, R² against the mean, interval coverage
+    mae: float | None = None
+    rmse: float | None = None
+    r2: float | None = None
+    interval_coverage: float | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any] | None) -> OnlineMetrics:
@@ -31,6 +36,10 @@ class OnlineMetrics:
             d.get("accuracy"),
             d.get("loss"),
             d.get("ndcg_at_10"),
+            d.get("mae"),
+            d.get("rmse"),
+            d.get("r2"),
+            d.get("interval_coverage"),
         )
 
 
@@ -121,12 +130,16 @@ class Prediction:
     id: str | None = None
     ids: list[int] | None = None
     probability: float | None = None
+    value: float | None = None
+    variance: float | None = None
+    interval: list[float] | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Prediction:
         return cls(
             d.get("label"), d.get("score"), d.get("scores"), d.get("confidence"),
             d.get("labels"), d.get("id"), d.get("ids"), d.get("probability"),
+            d.get("value"), d.get("variance"), d.get("interval"),
         )  # fmt: skip
 
 

@@ -34,7 +34,7 @@ from service.engine.update_submission import key_reused
 from service.errors import ServiceError, conflict, invalid, not_found, store_unavailable
 from service.models.base import ModelAdapter
 from service.models.example_weights import entry_weights
-from service.models.feedback_rows import Record, build_entry, decode_record, served_outcome
+from service.models.feedback_rows import Record, build_entry, decode_record
 from service.models.finite_answers import refuse_nonfinite
 from service.models.json_fields import require_list, type_name
 from service.models.linear import LinearAdapter
@@ -201,7 +201,7 @@ async def update_with_ids(
                 continue
             assert fb.record is not None
             rec = _decode(fb.record, adapter, k)
-            correct, loss = served_outcome(rec, labels[k])
+            correct, loss = adapter.served_outcome(rec, labels[k])
             rows.append((rec, correct, loss))
             src.append(k)
             mark = orjson.dumps({"y": labels[k], "c": correct}).decode()

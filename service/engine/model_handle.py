@@ -25,6 +25,7 @@ from service.models.base import ModelAdapter, state_nbytes
 from service.models.drift_monitor import drift_monitor
 from service.models.payload import CONTROL_MAGIC, GROUP_MAGIC, decode_control, split_group
 from service.models.progressive_metrics import EvalWindow, window_size
+from service.models.regression_metrics import RegressionWindow
 from service.observability import metrics as M
 from service.settings import Settings
 from service.store.base import chain_head
@@ -68,7 +69,10 @@ class ModelHandle:
         # again restarts its log at 1, so versions alone cannot tell the two apart.
         self.generation = ""
         self.lock = asyncio.Lock()
-        self.window = EvalWindow(window_size(self.config, settings.eval_window))
+        size = window_size(self.config, settings.eval_window)
+        self.window: EvalWindow | RegressionWindow = (
+            RegressionWindow(size) if adapter.kind == "regression" else EvalWindow(size)
+        )
         self.drift = drift_monitor(self.config)  # None: the model has no detector
         # Challengers (service.engine.followers): a follower learns its leader's log in
         # lockstep (``leader`` set, the leader's lock shared); a leader holds its
@@ -130,6 +134,7 @@ class ModelHandle:
         self._m_acc: Any = None
         self._m_loss: Any = None
         self._m_ndcg: Any = None
+        self._m_reg: list[Any] | None = None
         self._m_logloss: Any = None
         self._m_drift: Any = None
         self._drift_shown = -1  # the detections the gauges show
@@ -271,11 +276,25 @@ class ModelHandle:
                     self._m_logloss = M.raw(M.ONLINE_LOG_LOSS.labels(self.name))
                 self._m_logloss.set(math.nan if log_loss is None else log_loss)
                 self.auc_stale = True
+        if isinstance(self.window, RegressionWindow):
+            figures = self.window.regression()
+            if figures is not None:
+                self._show_regression(figures)
+            return
         ndcg = self.window.ndcg()
         if ndcg is not None:
             if self._m_ndcg is None:
                 self._m_ndcg = M.raw(M.ONLINE_NDCG.labels(self.name))
             self._m_ndcg.set(ndcg)
+
+    def _show_regression(self, figures: dict[str, Any]) -> None:
+        """A regressor's learning gauges: MAE, RMSE, R² (NaN while undefined) and the
+        interval's coverage (AROW) over the window."""
+        if self._m_reg is None:
+            self._m_reg = [M.raw(g.labels(self.name)) for g in M.REGRESSION_GAUGES.values()]
+        for gauge, key in zip(self._m_reg, M.REGRESSION_GAUGES, strict=True):
+            value = figures.get(key)
+            gauge.set(math.nan if value is None else value)
 
     def chain_breaks(self, payload: bytes, head: str | None, digest: str | None = None) -> bool:
         """True when the store's ``head`` for the entry after ``version`` does not follow
@@ -347,7 +366,7 @@ class ModelHandle:
         counters, the metrics window, the detector, the failures and the promotion."""
         self.examples_learned = int(meta.get("examples_learned", 0))
         self.entries_skipped = int(meta.get("entries_skipped", 0))
-        self.window = EvalWindow(self.window.size)
+        self.window = type(self.window)(self.window.size)
         self.window.restore(meta)
         self.load_drift(meta)
         self.failed.clear()

@@ -39,7 +39,7 @@ from service.models.base import ModelAdapter
 from service.models.kinds import adapter_class
 from service.settings import Settings
 
-ONLINE_KINDS = ("linear", "ranksvm")
+ONLINE_KINDS = ("linear", "ranksvm", "regression")
 FIELD = "artifact"
 _FULL_HASH = 0xFFFFFFFF  # feature names are kept with their full 32-bit hash
 
@@ -85,6 +85,14 @@ def load_online_artifact(
                     f"the model has {len(model.labels_)} labels, more than the limit of "
                     f"{settings.max_labels}"
                 )
+        elif art.kind == "regression":
+            from learners.regression import LinearRegressor
+
+            model = LinearRegressor.from_artifact(art)
+            # the spec as written (no intercept unless it says so), not a new model's default
+            written = features if features.get("kind") == "records" else {"intercept": False, **features}
+            body = {"algorithm": f"{model.algorithm}_regression", "params": model.params,
+                    "features": written}  # fmt: skip
         else:
             from learners.ranking.ranksvm import RankSVM
 
@@ -94,7 +102,7 @@ def load_online_artifact(
         raise ServiceError(Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", FIELD) from None
     except (ArtifactError, ValueError, KeyError, TypeError) as e:
         raise _refuse(str(e)) from None
-    check_state(art.arrays.get("sigma") if art.kind == "linear" else None, model)
+    check_state(art.arrays.get("sigma") if art.kind != "ranksvm" else None, model)
     try:
         config = cls.normalize_config(body, settings)
     except ServiceError as e:  # e.g. a dimension over this server's max_dim

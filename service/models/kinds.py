@@ -16,6 +16,7 @@ from service.models.base import ModelAdapter
 ADAPTERS: dict[str, str] = {
     "linear": "service.models.linear:LinearAdapter",
     "ranksvm": "service.models.ranksvm:RankSVMAdapter",
+    "regression": "service.models.regression:RegressionAdapter",
     # batch kinds: deployed with PUT /models/{name}/artifact (kind = the artifact's kind)
     "lambdamart": "service.models.lambdamart:LambdaMARTAdapter",
     "llsvm": "service.models.llsvm:LLSVMAdapter",
@@ -31,6 +32,10 @@ ALGORITHMS: dict[str, str] = {
     "scw1": "linear",
     "scw2": "linear",
     "ranksvm": "ranksvm",
+    "pa_regression": "regression",
+    "pa1_regression": "regression",
+    "pa2_regression": "regression",
+    "arow_regression": "regression",
 }
 
 

@@ -28,7 +28,7 @@ from service.models import feature_names as names
 from service.models import probability, record_entries
 from service.models.base import FastUpdate, ModelAdapter
 from service.models.example_weights import entry_weights, weights_meta
-from service.models.feedback_rows import update_with_served
+from service.models.feedback_rows import Record, served_outcome, update_with_served
 from service.models.json_fields import require_list
 from service.models.kernel_families import usable
 from service.models.linear_inputs import (
@@ -151,11 +151,14 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         window.summary()
 
     # ------------------------------------------------------------ write path
+    # how an example's "y" is checked (None: a label, see split_examples)
+    _split_target: ClassVar[Callable[[Any, int], Any] | None] = None
+
     def parse_update(
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> tuple[bytes, int]:
         examples = require_list(body, "examples", settings.max_batch_examples)
-        xs, labels, weights = split_examples(examples)
+        xs, labels, weights = split_examples(examples, self._split_target)
         self._check_labels(labels, settings)
         if self.spec.stateful:  # features from the statistics at apply time: the records
             encode_features(self.spec, xs, "examples", settings)  # refused here if bad
@@ -364,6 +367,12 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         # the record statistics are model state too
         both = f"{digest}:{self.spec.encoder.state_digest()}".encode()
         return hashlib.sha256(both).hexdigest()
+
+    @staticmethod
+    def served_outcome(rec: Record, y: Any) -> tuple[int, float]:
+        """What the prediction kept with an id scores against its label, as the
+        entry's ``fb`` row carries it (:func:`service.models.feedback_rows.served_outcome`)."""
+        return served_outcome(rec, y)
 
     def zero_features(self) -> Any:
         """An ``x`` of the model's kind that is the zero vector (a placeholder)."""

@@ -6,7 +6,7 @@ was refused for overflow.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -37,9 +37,12 @@ def shift_down(batch: Batch, base: int) -> Batch | None:
     return Batch(batch.indptr, batch.indices - base, batch.values, batch.dim - base)
 
 
-def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any], list[float] | None]:
+def split_examples(
+    examples: list[Any], check_y: Callable[[Any, int], Any] | None = None
+) -> tuple[list[Any], list[Any], list[float] | None]:
     """``x``s, checked ``y``s and checked weights (``None`` when no example has one) of
-    ``[{"x": ..., "y": ..., "weight"?: ...}, ...]`` in one pass."""
+    ``[{"x": ..., "y": ..., "weight"?: ...}, ...]`` in one pass. ``check_y(y, i)``: how a
+    target is checked (a regressor's numbers); labels (strings, integers) by default."""
     xs: list[Any] = []
     ys: list[Any] = []
     ws: list[float] | None = None
@@ -66,7 +69,9 @@ def split_examples(examples: list[Any]) -> tuple[list[Any], list[Any], list[floa
         elif ws is not None:
             ws.append(1.0)
         t = type(y)
-        if not ((t is str and y) or t is int):
+        if check_y is not None:
+            y = check_y(y, i)
+        elif not ((t is str and y) or t is int):
             y = check_label_api(y, i)  # 1.0 -> 1, or raises with the example named
         xs.append(x)
         ys.append(y)

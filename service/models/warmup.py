@@ -98,6 +98,7 @@ def families() -> list[Family]:
         Family("json-maps", "JSON request scanner (sparse, named and hashed features)", _json_maps),
         Family("linear", "linear learners: " + ", ".join(ALGORITHMS), _kind("linear")),
         Family("ranksvm", "RankSVM (all pairs and sampled pairs)", _kind("ranksvm")),
+        Family("regression", "linear regressors: PA, PA-I, PA-II, AROW", _kind("regression")),
         Family("payload", "log-entry decoding (dense->CSR)", _payload),
         Family("drift", "drift detectors (ADWIN, Page-Hinkley)", _drift),
     ]
@@ -120,7 +121,7 @@ def families_for(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """``(required, optional)``: the families a model with this stored config runs;
     required before it can be loaded, optional (scanners) used once ready."""
     kind = config.get("kind", "linear")
-    if kind not in ("linear", "ranksvm"):  # batch kinds compile in their load, off the loop
+    if kind not in ("linear", "ranksvm", "regression"):  # batch kinds compile in their load, off the loop
         return [], ["json-maps"]  # (its sparse /predict scanner)
     required, optional = [kind, "payload"], ["json", "json-maps"]
     features = config.get("features")

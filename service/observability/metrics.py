@@ -93,6 +93,41 @@ ONLINE_ROC_AUC = Gauge(
     ["model"],
     multiprocess_mode="livemax",
 )
+ONLINE_MAE = Gauge(
+    "learnserve_online_mae",
+    "Progressive (predict-then-learn) mean absolute error over the recent window "
+    "(regressors), in the target's units.",
+    ["model"],
+    multiprocess_mode="livemax",
+)
+ONLINE_RMSE = Gauge(
+    "learnserve_online_rmse",
+    "Progressive root mean squared error over the recent window (regressors).",
+    ["model"],
+    multiprocess_mode="livemax",
+)
+ONLINE_R2 = Gauge(
+    "learnserve_online_r2",
+    "Progressive R² over the recent window (regressors): 1 - squared error / squared "
+    "deviation from the window's mean target; below 0 is worse than that mean (NaN while "
+    "undefined).",
+    ["model"],
+    multiprocess_mode="livemax",
+)
+ONLINE_INTERVAL_COVERAGE = Gauge(
+    "learnserve_online_interval_coverage",
+    "Share of the recent window's targets inside the 90 % interval served with their "
+    "prediction (AROW regression; 0.9 when its variance is calibrated).",
+    ["model"],
+    multiprocess_mode="livemax",
+)
+# A regressor's gauges by the key of its window summary (service.models.regression_metrics)
+REGRESSION_GAUGES = {
+    "mae": ONLINE_MAE,
+    "rmse": ONLINE_RMSE,
+    "r2": ONLINE_R2,
+    "interval_coverage": ONLINE_INTERVAL_COVERAGE,
+}
 DRIFT_DETECTIONS = Gauge(
     "learnserve_model_drift_detections",
     "Drift detections of the model's detector over its progressive losses since the "
@@ -459,6 +494,7 @@ PER_MODEL = (
     ONLINE_NDCG,
     ONLINE_LOG_LOSS,
     ONLINE_ROC_AUC,
+    *REGRESSION_GAUGES.values(),
     DRIFT_DETECTIONS,
     DRIFT_ESTIMATE,
     DRIFT_LAST_VERSION,

@@ -99,6 +99,10 @@ METRIC_KIND = {
     "learnserve_online_log_loss": "linear",  # clf-a and clf-b are binary
     "learnserve_online_roc_auc": "linear",
     "learnserve_online_ndcg_at_10": "ranksvm",
+    "learnserve_online_mae": "regression",
+    "learnserve_online_rmse": "regression",
+    "learnserve_online_r2": "regression",
+    "learnserve_online_interval_coverage": "regression",  # reg is an AROW regressor
 }
 # Series that exist only where the host sets them: no cgroup memory limit, no series.
 LIMIT_METRIC = "learnserve_memory_limit_bytes"
@@ -234,7 +238,12 @@ def tiny_lambdamart(seed: int) -> bytes:
     return LambdaMART(n_estimators=3, min_data_in_leaf=5).fit(X, y, [20, 20, 20]).to_bytes()
 
 
-MODELS_OF_KIND = {"linear": {"clf-a", "clf-b"}, "ranksvm": {"rank"}, "lambdamart": {"ltr"}}
+MODELS_OF_KIND = {
+    "linear": {"clf-a", "clf-b"},
+    "ranksvm": {"rank"},
+    "lambdamart": {"ltr"},
+    "regression": {"reg"},
+}
 
 
 def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
@@ -246,6 +255,8 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
         r = c.put(f"/models/{name}", json={"algorithm": "arow", "params": {}, "features": hashed})
         assert r.status_code in (200, 201), r.text
     r = c.put("/models/rank", json={"algorithm": "ranksvm", "params": {}, "features": hashed})
+    assert r.status_code in (200, 201), r.text
+    r = c.put("/models/reg", json={"algorithm": "arow_regression", "features": hashed})
     assert r.status_code in (200, 201), r.text
 
     def x() -> dict[str, float]:
@@ -266,6 +277,11 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
         for item in items:
             item.pop("relevance")
         assert c.post("/predict", json=q).status_code == 200
+        rows = [x() for _ in range(8)]
+        ex = [{"x": xi, "y": 3.0 * sum(xi.values()) + 10.0} for xi in rows]
+        assert c.post("/update", json={"model": "reg", "examples": ex}).status_code == 200
+        body = {"model": "reg", "instances": [{"x": x()} for _ in range(2)]}
+        assert c.post("/predict", json=body).status_code == 200
     # Client errors for the error panels: a bad label and an unknown model.
     bad = {"model": "clf-a", "examples": [{"x": {"a": 1.0}, "y": 1.5}]}
     assert c.post("/update", json=bad).status_code == 422

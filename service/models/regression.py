@@ -1,0 +1,309 @@
+"""Adapter for the online linear regressors (PA, PA-I, PA-II with the ε-insensitive loss;
+AROW regression with a predictive variance): models that learn a number.
+
+Config (``PUT /models/{name}``)::
+
+    {"algorithm": "arow_regression", "params": {"r": 1.0},
+     "features": {"kind": "dense", "dim": 8}}
+
+The algorithms are ``pa_regression``, ``pa1_regression``, ``pa2_regression`` and
+``arow_regression`` (``learners.regression``: the same name without the suffix). An
+intercept is on by default (``features.intercept``; raw records always have one). The
+target's scale is learned with the model (an online standardisation of ``y`` in log
+order, in the learner's state), so ``y`` may be a price in dollars or a rate near 0.
+
+Update examples are ``{"x": <features>, "y": <finite number>}`` plus an optional
+importance ``"weight"``; any other ``y`` is a 422 naming ``examples[i].y``.
+Predictions are ``{"value": ŷ}`` and, for AROW, ``"variance"`` (the predictive
+variance in the target's squared units) and ``"interval"``: the central 90 % interval
+``[ŷ − 1.645σ, ŷ + 1.645σ]``.
+
+The write path (dense matrices, sparse, hashed, raw records, feature names, the dry
+run, the checked entries kept for ``apply``) is the linear classifiers' own
+(:class:`service.models.linear.LinearAdapter`); this module changes what is
+label-specific: targets, predictions, the progressive figures, delayed labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from learners.base import UpdateResult
+from learners.features import Batch, FeatureSpec
+from service.errors import invalid
+from service.models import feature_names as names
+from service.models import record_entries
+from service.models.base import ModelAdapter
+from service.models.example_weights import entry_weights
+from service.models.feedback_rows import Record
+from service.models.linear import LinearAdapter
+from service.models.linear_inputs import overflow_problem
+from service.models.online_config import online_model_config
+from service.models.payload import decode_payload, encode_payload
+from service.models.record_entries import RECORDS_MAGIC, decode_records_entry
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+SUFFIX = "_regression"
+ALGORITHMS: tuple[str, ...] = tuple(
+    f"{a}{SUFFIX}" for a in ("pa", "pa1", "pa2", "arow")
+)  # the learners' names, suffixed: "arow" is the classifier
+_Z90 = 1.6448536269514722  # Φ⁻¹(0.95)
+
+
+def learner_algorithm(algorithm: str) -> str:
+    return algorithm.removesuffix(SUFFIX)
+
+
+def check_target(y: Any, i: int) -> float:
+    """A target as the model learns it: a finite JSON number (not a bool), as a float."""
+    loc = f"examples[{i}].y"
+    if type(y) is float:
+        if math.isfinite(y):
+            return y
+        raise invalid(f"{loc}: must be a finite number, got {y!r}", loc)
+    if type(y) is int:
+        try:
+            return float(y)
+        except OverflowError:  # an integer beyond the doubles' range
+            raise invalid(f"{loc}: must be a finite number, got an integer of "
+                          f"{len(str(abs(y)))} digits", loc) from None  # fmt: skip
+    kind = "a bool" if isinstance(y, bool) else type(y).__name__
+    raise invalid(f"{loc}: must be a finite number (a regression target), got {kind}", loc)
+
+
+class RegressionAdapter(LinearAdapter):
+    kind: ClassVar[str] = "regression"
+
+    def __init__(self, config: dict[str, Any], model: Any) -> None:
+        # the classifier's setup, less its probability map (a regressor serves values)
+        ModelAdapter.__init__(self, config, model)
+        self.spec = FeatureSpec.from_config(config["features"])
+        names.attach(model, self.spec)
+        self._checked = {}
+        self.calibration = None  # type: ignore[assignment]
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
+        from learners.regression import make_regressor
+
+        features = body.get("features")
+        if isinstance(features, dict) and features.get("kind") != "records":
+            # an intercept unless the body says otherwise: a regressor without one is
+            # pinned to 0 at x = 0, which no target's scale standardisation undoes
+            body = {**body, "features": {"intercept": True, **features}}
+        return online_model_config(
+            cls.kind,
+            body,
+            settings,
+            ALGORITHMS,
+            lambda algorithm, spec, params: make_regressor(
+                learner_algorithm(algorithm), spec.dim, params
+            ),
+        )
+
+    @classmethod
+    def create(cls, config: dict[str, Any]) -> RegressionAdapter:
+        from learners.regression import make_regressor
+
+        spec = FeatureSpec.from_config(config["features"])
+        algorithm = learner_algorithm(config["algorithm"])
+        return cls(config, make_regressor(algorithm, spec.dim, dict(config["params"])))
+
+    @classmethod
+    def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> RegressionAdapter:
+        from learners.artifact import read_header
+        from learners.regression import LinearRegressor
+
+        adapter = cls(config, LinearRegressor.from_bytes(blob))
+        if adapter.spec.stateful:
+            meta = read_header(blob).get("meta") or {}
+            record_entries.restore_statistics(adapter.spec, meta)
+        return adapter
+
+    def load_calibration(self, meta: dict[str, Any]) -> None:
+        return None  # a regressor serves its value, no probability map
+
+    def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes | memoryview]:
+        own = dict(meta or {})
+        if self.spec.stateful:
+            own.update(record_entries.snapshot_meta(self.spec.encoder))
+        dump: Callable[[], bytes | memoryview] = self.model.snapshot(own)
+        return dump
+
+    @classmethod
+    def warmup(cls) -> None:
+        from learners.regression import ALGORITHMS as LEARNERS
+        from learners.regression import make_regressor
+
+        batch = FeatureSpec.sparse(4).encode([{"0": 1.0}, {"1": 1.0, "3": -1.0}, {"2": 0.5}])
+        for algorithm in LEARNERS:
+            reg = make_regressor(algorithm, 4, {})
+            reg.check(batch, [1.0, 2.0, 0.5])
+            reg.first_nonfinite_row(batch, [1.0, 2.0, 0.5], [1.0, 2.0, 0.5])
+            reg.update(batch, [1.0, 2.0, 0.5], [1.0, 2.0, 0.5])
+            reg.predict_details(batch)
+
+    # ------------------------------------------------------------ write path
+    _split_target = staticmethod(check_target)
+
+    def _check_labels(self, labels: list[Any], settings: Settings) -> None:
+        # the scanners read numbers and strings as labels: a string is no target
+        for i, y in enumerate(labels):
+            if type(y) is not float:
+                labels[i] = check_target(y, i)
+
+    def check_update(self, payload: bytes) -> None:
+        records = decode_records_entry(payload) if payload[:4] == RECORDS_MAGIC else None
+        if records is not None:  # encoded with the statistics as they are now
+            batch = self.spec.encoder.encode(records[0], sequential=True)
+            meta = records[1]
+        else:
+            batch, meta = decode_payload(payload, self.spec.dim)
+        weights = entry_weights(meta)
+        self.model.check(batch, meta["y"], weights)
+        row = self.model.first_nonfinite_row(batch, meta["y"], weights)
+        if row is not None:
+            loc = f"examples[{row}].x"
+            raise invalid(f"{loc}: {_overflow(batch, row)}", loc)
+
+    def apply(self, payload: bytes) -> UpdateResult:
+        from learners.regression import NonFiniteWeightsError
+
+        if payload[:4] == RECORDS_MAGIC:
+            return self._apply_records(*decode_records_entry(payload))  # type: ignore[misc]
+        batch, meta = decode_payload(payload, self.spec.dim)
+        y = meta["y"]
+        try:
+            result = self.model.update(batch, y, entry_weights(meta))
+        except NonFiniteWeightsError as e:  # appended by a worker behind this state
+            raise ValueError(f"examples[{e.row}].x: {_overflow(batch, e.row)}") from None
+        names.record(self.model, meta)
+        return _with_targets(result, y, meta.get("fb"))
+
+    def _apply_records(self, records: list[Any], meta: dict[str, Any]) -> UpdateResult:
+        from learners.regression import NonFiniteWeightsError
+
+        encoder = self.spec.encoder
+        before = encoder._state
+        batch = encoder.learn(records)
+        try:
+            result = self.model.update(batch, meta["y"], entry_weights(meta))
+        except NonFiniteWeightsError as e:
+            encoder._state = before
+            raise ValueError(f"examples[{e.row}].x: {_overflow(batch, e.row)}") from None
+        except BaseException:
+            encoder._state = before
+            raise
+        return _with_targets(result, meta["y"], None)
+
+    # ------------------------------------------------------------ read path
+    def predict(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> list[dict[str, Any]]:
+        from service.models.json_fields import require_list
+
+        instances = require_list(body, "instances", settings.max_batch_examples)
+        return self._predict(instances, settings, raw)[0]
+
+    def predict_raw(self, raw: bytes, settings: Settings) -> tuple[str | None, list[Any]] | None:
+        return None  # the parsed path (no classifier's dense kernel)
+
+    def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
+        if self.spec.intercept and batch.dim == self.spec.width:  # a v2 tensor's rows
+            batch = self.spec.add_intercept(batch)
+        return self._answers(self.model, batch)
+
+    @staticmethod
+    def _answers(model: Any, batch: Batch) -> list[dict[str, Any]]:
+        values, variances = model.predict_details(batch)
+        if variances is None:
+            return [{"value": float(v)} for v in values.tolist()]
+        half = _Z90 * np.sqrt(variances)
+        return [
+            {"value": v, "variance": s, "interval": [v - h, v + h]}
+            for v, s, h in zip(values.tolist(), variances.tolist(), half.tolist(), strict=True)
+        ]
+
+    # ------------------------------------------------------------ delayed labels
+    def predict_tracked(
+        self, instances: list[Any], ids: list[str | None], settings: Settings, raw: bytes
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
+        """``predict``, and for each instance with an id a record of its features with
+        the value served (as the record's label), learned when its target arrives."""
+        predictions, batch = self._predict(instances, settings, raw)
+        records = [
+            (i, encode_payload(batch.take([k]), [predictions[k]["value"]], s=[[], []]))
+            for k, i in enumerate(ids)
+            if i is not None
+        ]
+        return predictions, records
+
+    @staticmethod
+    def served_outcome(rec: Record, y: Any) -> tuple[int, float]:
+        """(0, the value served): the entry's ``fb`` row carries what was served, which
+        the progressive figures take in place of the model's own prediction."""
+        return 0, float(rec.label)
+
+    # ------------------------------------------------------------ reading the model
+    def zero_features(self) -> Any:
+        return [0.0] * self.spec.width if self.spec.kind == "dense" else {}
+
+    def weights(self, top: int, label: str | None) -> dict[str, Any]:
+        """The weights in the target's units (``coef_``: what a unit of each feature adds
+        to the value), with their variances in the target's squared units (AROW)."""
+        from service.models.weights import report
+
+        if label is not None:
+            raise invalid("label: a regressor has no labels (one weight vector)", "label")
+        m = self.model
+        _, sigma = m.weights_view()
+        var = None if sigma is None else sigma * (m.y_std_**2)
+        return {"classes": report([(None, m.coef_, var)], self.spec, m.feature_names_, top)}
+
+    tensor_task: ClassVar[str | None] = "regress"
+
+    def classes(self) -> list[Any]:
+        return []
+
+    def has_confidence(self) -> bool:
+        return getattr(self.model, "covariance", "none") != "none"
+
+    def describe(self) -> dict[str, Any]:
+        m = self.model
+        return {
+            "dim": self.spec.dim,
+            "target": {"mean": m.y_mean_, "std": m.y_std_},
+            "interval_level": 0.9 if self.has_confidence() else None,
+        }
+
+
+def _overflow(batch: Batch, row: int) -> str:
+    return overflow_problem(batch, [row])
+
+
+def _with_targets(result: UpdateResult, y: list[Any], fb: list[list[Any]] | None) -> UpdateResult:
+    """``result`` with the entry's targets, and, for rows learned from a prediction
+    served with an id (``fb``: ``[row, 0, value served]``), the value that was served
+    in place of the model's own pre-update prediction (true online evaluation)."""
+    targets = np.asarray(y, dtype=np.float64)
+    predicted = result.predicted
+    variance = result.variance
+    if fb and predicted is not None:
+        predicted = np.array(predicted, dtype=np.float64)
+        for row, _, value in fb:
+            predicted[int(row)] = float(value)
+        variance = None  # a served value keeps no variance: no interval figures
+        errors = np.abs(targets - predicted)
+        return dataclasses.replace(
+            result, targets=targets, predicted=predicted, variance=variance, errors=errors,
+            loss_sum=float(errors.sum()),
+        )  # fmt: skip
+    return dataclasses.replace(result, targets=targets)
