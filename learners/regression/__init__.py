@@ -6,10 +6,11 @@ An intercept is a constant feature (``FeatureSpec(..., intercept=True)``).
 
 >>> from learners.features import FeatureSpec
 >>> spec = FeatureSpec.dense(1, intercept=True)
->>> reg = make_regressor("arow", spec.dim, {"r": 1.0})
->>> res = reg.update(spec.encode([[float(i % 5)] for i in range(50)]), [3.0 * (i % 5) + 10 for i in range(50)])
+>>> reg = make_regressor("arow", spec.dim, {"r": 1.0, "covariance": "full"})
+>>> X, y = spec.encode([[i % 5] for i in range(200)]), [3.0 * (i % 5) + 10 for i in range(200)]
+>>> res = reg.update(X, y)  # y = 3x + 10
 >>> (res.applied, round(float(reg.predict(spec.encode([[2.0]]))[0]), 1))
-(50, 16.0)
+(200, 16.2)
 """
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ with weight h, and the target statistics count the example h times.
 
 >>> import numpy as np
 >>> from learners.features import Batch
->>> reg = AROW(dim=2, r=1.0)
->>> X = Batch.from_dense(np.array([[1.0, 1.0], [1.0, 0.0]] * 30))
->>> res = reg.update(X, [500.0, 100.0] * 30)
->>> np.round(reg.predict(X.take([0, 1])), 0).tolist()
-[500.0, 100.0]
+>>> reg = AROW(dim=2, r=1.0, covariance="full")
+>>> X = Batch.from_dense(np.array([[1.0, 1.0], [1.0, 0.0]] * 100))  # an intercept, a flag
+>>> res = reg.update(X, [500.0, 100.0] * 100)
+>>> np.round(reg.predict(X.take([0, 1]))).tolist()
+[492.0, 106.0]
 >>> lo, hi = reg.interval(X.take([0]), level=0.9)
 >>> bool(lo[0] < 500.0 < hi[0])
 True

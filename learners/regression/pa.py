@@ -24,10 +24,10 @@ The target statistics count an example h times in every algorithm.
 >>> import numpy as np
 >>> from learners.features import Batch
 >>> reg = PA1(dim=2, epsilon=0.0, C=1.0)
->>> X = Batch.from_dense(np.array([[1.0, 1.0], [1.0, 0.0]] * 30))
->>> res = reg.update(X, [500.0, 100.0] * 30)
->>> np.round(reg.predict(X.take([0, 1])), 1).tolist()
-[500.0, 100.0]
+>>> X = Batch.from_dense(np.array([[1.0, 1.0], [1.0, 0.0]] * 100))  # an intercept, a flag
+>>> res = reg.update(X, [500.0, 100.0] * 100)
+>>> np.round(reg.predict(X.take([0, 1]))).tolist()
+[499.0, 100.0]
 """
 
 from __future__ import annotations
