@@ -85,6 +85,11 @@ class UpdateResult:
     # wrong, else 0.0) or of each query group (rankers: 1 − NDCG@10): the stream the
     # drift detectors read. None when the learner does not report it.
     errors: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # Regressors: the pre-update prediction ŷ of each example in y's units (``errors``
+    # is then |y − ŷ| and ``loss_sum`` its sum), and ŷ's predictive variance (AROW;
+    # None for learners without one). None for other learners.
+    predicted: np.ndarray | None = field(default=None, compare=False, repr=False)
+    variance: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

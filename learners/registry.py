@@ -14,6 +14,7 @@ from learners.artifact import ArtifactError, loads
 # artifact kind -> "module:ClassName"; the class has ``from_bytes(blob)``.
 KINDS: dict[str, str] = {
     "linear": "learners.linear:LinearClassifier",
+    "regression": "learners.regression:LinearRegressor",
     "ranksvm": "learners.ranking.ranksvm:RankSVM",
     "lambdamart": "learners.ranking.lambdamart:LambdaMART",
     "fastxml": "learners.xml.fastxml:FastXML",

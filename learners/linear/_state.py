@@ -199,27 +199,35 @@ class LinearModel:
     # ------------------------------------------------------------------ validation
 
     def _check_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if not isinstance(batch, Batch):
-            raise TypeError(
-                f"batch: expected a learners.features.Batch, got {type(batch).__name__}"
-            )
-        if batch.dim != self.dim:
-            raise ValueError(
-                f"batch.dim: {batch.dim} does not match the model dimension {self.dim}"
-            )
-        ip = np.ascontiguousarray(batch.indptr, dtype=np.int64)
-        ix = np.ascontiguousarray(batch.indices, dtype=np.int64)
-        vs = np.ascontiguousarray(batch.values, dtype=np.float64)
-        if ip.ndim != 1 or ix.ndim != 1 or vs.ndim != 1 or ip.shape[0] == 0:
-            raise ValueError("batch: malformed CSR arrays (indptr/indices/values must be 1-d)")
-        row, code = K.validate_batch(ip, ix, vs, self.dim)
-        if row >= 0:
-            if code == K.BAD_INDPTR:
-                raise ValueError("batch.indptr: not a valid CSR row pointer for these indices")
-            problem = {
-                K.BAD_INDEX: f"a feature index is outside [0, {self.dim})",
-                K.UNSORTED: "feature indices are not sorted and unique",
-                K.NONFINITE: "a feature value is not finite (NaN or infinite)",
-            }[code]
-            raise FeatureError(f"batch[{row}]", problem)
-        return ip, ix, vs
+        return checked_csr(batch, self.dim)
+
+
+def checked_csr(batch: Batch, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR arrays of ``batch`` (int64, int64, float64, contiguous) once it is known to
+    be a well-formed batch of ``dim`` columns with finite values; ``TypeError``,
+    ``ValueError`` or ``FeatureError`` naming the problem (``batch[i]``, ``batch.dim``)
+    otherwise. Shared by every linear learner (classifiers and regressors)."""
+    if not isinstance(batch, Batch):
+        raise TypeError(
+            f"batch: expected a learners.features.Batch, got {type(batch).__name__}"
+        )
+    if batch.dim != dim:
+        raise ValueError(
+            f"batch.dim: {batch.dim} does not match the model dimension {dim}"
+        )
+    ip = np.ascontiguousarray(batch.indptr, dtype=np.int64)
+    ix = np.ascontiguousarray(batch.indices, dtype=np.int64)
+    vs = np.ascontiguousarray(batch.values, dtype=np.float64)
+    if ip.ndim != 1 or ix.ndim != 1 or vs.ndim != 1 or ip.shape[0] == 0:
+        raise ValueError("batch: malformed CSR arrays (indptr/indices/values must be 1-d)")
+    row, code = K.validate_batch(ip, ix, vs, dim)
+    if row >= 0:
+        if code == K.BAD_INDPTR:
+            raise ValueError("batch.indptr: not a valid CSR row pointer for these indices")
+        problem = {
+            K.BAD_INDEX: f"a feature index is outside [0, {dim})",
+            K.UNSORTED: "feature indices are not sorted and unique",
+            K.NONFINITE: "a feature value is not finite (NaN or infinite)",
+        }[code]
+        raise FeatureError(f"batch[{row}]", problem)
+    return ip, ix, vs

@@ -11,7 +11,8 @@ Each learner is one :class:`ConformanceCase` in ``ONLINE_LEARNER_CASES`` below
 - same seed and stream -> same state;
 - unseen features (and, for classifiers, new labels) are learned;
 - an example with no features (the zero vector) is learned without NaN/inf, and
-  leaves a classifier's weights unchanged;
+  leaves a classifier's or regressor's weights unchanged (a regressor still learns
+  the target's mean from it, and predicts that mean for it);
 - the order of features within an example does not matter;
 - importance weights (one per unit): all ones is the unweighted update bit for bit,
   a weighted batch equals the loop of weighted units, a weight changes the model,
@@ -31,6 +32,8 @@ import pytest
 from learners.base import UpdateResult
 from learners.features import Batch, FeatureSpec
 from learners.linear import ALGORITHMS, LinearClassifier, make_classifier
+from learners.regression import ALGORITHMS as REGRESSION_ALGORITHMS
+from learners.regression import LinearRegressor, make_regressor
 
 DIM = 16
 
@@ -85,6 +88,8 @@ class ConformanceCase:
     weighted: Callable[[Any, Batch, Stream, Any], UpdateResult] = field(
         default=lambda m, b, s, w: m.update(b, s.targets, w)
     )
+    # real-valued targets: errors are |y - ŷ|, not 0/1 hits
+    regression: bool = False
 
 
 def _rows(rng: np.random.Generator, n: int, phase: int) -> list[dict[int, float]]:
@@ -113,6 +118,32 @@ def _linear_case(algo: str, cov: str | None) -> ConformanceCase:
         make=lambda dim: make_classifier(algo, dim, params),
         stream=_classifier_stream,
         bad_targets=[True, 1.5, "", None],
+    )
+
+
+def _regression_stream(rng: np.random.Generator, phase: int) -> Stream:
+    """y = 1e3·(w·x) + 5e4 + noise: a scale far from 1 (the learner standardises it)."""
+    rows = _rows(rng, 40, phase)
+    w_true = np.linspace(-2.0, 3.0, DIM)
+    targets = [
+        float(np.round(1e3 * sum(w_true[j] * v for j, v in row.items()) + 5e4, 3))
+        + float(np.round(rng.normal(0.0, 50.0), 3))
+        for row in rows
+    ]
+    targets[3] = int(round(targets[3]))  # an integer target is a number too
+    return Stream(rows, targets)
+
+
+def _regression_case(algo: str, cov: str | None) -> ConformanceCase:
+    params = {} if cov is None else {"covariance": cov}
+    return ConformanceCase(
+        name=f"regression-{algo}-{cov or 'nocov'}",
+        make=lambda dim: make_regressor(algo, dim, params),
+        stream=_regression_stream,
+        bad_targets=[True, "1.5", None, float("nan"), float("inf")],
+        predict=lambda m, b: m.predict(b),
+        load=LinearRegressor.from_bytes,
+        regression=True,
     )
 
 
@@ -149,6 +180,8 @@ ONLINE_LEARNER_CASES: list[ConformanceCase] = [
         for c in ("diagonal", "full")
     ),
     *(c for c in [_ranksvm_case()] if c is not None),
+    *(_regression_case(a, None) for a in REGRESSION_ALGORITHMS if a.startswith("pa")),
+    *(_regression_case("arow", c) for c in ("diagonal", "full")),
 ]
 
 SPEC = FeatureSpec.sparse(DIM)
@@ -205,6 +238,11 @@ def test_errors_are_the_progressive_loss_of_each_unit(case: ConformanceCase) -> 
     assert res.errors is not None and all(p.errors is not None for p in parts)
     assert res.errors.tolist() == np.concatenate([p.errors for p in parts]).tolist()
     assert res.errors.shape[0] == len(s.units())
+    if case.regression:  # |y - ŷ| of each example, summing to the loss
+        assert (res.errors >= 0.0).all() and np.isfinite(res.errors).all()
+        assert float(res.errors.sum()) == pytest.approx(res.loss_sum, rel=1e-12)
+        assert float(res.errors.mean()) > 0.0
+        return
     if s.groups is None:
         assert set(res.errors.tolist()) <= {0.0, 1.0}
         assert int(res.errors.sum()) == res.applied - res.correct
@@ -304,7 +342,7 @@ def test_examples_with_no_features(case: ConformanceCase) -> None:
     """LIBSVM's w8a holds thousands of all-zero rows: ||x||^2 = 0 must not divide."""
     m, s = _trained(case)
     probe = _encode(s)
-    classifier = isinstance(m, LinearClassifier)
+    classifier = isinstance(m, LinearClassifier | LinearRegressor)
     before = (
         [a.copy() for a in (m.state().mu, m.state().sigma) if a is not None] if classifier else []
     )
@@ -315,7 +353,11 @@ def test_examples_with_no_features(case: ConformanceCase) -> None:
     assert r.applied == len(zs.rows) and np.isfinite(r.loss_sum) and np.isfinite(r.metric_sum)
     assert np.isfinite(case.predict(m, probe)).all()
     zero_scores = case.predict(m, _encode(Stream([{}], [s.targets[0]])))
-    assert np.isfinite(zero_scores).all() and not np.any(zero_scores)
+    assert np.isfinite(zero_scores).all()
+    if case.regression:  # a regressor predicts the target's mean for the zero vector
+        assert zero_scores.tolist() == [m.y_mean_]
+    else:
+        assert not np.any(zero_scores)
     if classifier:
         after = [a for a in (m.state().mu, m.state().sigma) if a is not None]
         assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
