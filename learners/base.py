@@ -90,6 +90,9 @@ class UpdateResult:
     # None for learners without one). None for other learners.
     predicted: np.ndarray | None = field(default=None, compare=False, repr=False)
     variance: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # Regressors served by the service: the targets of the examples, set by the adapter
+    # that knows them (service.models.regression), for the progressive figures.
+    targets: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,8 @@ def load_online_artifact(
         raise ServiceError(Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", FIELD) from None
     except (ArtifactError, ValueError, KeyError, TypeError) as e:
         raise _refuse(str(e)) from None
-    check_state(art.arrays.get("sigma") if art.kind != "ranksvm" else None, model)
+    # (a regressor's variances are checked by LinearRegressor.from_artifact)
+    check_state(art.arrays.get("sigma") if art.kind == "linear" else None, model)
     try:
         config = cls.normalize_config(body, settings)
     except ServiceError as e:  # e.g. a dimension over this server's max_dim

@@ -217,7 +217,9 @@ class RegressionAdapter(LinearAdapter):
         return None  # the parsed path (no classifier's dense kernel)
 
     def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
-        if self.spec.intercept and batch.dim == self.spec.width:  # a v2 tensor's rows
+        # a v2 tensor's rows (dense) come without the intercept; a hashed spec's width is
+        # its dim, so its batches (which have the intercept) must not get a second one
+        if self.spec.kind == "dense" and self.spec.intercept and batch.dim == self.spec.width:
             batch = self.spec.add_intercept(batch)
         return self._answers(self.model, batch)
 

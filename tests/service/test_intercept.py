@@ -168,3 +168,17 @@ def test_a_hashed_models_weights_name_the_constant() -> None:
     entries = [e for c in a.weights(10, None)["classes"] for e in c["positive"] + c["negative"]]
     named = {n for e in entries for n in e.get("names", [])}
     assert {"w", INTERCEPT_NAME} <= named
+
+
+def test_a_hashed_models_prediction_counts_the_constant_once() -> None:
+    """/predict of a hashed model with an intercept scores what the learner scores: the
+    parser adds the constant, and the read path must not add it again (a hashed spec's
+    width is its dim, so "a row without the intercept" cannot be told by its width)."""
+    a = adapter({"kind": "hashed", "bits": 12, "intercept": True}, "pa1")
+    rows = [{"a": 1.0, "b": -2.0}, {"c": 0.5}, {"a": -1.0}]
+    payload, _ = a.parse_update({"examples": [{"x": x, "y": y} for x, y in
+                                              zip(rows, ["+1", "-1", "-1"])]}, SETTINGS)  # fmt: skip
+    a.apply(payload)
+    served = a.predict({"instances": [{"x": x} for x in rows]}, SETTINGS)
+    own = a.model.decision_function(a.spec.encode(rows))
+    assert [p["scores"]["+1"] for p in served] == np.asarray(own)[:, 0].tolist()

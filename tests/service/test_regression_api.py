@@ -127,7 +127,7 @@ def test_a_target_that_is_no_finite_number_is_refused_naming_it(
     ex = [{"x": [0.0] * DIM, "y": 1.0}, {"x": [1.0] * DIM, "y": bad}]
     r = service.post("/models/reg-bad/update", json={"examples": ex})
     assert r.status_code == 422, r.text
-    err = r.json()["error"]
+    err = r.json()["detail"]
     assert err["field"] == "examples[1].y" and what in err["message"], err
     assert digest(service, "reg-bad") == before
 
@@ -146,9 +146,9 @@ def test_non_finite_and_huge_targets_are_refused(service: httpx.Client) -> None:
         r = service.post("/models/reg-huge/update", json={"examples": ex})
         assert r.status_code in (200, 422), r.text
         if r.status_code == 422:
-            assert r.json()["error"]["field"].startswith("examples["), r.text
+            assert r.json()["detail"]["field"].startswith("examples["), r.text
     r = service.post("/models/reg-huge/update", json={"examples": [{"x": [1.0] * 5, "y": 1.0}]})
-    assert r.status_code == 422 and "examples[0].x" in r.json()["error"]["field"], r.text
+    assert r.status_code == 422 and "examples[0].x" in r.json()["detail"]["field"], r.text
     r = service.post("/models/nope-reg/update", json={"examples": [{"x": [1.0], "y": 1.0}]})
     assert r.status_code == 404
 
@@ -157,10 +157,10 @@ def test_an_unknown_regression_param_is_refused(service: httpx.Client) -> None:
     body = {"algorithm": "arow_regression", "params": {"C": 1.0},
             "features": {"kind": "dense", "dim": 3}}  # fmt: skip
     r = service.put("/models/reg-param", json=body)
-    assert r.status_code == 422 and "params" in r.json()["error"]["field"], r.text
+    assert r.status_code == 422 and "params" in r.json()["detail"]["field"], r.text
     body["params"] = {"r": -1.0}
     r = service.put("/models/reg-param", json=body)
-    assert r.status_code == 422 and r.json()["error"]["field"] == "params.r", r.text
+    assert r.status_code == 422 and r.json()["detail"]["field"] == "params.r", r.text
 
 
 def test_sparse_and_hashed_regressors_serve_values(service: httpx.Client) -> None:
@@ -201,7 +201,7 @@ def test_export_and_import_keep_the_state(service: httpx.Client) -> None:
     learn(service, "reg-export", X, y, batch=30)
     blob = service.get("/models/reg-export/state")
     assert blob.status_code == 200
-    r = service.put("/models/reg-imported/state", content=blob.content, headers=OCTETS)
+    r = service.put("/models/reg-imported", content=blob.content, headers=OCTETS)
     assert r.status_code in (200, 201), r.text
     assert digest(service, "reg-imported") == digest(service, "reg-export")
     X2, y2 = stream(40, seed=11)
