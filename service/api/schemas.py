@@ -182,6 +182,20 @@ class ScoreOut(BaseModel):
     )
 
 
+class ValueOut(BaseModel):
+    value: float = Field(description="regressors: the predicted number, in the target's units")
+    variance: float | None = Field(
+        None, description="AROW regression: the predictive variance of the value (the "
+        "target's squared units): the weights' uncertainty x'Sigma x plus the noise it "
+        "has measured on the examples it learned"
+    )  # fmt: skip
+    interval: list[float] | None = Field(
+        None, min_length=2, max_length=2,
+        description="AROW regression: [low, high], the central 90 % interval value +- "
+        "1.645 sqrt(variance)",
+    )  # fmt: skip
+
+
 class TopKOut(BaseModel):
     labels: list[int] = Field(description="FastXML: the top-k label ids, best first")
     scores: list[float]
@@ -196,12 +210,15 @@ class PredictResponse(BaseModel):
                      "confidence": 0.96, "probability": 0.83}]},
                 {"model": "web-ranker", "version": 3, "predictions": [
                     {"qid": "q1", "scores": [0.12, 1.5], "order": [1, 0]}]},
+                {"model": "house-prices", "version": 40, "predictions": [
+                    {"value": 231500.0, "variance": 1.9e9,
+                     "interval": [159900.0, 303100.0]}]},
             ]
         }
     )  # fmt: skip
     model: str
     version: int
-    predictions: list[PredictionOut | RankingOut | ScoreOut | TopKOut]
+    predictions: list[PredictionOut | RankingOut | ScoreOut | TopKOut | ValueOut]
 
 
 class ArtifactInfo(BaseModel):
