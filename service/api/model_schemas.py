@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 def _intercept_doc(where: str) -> str:
     return (
         f"a constant feature 1.0 in every row, the model's intercept ({where}); "
-        "classifiers only (a ranker refuses it)"
+        "classifiers (default off) and regressors (default on); a ranker refuses it"
     )
 
 
@@ -31,8 +31,8 @@ class DenseFeatures(BaseModel):
     index_base: Literal[0, 1] = Field(
         0, description="the first feature index of the model's files (x is read by position)"
     )
-    intercept: bool = Field(
-        False, description=_intercept_doc("an extra column: the model has dim + 1")
+    intercept: bool | None = Field(
+        None, description=_intercept_doc("an extra column: the model has dim + 1")
     )
 
 
@@ -45,8 +45,8 @@ class SparseFeatures(BaseModel):
         description="1: keys are 1-based as in SVMlight files (1 to dim; 0 is refused); "
         "0: keys 0 to dim - 1",
     )
-    intercept: bool = Field(
-        False, description=_intercept_doc("an extra column: the model has dim + 1")
+    intercept: bool | None = Field(
+        None, description=_intercept_doc("an extra column: the model has dim + 1")
     )
 
 
@@ -54,7 +54,7 @@ class HashedFeatures(BaseModel):
     model_config = ConfigDict(extra="forbid", title="HashedFeatures")
     kind: Literal["hashed"]
     bits: int = Field(ge=1, le=31, description="2**bits dimensions; x is {name: value}")
-    intercept: bool = Field(False, description=_intercept_doc("the name ^constant, hashed"))
+    intercept: bool | None = Field(None, description=_intercept_doc("the name ^constant, hashed"))
 
 
 FeaturesConfig = Annotated[
@@ -95,6 +95,25 @@ class SCWParams(_Params):
     C: Positive = Field(0.01, description="aggressiveness (slack cost)")
     eta: Eta = 0.75
     covariance: Covariance = Field("diagonal", description=_COV)
+
+
+class PARegressionParams(_Params):
+    epsilon: float = Field(
+        0.1, ge=0, description="half-width of the band (in standard deviations of the "
+        "target) where an error is no loss"
+    )  # fmt: skip
+
+
+class PA1RegressionParams(PARegressionParams):
+    C: Positive = Field(1.0, description="aggressiveness (slack cost)")
+
+
+class AROWRegressionParams(_Params):
+    r: Positive = Field(1.0, description="regularisation (the noise variance of the "
+                        "standardised target)")  # fmt: skip
+    covariance: Literal["diagonal", "full"] = Field(
+        "diagonal", description="'full' keeps a dim×dim matrix (dim <= 4096)"
+    )
 
 
 class RankSVMParams(_Params):
@@ -256,9 +275,30 @@ class RankSVMCreate(_PlainCreate):
     params: RankSVMParams | None = None
 
 
+class PARegressionCreate(_PlainCreate):
+    algorithm: Literal["pa_regression"]
+    params: PARegressionParams | None = None
+
+
+class PA1RegressionCreate(_PlainCreate):
+    algorithm: Literal["pa1_regression"]
+    params: PA1RegressionParams | None = None
+
+
+class PA2RegressionCreate(_PlainCreate):
+    algorithm: Literal["pa2_regression"]
+    params: PA1RegressionParams | None = None
+
+
+class AROWRegressionCreate(_CWFamilyCreate):
+    algorithm: Literal["arow_regression"]
+    params: AROWRegressionParams | None = None
+
+
 ModelCreate = Annotated[
     PACreate | PA1Create | PA2Create | CWCreate | AROWCreate | SCW1Create | SCW2Create
-    | RankSVMCreate,
+    | RankSVMCreate | PARegressionCreate | PA1RegressionCreate | PA2RegressionCreate
+    | AROWRegressionCreate,
     Field(discriminator="algorithm"),
 ]  # fmt: skip
 
@@ -268,6 +308,8 @@ MODEL_CREATE_EXAMPLES: list[dict[str, Any]] = [
      "features": {"kind": "hashed", "bits": 20}},
     {"algorithm": "ranksvm", "params": {"lam": 0.01, "pairs_per_group": 100, "seed": 0},
      "features": {"kind": "sparse", "dim": 300}, "metrics": {"window": 5000}},
+    {"algorithm": "arow_regression", "params": {"r": 1.0},
+     "features": {"kind": "dense", "dim": 8}},
 ]  # fmt: skip
 
 MODEL_CREATE: TypeAdapter[object] = TypeAdapter(ModelCreate)

@@ -186,7 +186,7 @@ class RegressionAdapter(LinearAdapter):
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
             raise ValueError(f"examples[{e.row}].x: {_overflow(batch, e.row)}") from None
         names.record(self.model, meta)
-        return _with_targets(result, y, meta.get("fb"))
+        return _with_targets(result, y, meta.get("fb"), self.model.y_std_)
 
     def _apply_records(self, records: list[Any], meta: dict[str, Any]) -> UpdateResult:
         from learners.regression import NonFiniteWeightsError
@@ -202,7 +202,7 @@ class RegressionAdapter(LinearAdapter):
         except BaseException:
             encoder._state = before
             raise
-        return _with_targets(result, meta["y"], None)
+        return _with_targets(result, meta["y"], None, self.model.y_std_)
 
     # ------------------------------------------------------------ read path
     def predict(
@@ -291,10 +291,16 @@ def _overflow(batch: Batch, row: int) -> str:
     return overflow_problem(batch, [row])
 
 
-def _with_targets(result: UpdateResult, y: list[Any], fb: list[list[Any]] | None) -> UpdateResult:
+def _with_targets(
+    result: UpdateResult, y: list[Any], fb: list[list[Any]] | None, scale: float
+) -> UpdateResult:
     """``result`` with the entry's targets, and, for rows learned from a prediction
     served with an id (``fb``: ``[row, 0, value served]``), the value that was served
-    in place of the model's own pre-update prediction (true online evaluation)."""
+    in place of the model's own pre-update prediction (true online evaluation).
+
+    ``errors`` (what the drift detector reads) become |y − ŷ| in units of the targets'
+    standard deviation ``scale`` (the model's, after the entry): the detectors' bounds
+    then mean the same for a price in dollars and a rate near 0."""
     targets = np.asarray(y, dtype=np.float64)
     predicted = result.predicted
     variance = result.variance
@@ -303,9 +309,11 @@ def _with_targets(result: UpdateResult, y: list[Any], fb: list[list[Any]] | None
         for row, _, value in fb:
             predicted[int(row)] = float(value)
         variance = None  # a served value keeps no variance: no interval figures
-        errors = np.abs(targets - predicted)
-        return dataclasses.replace(
-            result, targets=targets, predicted=predicted, variance=variance, errors=errors,
-            loss_sum=float(errors.sum()),
-        )  # fmt: skip
-    return dataclasses.replace(result, targets=targets)
+    errors = None if predicted is None else np.abs(targets - predicted)
+    loss_sum = result.loss_sum if errors is None else float(errors.sum())
+    if errors is not None and scale > 0.0:
+        errors = errors / scale
+    return dataclasses.replace(
+        result, targets=targets, predicted=predicted, variance=variance, errors=errors,
+        loss_sum=loss_sum,
+    )  # fmt: skip
