@@ -67,7 +67,7 @@ def _learn_noise(stats, e, v_r, h):  # pragma: no cover - numba
 
 @njit(cache=True)
 def _stats_finite(stats):  # pragma: no cover - numba
-    for k in range(stats.shape[0]):
+    for k in range(stats.shape[0]):  # noqa: SIM110 - numba compiles no generator in all()
         if not math.isfinite(stats[k]):
             return False
     return True

@@ -101,6 +101,7 @@ class RegressorModel:
 
     def state(self) -> RegressionState:
         """A copy of the learned state."""
+        sigma: np.ndarray | None
         if self.covariance == "full":
             mu, sigma = self._mu.copy(), self._S.copy()
         else:
@@ -122,7 +123,9 @@ class RegressorModel:
             raise ValueError(f"state.sigma: shape {got}, expected {want}")
         for name, shape in (("y_stats", (3,)), ("noise", (2,))):
             if np.shape(getattr(st, name)) != shape:
-                raise ValueError(f"state.{name}: shape {np.shape(getattr(st, name))}, expected {shape}")
+                raise ValueError(
+                    f"state.{name}: shape {np.shape(getattr(st, name))}, expected {shape}"
+                )
         arrays = [st.mu, st.y_stats, st.noise] + ([] if st.sigma is None else [st.sigma])
         if not all(np.isfinite(np.asarray(a, dtype=np.float64)).all() for a in arrays):
             raise ValueError("state arrays hold non-finite values")
@@ -294,8 +297,8 @@ class RegressorModel:
     def _scores(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         ip, ix, vs = checked_csr(batch, self.dim)
         if self.covariance == "full":
-            return K.scores_full(ip, ix, vs, self._mu, self._S)  # type: ignore[no-any-return]
-        return K.scores_diag(ip, ix, vs, self._w, self._has_cov)  # type: ignore[no-any-return]
+            return K.scores_full(ip, ix, vs, self._mu, self._S)
+        return K.scores_diag(ip, ix, vs, self._w, self._has_cov)
 
     def predict(self, batch: Batch) -> np.ndarray:
         """ŷ = m + s·(μ·x) per row, in y's units (m before any spread; 0.0 before any

@@ -303,7 +303,7 @@ def test_artifact_kind_is_checked() -> None:
     clf = make_classifier("arow", 3)
     with pytest.raises(ArtifactError):
         LinearRegressor.from_bytes(clf.to_bytes())
-    with pytest.raises(ValueError, match="state.mu: shape"):
+    with pytest.raises(ValueError, match=r"state\.mu: shape"):
         LinearRegressor.from_state("pa", 3, {}, RegressionState(np.zeros(2), None))
 
 

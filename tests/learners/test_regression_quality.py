@@ -84,7 +84,9 @@ def test_every_learner_beats_the_running_mean(name: str) -> None:
     river_mae = _river_mae(name, rows, y)
     # the figures for the references (River's benchmark), reproduced here
     assert floor == pytest.approx({"ChickWeights": 50.25, "TrumpApproval": 1.568}[name], abs=0.01)
-    assert river_mae == pytest.approx({"ChickWeights": 23.76, "TrumpApproval": 1.15}[name], abs=0.01)
+    assert river_mae == pytest.approx(
+        {"ChickWeights": 23.76, "TrumpApproval": 1.15}[name], abs=0.01
+    )
     maes = {}
     for algo, params in CASES:
         reg = make_regressor(algo, batch.dim, params)
