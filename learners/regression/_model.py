@@ -6,6 +6,15 @@ The target is learned standardised: the state keeps the weighted count, mean and
 of squared deviations of y in log order (Welford), and the weights predict
 t = (y − m)/s, so a model needs no knowledge of y's scale and its hyperparameters are
 unit-free (see :mod:`learners.regression._kernels` for the per-row order of things).
+
+>>> import numpy as np
+>>> from learners.regression import make_regressor
+>>> reg = make_regressor("pa1", 1)
+>>> res = reg.update(Batch.from_dense(np.ones((4, 1))), [10.0, 20.0, 30.0, 40.0])
+>>> np.round(res.predicted, 1).tolist(), reg.y_mean_, round(reg.y_std_, 3)  # pre-update
+([0.0, 10.0, 19.5, 29.2], 25.0, 11.18)
+>>> reg.first_nonfinite_row(Batch.from_dense(np.array([[1e300]])), [1.0])
+0
 """
 
 from __future__ import annotations
