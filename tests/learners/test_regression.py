@@ -317,3 +317,18 @@ def test_large_sparse_dimension() -> None:
     reg.update(spec.encode(rows), y)
     assert reg.first_nonfinite_row(spec.encode(rows), y) is None
     assert reg.n_seen_ == 200 and np.isfinite(reg.predict(spec.encode(rows))).all()
+
+
+def test_a_weight_counts_the_target_that_many_times() -> None:
+    """The target statistics are weighted: weight k is k repeats of y (Welford)."""
+    y = [3.0, -1.0, 10.0, 4.5]
+    x = Batch.from_dense(np.ones((4, 1)))
+    weighted = make_regressor("arow", 1)
+    weighted.update(x, y, [2, 1, 3, 1])
+    repeated = make_regressor("arow", 1)
+    reps = [3.0, 3.0, -1.0, 10.0, 10.0, 10.0, 4.5]
+    repeated.update(Batch.from_dense(np.ones((7, 1))), reps)
+    assert weighted.y_mean_ == pytest.approx(np.mean(reps), rel=1e-12)
+    assert weighted.y_std_ == pytest.approx(np.std(reps), rel=1e-12)
+    assert repeated.y_std_ == pytest.approx(np.std(reps), rel=1e-12)
+    assert weighted.state().y_stats[0] == 7.0 and weighted.n_seen_ == 4
