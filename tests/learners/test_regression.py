@@ -332,3 +332,10 @@ def test_a_weight_counts_the_target_that_many_times() -> None:
     assert weighted.y_std_ == pytest.approx(np.std(reps), rel=1e-12)
     assert repeated.y_std_ == pytest.approx(np.std(reps), rel=1e-12)
     assert weighted.state().y_stats[0] == 7.0 and weighted.n_seen_ == 4
+
+
+def test_warmup_runs_every_kernel() -> None:
+    from learners.regression import warmup
+
+    warmup()  # compiled or loaded: no error, and it changes no shared state
+    assert make_regressor("arow", 4).n_seen_ == 0
