@@ -56,7 +56,8 @@ __all__ = [
 
 def load(source: bytes | bytearray | memoryview | str | os.PathLike[str]) -> Any:
     """The model an artifact holds (bytes, or the path of a file), of its kind's class:
-    ``LinearClassifier`` (PA...SCW2), ``RankSVM``, ``LambdaMART``, ``FastXML``, ``LLSVM``.
+    ``LinearClassifier`` (PA...SCW2), ``LinearRegressor`` (PA...AROW regression),
+    ``RankSVM``, ``LambdaMART``, ``FastXML``, ``LLSVM``.
 
     Validated (magic, format version, checksum, shapes): anything else raises
     :class:`ArtifactError` saying what is wrong. An online model exported from the

@@ -208,13 +208,9 @@ def checked_csr(batch: Batch, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     ``ValueError`` or ``FeatureError`` naming the problem (``batch[i]``, ``batch.dim``)
     otherwise. Shared by every linear learner (classifiers and regressors)."""
     if not isinstance(batch, Batch):
-        raise TypeError(
-            f"batch: expected a learners.features.Batch, got {type(batch).__name__}"
-        )
+        raise TypeError(f"batch: expected a learners.features.Batch, got {type(batch).__name__}")
     if batch.dim != dim:
-        raise ValueError(
-            f"batch.dim: {batch.dim} does not match the model dimension {dim}"
-        )
+        raise ValueError(f"batch.dim: {batch.dim} does not match the model dimension {dim}")
     ip = np.ascontiguousarray(batch.indptr, dtype=np.int64)
     ix = np.ascontiguousarray(batch.indices, dtype=np.int64)
     vs = np.ascontiguousarray(batch.values, dtype=np.float64)

@@ -36,6 +36,7 @@ __all__ = [
     "NonFiniteWeightsError",
     "RegressionState",
     "make_regressor",
+    "warmup",
 ]
 
 CLASSES: dict[str, type[LinearRegressor]] = {"pa": PA, "pa1": PA1, "pa2": PA2, "arow": AROW}
@@ -64,3 +65,23 @@ def make_regressor(
             )
     factory: Any = cls  # subclasses define their own __init__ signatures
     return factory(dim, **params)
+
+
+def warmup() -> None:
+    """Compile (or load from numba's disk cache) every kernel the regressors run: the
+    update with its undo log and with a state copy, with and without weights, the dry
+    run, both covariances and the predictions (for the service's kernel warm-up)."""
+    import numpy as np
+
+    from learners.features import Batch
+
+    sparse = Batch(np.array([0, 1, 3, 3]), np.array([0, 1, 3]), np.array([1.0, 2.0, -1.0]), 4)
+    dense = Batch.from_dense(np.array([[1.0, 0.5, -1.0, 2.0], [0.0, 1.0, 1.0, 1.0]]))
+    for algorithm, params in [(a, {}) for a in ALGORITHMS] + [("arow", {"covariance": "full"})]:
+        reg = make_regressor(algorithm, 4, params)
+        for batch in (sparse, dense):  # nnz < dim: the undo log; nnz >= dim: a state copy
+            y = np.arange(batch.n_rows, dtype=np.float64)
+            for weights in (None, np.full(batch.n_rows, 0.5)):
+                reg.first_nonfinite_row(batch, y, weights)
+                reg.update(batch, y, weights)
+            reg.predict_details(batch)

@@ -1,6 +1,13 @@
 """An online regressor as an artifact (kind ``"regression"``) and back: the parts
 ``LinearRegressor.to_bytes`` / ``snapshot`` write, and the checks ``from_artifact``
-makes before a model is built from one."""
+makes before a model is built from one.
+
+>>> from learners.regression import make_regressor
+>>> reg = make_regressor("pa", 3)
+>>> params, arrays, meta = parts(reg, reg.state())
+>>> sorted(params), sorted(arrays), meta
+(['algorithm', 'dim', 'hyperparameters', 'n_seen', 'n_updates'], ['mu', 'noise', 'y_stats'], {})
+"""
 
 from __future__ import annotations
 

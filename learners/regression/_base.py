@@ -1,6 +1,16 @@
 """``LinearRegressor``, the base of every online regressor (PA, PA-I, PA-II, AROW): the
 model of :mod:`learners.regression._model`, built from a state or an artifact and
-written as one (kind ``"regression"``)."""
+written as one (kind ``"regression"``).
+
+>>> import numpy as np
+>>> from learners.features import Batch
+>>> from learners.regression import make_regressor
+>>> reg = make_regressor("arow", 2, {"covariance": "full"})
+>>> _ = reg.update(Batch.from_dense(np.eye(2)), [1.0, 3.0])
+>>> clone = LinearRegressor.from_bytes(reg.to_bytes())
+>>> (clone.algorithm, clone.params, clone.state_digest() == reg.state_digest())
+('arow', {'r': 1.0, 'covariance': 'full'}, True)
+"""
 
 from __future__ import annotations
 

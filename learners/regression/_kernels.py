@@ -17,6 +17,9 @@ A row fails when its prediction, its xᵀΣx (or ‖x‖²), the statistics or a
 is not finite. The diagonal kernel then undoes its changes from a log of the old
 (μ, σ) of every coordinate it wrote (O(nnz)); the full one leaves that to the caller,
 which copied the state (one copy costs what one row's O(d²) update costs).
+
+>>> y_scale(4.0, 16.0), y_scale(1.0, 0.0)
+(2.0, 0.0)
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def _learn_noise(stats, e, v_r, h):  # pragma: no cover - numba
 
 @njit(cache=True)
 def _stats_finite(stats):  # pragma: no cover - numba
-    for k in range(stats.shape[0]):
+    for k in range(stats.shape[0]):  # noqa: SIM110 - numba compiles no generator in all()
         if not math.isfinite(stats[k]):
             return False
     return True

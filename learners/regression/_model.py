@@ -6,6 +6,15 @@ The target is learned standardised: the state keeps the weighted count, mean and
 of squared deviations of y in log order (Welford), and the weights predict
 t = (y − m)/s, so a model needs no knowledge of y's scale and its hyperparameters are
 unit-free (see :mod:`learners.regression._kernels` for the per-row order of things).
+
+>>> import numpy as np
+>>> from learners.regression import make_regressor
+>>> reg = make_regressor("pa1", 1)
+>>> res = reg.update(Batch.from_dense(np.ones((4, 1))), [10.0, 20.0, 30.0, 40.0])
+>>> np.round(res.predicted, 1).tolist(), reg.y_mean_, round(reg.y_std_, 3)  # pre-update
+([0.0, 10.0, 19.5, 29.2], 25.0, 11.18)
+>>> reg.first_nonfinite_row(Batch.from_dense(np.array([[1e300]])), [1.0])
+0
 """
 
 from __future__ import annotations
@@ -101,6 +110,7 @@ class RegressorModel:
 
     def state(self) -> RegressionState:
         """A copy of the learned state."""
+        sigma: np.ndarray | None
         if self.covariance == "full":
             mu, sigma = self._mu.copy(), self._S.copy()
         else:
@@ -122,7 +132,9 @@ class RegressorModel:
             raise ValueError(f"state.sigma: shape {got}, expected {want}")
         for name, shape in (("y_stats", (3,)), ("noise", (2,))):
             if np.shape(getattr(st, name)) != shape:
-                raise ValueError(f"state.{name}: shape {np.shape(getattr(st, name))}, expected {shape}")
+                raise ValueError(
+                    f"state.{name}: shape {np.shape(getattr(st, name))}, expected {shape}"
+                )
         arrays = [st.mu, st.y_stats, st.noise] + ([] if st.sigma is None else [st.sigma])
         if not all(np.isfinite(np.asarray(a, dtype=np.float64)).all() for a in arrays):
             raise ValueError("state arrays hold non-finite values")
@@ -294,8 +306,8 @@ class RegressorModel:
     def _scores(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         ip, ix, vs = checked_csr(batch, self.dim)
         if self.covariance == "full":
-            return K.scores_full(ip, ix, vs, self._mu, self._S)  # type: ignore[no-any-return]
-        return K.scores_diag(ip, ix, vs, self._w, self._has_cov)  # type: ignore[no-any-return]
+            return K.scores_full(ip, ix, vs, self._mu, self._S)
+        return K.scores_diag(ip, ix, vs, self._w, self._has_cov)
 
     def predict(self, batch: Batch) -> np.ndarray:
         """ŷ = m + s·(μ·x) per row, in y's units (m before any spread; 0.0 before any

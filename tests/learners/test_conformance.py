@@ -130,7 +130,7 @@ def _regression_stream(rng: np.random.Generator, phase: int) -> Stream:
         + float(np.round(rng.normal(0.0, 50.0), 3))
         for row in rows
     ]
-    targets[3] = int(round(targets[3]))  # an integer target is a number too
+    targets[3] = round(targets[3])  # an integer target is a number too
     return Stream(rows, targets)
 
 
