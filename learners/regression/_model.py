@@ -180,6 +180,26 @@ class RegressorModel:
             return self._mu.copy(), np.diagonal(self._S).copy()
         return self._w[:, 0].copy(), (self._w[:, 1].copy() if self._has_cov else None)
 
+    @property
+    def coef_(self) -> np.ndarray:
+        """The weights in the target's units, s·μ: what a unit of each feature adds to
+        the prediction (ŷ = m + coef_·x); what ``explain`` and ``/weights`` show."""
+        mu, _ = self.weights_view()
+        return mu * self.y_std_
+
+    def reopen_confidence(self, amount: float) -> None:
+        """Move Σ a fraction ``amount`` in [0, 1] of the way back to its prior I (1: the
+        prior), keeping μ; PA keeps no Σ: a no-op. After a drift, AROW's steps grow again
+        and its served variance widens, as for a model less sure of its weights."""
+        from learners.linear.confidence import check_amount, reopen_diagonal, reopen_full
+
+        if self.covariance == "full":
+            reopen_full(self._S[None, :, :], 2, amount)
+        elif self._has_cov:
+            reopen_diagonal(self._w[None, :, 1], 2, amount)
+        else:
+            check_amount(amount)
+
     # ------------------------------------------------------------------ learning
 
     def check(

@@ -140,16 +140,18 @@ class RegressionAdapter(LinearAdapter):
 
     @classmethod
     def warmup(cls) -> None:
-        from learners.regression import ALGORITHMS as LEARNERS
-        from learners.regression import make_regressor
+        from learners.regression import warmup
+        from service.models.regression_metrics import RegressionWindow
 
+        warmup()  # every learner's kernels: update, dry run, scoring
         batch = FeatureSpec.sparse(4).encode([{"0": 1.0}, {"1": 1.0, "3": -1.0}, {"2": 0.5}])
-        for algorithm in LEARNERS:
-            reg = make_regressor(algorithm, 4, {})
-            reg.check(batch, [1.0, 2.0, 0.5])
-            reg.first_nonfinite_row(batch, [1.0, 2.0, 0.5], [1.0, 2.0, 0.5])
-            reg.update(batch, [1.0, 2.0, 0.5], [1.0, 2.0, 0.5])
-            reg.predict_details(batch)
+        window = RegressionWindow(4)
+        adapter = cls.create({"kind": "regression", "algorithm": "arow_regression",
+                              "params": {}, "features": {"kind": "sparse", "dim": 4}})  # fmt: skip
+        adapter.check_update(encode_payload(batch, [1.0, 2.0, 0.5]))
+        window.add_result(adapter.apply(encode_payload(batch, [1.0, 2.0, 0.5])))
+        adapter.predict_batch(batch)
+        window.summary()
 
     # ------------------------------------------------------------ write path
     _split_target = staticmethod(check_target)

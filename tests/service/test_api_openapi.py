@@ -99,7 +99,11 @@ def test_params_are_typed_per_algorithm(spec: dict[str, Any]) -> None:
     create = comps["ModelCreate"]
     assert create["discriminator"]["propertyName"] == "algorithm"
     algorithms = set(create["discriminator"]["mapping"])
-    assert algorithms == {"pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2", "ranksvm"}
+    from service.models.kinds import ALGORITHMS
+
+    assert algorithms == {"pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2", "ranksvm",
+                          "pa_regression", "pa1_regression", "pa2_regression",
+                          "arow_regression"} == set(ALGORITHMS)  # fmt: skip
     validator = jsonschema.Draft202012Validator(
         resolve(spec, {"$ref": "#/components/schemas/ModelCreate"})
     )
@@ -114,6 +118,10 @@ def test_params_are_typed_per_algorithm(spec: dict[str, Any]) -> None:
     assert not ok({"algorithm": "pa", "params": {"C": 1.0}, "features": dense})
     assert not ok({"algorithm": "arow", "params": {"r": 0}, "features": dense})
     assert ok({"algorithm": "ranksvm", "params": {"pairs_per_group": None}, "features": dense})
+    assert ok({"algorithm": "pa1_regression", "params": {"epsilon": 0, "C": 2}, "features": dense})
+    assert not ok({"algorithm": "pa_regression", "params": {"C": 1.0}, "features": dense})
+    assert not ok({"algorithm": "arow_regression", "params": {"r": -1}, "features": dense})
+    assert not ok({"algorithm": "pa2_regression", "params": {"epsilon": -0.1}, "features": dense})
     assert not ok({"algorithm": "ranksvm", "params": {"seed": -1}, "features": dense})
     assert not ok({"algorithm": "arow", "features": {"kind": "dense", "dim": 4, "bits": 3}})
     assert not ok({"algorithm": "arow", "features": {"kind": "hashed", "bits": 20, "dim": 5}})
@@ -137,7 +145,7 @@ def test_every_example_validates_and_is_accepted(
             errors = [e.message for e in validator.iter_errors(example)]
             assert not errors, (name, example, errors)
     examples = comps["ModelCreate"]["examples"]
-    assert [e["algorithm"] for e in examples] == ["arow", "ranksvm"]  # bits 20 > this max_dim
+    assert [e["algorithm"] for e in examples] == ["arow", "ranksvm", "arow_regression"]  # (scw1: bits 20 > max_dim)
     for i, example in enumerate(examples):
         r = client.put(f"/models/example-{i}", json=example)
         assert r.status_code == 201, r.text
@@ -202,3 +210,14 @@ def test_every_ref_resolves_and_the_document_is_valid_openapi(spec: dict[str, An
     # and the document as a whole is OpenAPI 3.1 (schemathesis's validator of the spec)
     schemathesis = pytest.importorskip("schemathesis")
     schemathesis.openapi.from_dict(spec).validate()
+
+
+def test_regression_schemas_default_to_the_learners_defaults(spec: dict[str, Any]) -> None:
+    """The documented defaults of each regressor's params are the learner's own."""
+    from learners.regression import make_regressor
+
+    comps = spec["components"]["schemas"]
+    for algorithm, schema in (("pa", "PARegressionParams"), ("pa1", "PA1RegressionParams"),
+                              ("pa2", "PA1RegressionParams"), ("arow", "AROWRegressionParams")):  # fmt: skip
+        documented = {k: v.get("default") for k, v in comps[schema]["properties"].items()}
+        assert documented == make_regressor(algorithm, 4, {}).params, algorithm

@@ -275,3 +275,43 @@ def test_v2_infer_answers_fp64_values(service: httpx.Client) -> None:
     values = [p["value"] for p in mine.json()["predictions"]]
     assert out["value"]["datatype"] == "FP64" and out["value"]["data"] == values
     assert out["interval"]["shape"] == [2, 2]
+
+
+def test_explain_and_weights_are_in_the_targets_units(service: httpx.Client) -> None:
+    X, y = stream(200)
+    put(service, "reg-explain", "arow_regression")
+    learn(service, "reg-explain", X, y, batch=50)
+    info = service.get("/models/reg-explain").json()
+    mean = info["target"]["mean"]
+    assert mean == pytest.approx(float(np.mean(y)))
+    r = service.post("/models/reg-explain/explain", json={"x": X[0]})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["labels"] == [None]
+    score = got["explanations"][0]["scores"][0]
+    value = service.post("/models/reg-explain/predict",
+                         json={"instances": [{"x": X[0]}]}).json()["predictions"][0]["value"]  # fmt: skip
+    assert mean + score == pytest.approx(value, rel=1e-9)
+    w = service.get("/models/reg-explain/weights", params={"top": 2}).json()["classes"][0]
+    # feature 0 has the largest true weight (3 × 20 000 per unit): the top positive one
+    assert w["positive"][0]["index"] == 0 and w["positive"][0]["variance"] > 0
+    assert 40_000 < w["positive"][0]["weight"] < 80_000
+
+
+def test_drift_reopens_an_arow_regressors_confidence(service: httpx.Client) -> None:
+    X, y = stream(600)
+    flipped = [-t + 500_000.0 for t in y[300:]]  # the relation changes sign at 300
+    put(service, "reg-drift", "arow_regression",
+        drift={"detector": "adwin", "on_detection": {"reopen_confidence": 1.0}})  # fmt: skip
+    learn(service, "reg-drift", X[:300], y[:300], batch=50)
+    q = {"instances": [{"x": X[0]}]}
+    before = service.post("/models/reg-drift/predict", json=q).json()["predictions"][0]
+    learn(service, "reg-drift", X[300:], flipped, batch=50)
+    info = service.get("/models/reg-drift").json()
+    assert info["drift"]["detections"] >= 1, info["drift"]
+    after = service.post("/models/reg-drift/predict", json=q).json()["predictions"][0]
+    assert after["variance"] > before["variance"]
+    r = service.put("/models/reg-drift-pa", json={
+        "algorithm": "pa_regression", "features": {"kind": "dense", "dim": DIM},
+        "drift": {"detector": "adwin", "on_detection": {"reopen_confidence": 1.0}}})  # fmt: skip
+    assert r.status_code == 422 and r.json()["detail"]["field"] == "drift.on_detection", r.text
