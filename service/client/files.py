@@ -150,7 +150,7 @@ def _number(token: str, where: str) -> float:
     return v
 
 
-def parse_svmlight_line(line: str, t: Target, where: str) -> tuple[str | int, Any] | None:
+def parse_svmlight_line(line: str, t: Target, where: str) -> tuple[str | int | float, Any] | None:
     """``(label, x)`` of one line, ``None`` for a blank or comment line."""
     parsed = parse_svmlight_row(line, t, where, queries=False)
     return None if parsed is None else parsed[:2]
@@ -158,7 +158,7 @@ def parse_svmlight_line(line: str, t: Target, where: str) -> tuple[str | int, An
 
 def parse_svmlight_row(
     line: str, t: Target, where: str, queries: bool
-) -> tuple[str | int, Any, str | int | None] | None:
+) -> tuple[str | int | float, Any, str | int | None] | None:
     """``(label, x, qid)`` of one line (``qid`` from a ``qid:Q`` second token when
     ``queries``, else refused), ``None`` for a blank or comment line."""
     if "#" in line:

@@ -90,7 +90,9 @@ def load_online_artifact(
 
             model = LinearRegressor.from_artifact(art)
             # the spec as written (no intercept unless it says so), not a new model's default
-            written = features if features.get("kind") == "records" else {"intercept": False, **features}
+            written = (
+                features if features.get("kind") == "records" else {"intercept": False, **features}
+            )
             body = {"algorithm": f"{model.algorithm}_regression", "params": model.params,
                     "features": written}  # fmt: skip
         else:

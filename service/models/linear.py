@@ -151,14 +151,15 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         window.summary()
 
     # ------------------------------------------------------------ write path
-    # how an example's "y" is checked (None: a label, see split_examples)
-    _split_target: ClassVar[Callable[[Any, int], Any] | None] = None
+    def target_check(self) -> Callable[[Any, int], Any] | None:
+        """How an example's ``y`` is checked (None: a label, see ``split_examples``)."""
+        return None
 
     def parse_update(
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> tuple[bytes, int]:
         examples = require_list(body, "examples", settings.max_batch_examples)
-        xs, labels, weights = split_examples(examples, self._split_target)
+        xs, labels, weights = split_examples(examples, self.target_check())
         self._check_labels(labels, settings)
         if self.spec.stateful:  # features from the statistics at apply time: the records
             encode_features(self.spec, xs, "examples", settings)  # refused here if bad

@@ -154,7 +154,8 @@ class RegressionAdapter(LinearAdapter):
         window.summary()
 
     # ------------------------------------------------------------ write path
-    _split_target = staticmethod(check_target)
+    def target_check(self) -> Callable[[Any, int], Any] | None:
+        return check_target
 
     def _check_labels(self, labels: list[Any], settings: Settings) -> None:
         # the scanners read numbers and strings as labels: a string is no target

@@ -121,7 +121,11 @@ def families_for(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """``(required, optional)``: the families a model with this stored config runs;
     required before it can be loaded, optional (scanners) used once ready."""
     kind = config.get("kind", "linear")
-    if kind not in ("linear", "ranksvm", "regression"):  # batch kinds compile in their load, off the loop
+    if kind not in (
+        "linear",
+        "ranksvm",
+        "regression",
+    ):  # batch kinds compile in their load, off the loop
         return [], ["json-maps"]  # (its sparse /predict scanner)
     required, optional = [kind, "payload"], ["json", "json-maps"]
     features = config.get("features")

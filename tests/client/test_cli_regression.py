@@ -84,7 +84,7 @@ def test_housing_csv_through_the_cli(server: Any, housing: tuple[Path, Path],
     assert float(found.group(1)) < 0.7 * mean_mae
     table = out.read_text().splitlines()
     assert table[0] == "id,y,value,variance,low,high" and len(table) == 20640 - TRAIN + 1
-    _, y, value, variance, low, high = table[1].split(",")
+    _, _y, value, variance, low, high = table[1].split(",")
     assert float(low) < float(value) < float(high) and float(variance) > 0
 
 
@@ -97,9 +97,13 @@ def test_svmlight_and_json_lines_with_real_labels(server: Any, tmp_path: Path) -
     svm.write_text("".join(f"{t:.6f} " + " ".join(f"{j}:{v:.6f}" for j, v in enumerate(x)) + "\n"
                            for x, t in zip(X, y, strict=True)))  # fmt: skip
     jsonl = tmp_path / "r.jsonl"
-    jsonl.write_bytes(b"".join(
-        orjson.dumps({"x": {str(j): round(float(v), 6) for j, v in enumerate(x)},
-                      "y": round(float(t), 6)}) + b"\n" for x, t in zip(X, y, strict=True)))  # fmt: skip
+    lines = [
+        orjson.dumps(
+            {"x": {str(j): round(float(v), 6) for j, v in enumerate(x)}, "y": round(float(t), 6)}
+        )  # fmt: skip
+        for x, t in zip(X, y, strict=True)
+    ]
+    jsonl.write_bytes(b"\n".join(lines) + b"\n")
     for name, path, fmt in (("r-svm", svm, "svmlight"), ("r-jsonl", jsonl, "jsonl")):
         body = {"algorithm": "pa1_regression", "features": {"kind": "sparse", "dim": 4}}
         assert httpx.put(f"{url}/models/{name}", json=body).status_code == 201

@@ -145,7 +145,11 @@ def test_every_example_validates_and_is_accepted(
             errors = [e.message for e in validator.iter_errors(example)]
             assert not errors, (name, example, errors)
     examples = comps["ModelCreate"]["examples"]
-    assert [e["algorithm"] for e in examples] == ["arow", "ranksvm", "arow_regression"]  # (scw1: bits 20 > max_dim)
+    assert [e["algorithm"] for e in examples] == [
+        "arow",
+        "ranksvm",
+        "arow_regression",
+    ]  # (scw1: bits 20 > max_dim)
     for i, example in enumerate(examples):
         r = client.put(f"/models/example-{i}", json=example)
         assert r.status_code == 201, r.text
@@ -217,7 +221,8 @@ def test_regression_schemas_default_to_the_learners_defaults(spec: dict[str, Any
     from learners.regression import make_regressor
 
     comps = spec["components"]["schemas"]
-    for algorithm, schema in (("pa", "PARegressionParams"), ("pa1", "PA1RegressionParams"),
-                              ("pa2", "PA1RegressionParams"), ("arow", "AROWRegressionParams")):  # fmt: skip
+    schemas = {"pa": "PARegressionParams", "pa1": "PA1RegressionParams",
+               "pa2": "PA1RegressionParams", "arow": "AROWRegressionParams"}  # fmt: skip
+    for algorithm, schema in schemas.items():
         documented = {k: v.get("default") for k, v in comps[schema]["properties"].items()}
         assert documented == make_regressor(algorithm, 4, {}).params, algorithm

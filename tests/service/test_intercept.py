@@ -176,8 +176,8 @@ def test_a_hashed_models_prediction_counts_the_constant_once() -> None:
     width is its dim, so "a row without the intercept" cannot be told by its width)."""
     a = adapter({"kind": "hashed", "bits": 12, "intercept": True}, "pa1")
     rows = [{"a": 1.0, "b": -2.0}, {"c": 0.5}, {"a": -1.0}]
-    payload, _ = a.parse_update({"examples": [{"x": x, "y": y} for x, y in
-                                              zip(rows, ["+1", "-1", "-1"])]}, SETTINGS)  # fmt: skip
+    examples = [{"x": x, "y": y} for x, y in zip(rows, ["+1", "-1", "-1"], strict=True)]
+    payload, _ = a.parse_update({"examples": examples}, SETTINGS)
     a.apply(payload)
     served = a.predict({"instances": [{"x": x} for x in rows]}, SETTINGS)
     own = a.model.decision_function(a.spec.encode(rows))
