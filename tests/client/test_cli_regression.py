@@ -100,7 +100,7 @@ def test_svmlight_and_json_lines_with_real_labels(server: Any, tmp_path: Path) -
     lines = [
         orjson.dumps(
             {"x": {str(j): round(float(v), 6) for j, v in enumerate(x)}, "y": round(float(t), 6)}
-        )  # fmt: skip
+        )
         for x, t in zip(X, y, strict=True)
     ]
     jsonl.write_bytes(b"\n".join(lines) + b"\n")
