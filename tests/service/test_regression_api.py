@@ -315,3 +315,53 @@ def test_drift_reopens_an_arow_regressors_confidence(service: httpx.Client) -> N
         "algorithm": "pa_regression", "features": {"kind": "dense", "dim": DIM},
         "drift": {"detector": "adwin", "on_detection": {"reopen_confidence": 1.0}}})  # fmt: skip
     assert r.status_code == 422 and r.json()["detail"]["field"] == "drift.on_detection", r.text
+
+
+def test_two_processes_on_one_redis_and_a_fresh_one_agree(redis_url: str, tmp_path: Any) -> None:
+    """Updates sent to either of two processes on one Redis: both, and a third started
+    afresh from the checkpoint and the log after it, hold the in-process learner's state
+    and report the same progressive figures."""
+    import os
+
+    from tests.service.procs import free_port, stop_process
+    from tests.service.serving import start_learnserve
+
+    X, y = stream(400, seed=4)
+    spec = FeatureSpec.dense(DIM, intercept=True)
+    reg = make_regressor("arow", spec.dim, {})
+    reg.update(spec.encode(X), y)
+    env = {
+        **os.environ,
+        "LEARNSERVE_REDIS_URL": redis_url,
+        "LEARNSERVE_DATA_DIR": str(tmp_path),
+        "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "3",
+        "LEARNSERVE_LOG_RETAIN_ENTRIES": "2",
+    }
+    ports = [free_port(), free_port()]
+    procs = [start_learnserve(p, env) for p in ports]
+    try:
+        cs = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in ports]
+        put(cs[0], "m", "arow_regression")
+        for k, s in enumerate(range(0, 400, 20)):
+            ex = [{"x": x, "y": t} for x, t in zip(X[s : s + 20], y[s : s + 20], strict=True)]
+            r = cs[k % 2].post("/update", json={"model": "m", "examples": ex})
+            assert r.status_code == 200, r.text
+        wait = {"model": "m", "instances": [{"x": X[0]}], "min_version": 20}
+        seen = []
+        for c in cs:
+            assert c.post("/predict", json=wait).status_code == 200
+            got = c.get("/models/m").json()
+            seen.append((got["state_digest"], got["online_metrics"]))
+        stop_process(procs.pop())
+        port = free_port()
+        procs.append(start_learnserve(port, env))
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as fresh:
+            assert fresh.post("/predict", json=wait).status_code == 200
+            got = fresh.get("/models/m").json()
+            seen.append((got["state_digest"], got["online_metrics"]))
+            assert got["last_checkpoint"]["position"] >= 15
+    finally:
+        for p in procs:
+            stop_process(p)
+    assert [d for d, _ in seen] == [reg.state_digest()] * 3
+    assert seen[0][1] == seen[1][1] == seen[2][1]
