@@ -67,6 +67,13 @@ def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
     service does not do yet: refused, naming the field."""
     from learners.records.config import ConfigError
 
+    fields = features.get("fields")
+    if isinstance(fields, dict):
+        # The fields in the order the store keeps them (its JSON sorts keys): a worker
+        # that builds the model from the stored config then has the same encoder as the
+        # one that took the PUT, which makes a record's feature names in field order
+        # (the names a bounded map keeps; the encoded rows do not depend on it).
+        features = {**features, "fields": dict(sorted(fields.items()))}
     try:
         spec = FeatureSpec.records(features)
     except ConfigError as e:
