@@ -82,9 +82,7 @@ class Stream:
 def river_stream(name: str, limit: int | None = None) -> Stream:
     from river import datasets
 
-    ds = {"chick_weights": datasets.ChickWeights, "trump_approval": datasets.TrumpApproval}[
-        name
-    ]()
+    ds = {"chick_weights": datasets.ChickWeights, "trump_approval": datasets.TrumpApproval}[name]()
     rows: list[Row] = []
     for x, y in ds:
         rows.append(({k: float(v) for k, v in x.items()}, float(y)))

@@ -51,6 +51,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -156,6 +157,7 @@ def in_process(stream: Stream, config: dict[str, Any]) -> tuple[Scores, str]:
     t0 = time.perf_counter()
     for x, y in stream.rows:
         res = reg.update(spec.encoder.learn([x]), [y])
+        assert res.predicted is not None
         preds.append(float(res.predicted[0]))
         if res.variance is not None:
             variances.append(float(res.variance[0]))
@@ -241,8 +243,12 @@ def fmt(x: float | None, digits: int = 4) -> str:
 def print_quality(q: dict[str, Any]) -> None:
     v = q["verdicts"]
     bits = []
-    for label, what in (("best_river_linear", "best River linear"), ("vw_best_of_grid", "VW best -l grid"),
-                        ("vw_best_extended", "VW best extended -l"), ("running_mean", "running mean")):  # fmt: skip
+    for label, what in (
+        ("best_river_linear", "best River linear"),
+        ("vw_best_of_grid", "VW best -l grid"),
+        ("vw_best_extended", "VW best extended -l"),
+        ("running_mean", "running mean"),
+    ):
         if label in v:
             bits.append(f"{what}: {'yes' if v[label]['learnserve_le'] else 'NO'} "
                         f"({fmt_ratio(v[label]['ratio'])})")  # fmt: skip
@@ -312,7 +318,7 @@ def in_process_parts(repeats: int = 5, number: int = 100) -> list[dict[str, Any]
     from service.settings import Settings
 
     settings = Settings()
-    out = []
+    out: list[dict[str, Any]] = []
     for model in ("classifier", "regression", "regression_int"):
         cls = LinearAdapter if model == "classifier" else RegressionAdapter
         ad = cls.create(cls.normalize_config(SPEED_MODELS[model], settings))
@@ -328,10 +334,11 @@ def in_process_parts(repeats: int = 5, number: int = 100) -> list[dict[str, Any]
         for b in bodies:
             ad.apply(parse(b))
         payload = parse(bodies[0])
+        first, check, apply = bodies[0], ad.check_update, ad.apply
         us = {part: min(timeit.repeat(fn, number=number, repeat=repeats)) / number * 1e6
-              for part, fn in (("parse", lambda: parse(bodies[0])),
-                               ("check", lambda: ad.check_update(payload)),
-                               ("apply", lambda: ad.apply(payload)))}  # fmt: skip
+              for part, fn in (("parse", functools.partial(parse, first)),
+                               ("check", functools.partial(check, payload)),
+                               ("apply", functools.partial(apply, payload)))}  # fmt: skip
         out.append({"model": model, "scanner": fast, "us_per_100": us,
                     "total_us_per_100": sum(us.values())})  # fmt: skip
     clf = out[0]["total_us_per_100"]
@@ -375,16 +382,21 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
                 order = list(SPEED_MODELS) if rnd % 2 == 0 else list(SPEED_MODELS)[::-1]
                 for model in order:
                     c0: list[float] = []
-                    res = load(port, reqs[(model, n)], args.connections, args.duration, gen,
-                               lambda c0=c0: c0.append(tree_cpu_seconds(proc.pid)))  # fmt: skip
-                    cpu = tree_cpu_seconds(proc.pid) - c0[0]
+                    pid = proc.pid
+
+                    def timed(c0: list[float] = c0, pid: int = pid) -> None:
+                        c0.append(tree_cpu_seconds(pid))  # the timed run's start
+
+                    res = load(port, reqs[(model, n)], args.connections, args.duration, gen, timed)
+                    cpu_s = tree_cpu_seconds(proc.pid) - c0[0]
                     s = summarise(f"{model} x{n}", res, n)
-                    s.update(model=model, round=rnd, server_cpu_s=cpu,
-                             server_cpu_us_per_example=cpu / (res.requests * n) * 1e6
+                    s.update(model=model, round=rnd, server_cpu_s=cpu_s,
+                             server_cpu_us_per_example=cpu_s / (res.requests * n) * 1e6
                              if res.requests else None)  # fmt: skip
                     runs.setdefault((model, n), []).append(s)
-                    print(f"round {rnd + 1} {model:>10} x{n:<3} {s['examples_per_s']:>10,.0f} ex/s "
-                          f"({s['req_per_s']:,.0f} req/s, errors {s['errors']})", flush=True)  # fmt: skip
+                    print(f"round {rnd + 1} {model:>14} x{n:<3} "
+                          f"{s['examples_per_s']:>10,.0f} ex/s ({s['req_per_s']:,.0f} req/s, "
+                          f"errors {s['errors']})", flush=True)  # fmt: skip
     finally:
         if proc is not None:
             stop_process(proc)
@@ -465,7 +477,7 @@ def main() -> None:
             print(f"california: {path} is absent (set LEARNSERVE_SHARED_DATA): skipped")
         data = tempfile.mkdtemp(prefix="bench-regression-")
         proc = None
-        out = []
+        out: list[dict[str, Any]] = []
         try:
             proc, port = serve(data)
             with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
@@ -480,8 +492,8 @@ def main() -> None:
         payload["quality"] = out
     if not args.no_speed:
         payload["speed"] = speed(args)
-    path = write_results(args.out, payload,
-                         extra_packages=("river", "vowpalwabbit", "fastapi", "uvicorn"))  # fmt: skip
+    extra = ("river", "vowpalwabbit", "fastapi", "uvicorn")
+    path = write_results(args.out, payload, extra_packages=extra)
     print(f"wrote {path}")
 
 
