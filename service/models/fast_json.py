@@ -6,14 +6,15 @@ Reads exactly one shape of body::
 
 and returns the model name, the ``(n, dim)`` matrix and the labels, bit for bit
 what ``orjson.loads`` + ``np.array(xs, dtype=np.float64)`` would give (a label
-written ``1.0`` as the integer ``1``, as ``learners.base.check_label`` reads it).
+written ``1.0`` as the integer ``1``, as ``learners.base.check_label`` reads it; any
+other number, ``1.5`` or ``1e3``, as the float orjson reads: a regressor's target,
+which a classifier's adapter sends to the orjson path).
 An example may also carry ``"weight"``: a number > 0 within the fast paths below, read
 into ``DenseExamples.weights`` (a weight that is 0, negative, not a number or outside
 the fast paths goes to the orjson path, which refuses or reads it).
 Anything else (another key, a duplicate key, an escape in a string, a
-bool/null/empty label, a float label other than a whole number written ``1.0``, a
-number outside the exact fast path, ...) gives ``None`` and the caller takes the
-orjson path, which also words the 4xx errors. The scanner never raises on bad
+bool/null/empty label, a number outside the exact fast path, ...) gives ``None`` and
+the caller takes the orjson path, which also words the 4xx errors. The scanner never raises on bad
 input.
 
 Numbers are read by :mod:`service.models.json_scan_numbers` (Clinger's fast path, then
@@ -73,7 +74,7 @@ class DenseExamples(NamedTuple):
 
     model: str
     X: np.ndarray
-    labels: list[str | int]
+    labels: list[str | int | float]
     weights: list[float] | None = None
 
 

@@ -310,7 +310,7 @@ def _hash_scratch(cap: int) -> np.ndarray:
 
 def scan_map_examples(
     raw: bytes, kind: str, dim: int, max_examples: int, max_features: int
-) -> tuple[str, Batch, list[str | int], list[float] | None] | None:
+) -> tuple[str, Batch, list[str | int | float], list[float] | None] | None:
     """The body's model, batch, labels and weights (``None`` when no example has a
     ``weight``), or ``None`` when ``raw`` is not exactly the supported shape (see the
     module docstring). ``kind`` is ``"sparse"`` or ``"hashed"`` (then ``dim`` is a
@@ -321,7 +321,7 @@ def scan_map_examples(
 
 def scan_hashed_examples(
     raw: bytes, dim: int, max_examples: int, max_features: int
-) -> tuple[str, Batch, list[str | int], np.ndarray, list[float] | None] | None:
+) -> tuple[str, Batch, list[str | int | float], np.ndarray, list[float] | None] | None:
     """``scan_map_examples(raw, "hashed", ...)`` plus the full 32-bit hash of every
     feature in body order (int64): which names a model may not know yet. The hashes
     are a view of a per-thread buffer, valid until this thread's next call."""
@@ -330,7 +330,7 @@ def scan_hashed_examples(
 
 def _scan_maps(
     raw: bytes, kind: str, dim: int, max_examples: int, max_features: int, full: bool
-) -> tuple[str, Batch, list[str | int], np.ndarray, list[float] | None] | None:
+) -> tuple[str, Batch, list[str | int | float], np.ndarray, list[float] | None] | None:
     if kind == "hashed":
         hashed = True
         if dim < 2 or dim & (dim - 1):

@@ -299,7 +299,7 @@ def scan_records_examples(
     enc: RecordEncoder,
     max_examples: int,
     new: Any = None,
-) -> tuple[str, Batch, list[str | int], list[float] | None, list[str] | None] | None:
+) -> tuple[str, Batch, list[str | int | float], list[float] | None, list[str] | None] | None:
     """An /update body's model, batch, labels, weights (``None`` when no example has a
     ``weight``) and, with ``new`` (as :meth:`RecordEncoder.encode_named` takes it), the
     names of its features ``new`` keeps (else ``None``); or ``None`` when the body is

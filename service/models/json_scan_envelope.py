@@ -95,8 +95,9 @@ def _label(
 ) -> tuple[int, int, int]:
     """The label at ``buf[i]``: (the index after it or -1, its code in the table of
     distinct labels ``meta[uniq0:]`` (kind, a, b per label: kind 0 a string at
-    ``buf[a:b]``, kind 1 the integer ``a``), the table's new size). The previous
-    example's label (``last``) is tried first: labels come in runs."""
+    ``buf[a:b]``, kind 1 the integer ``a``, kind 2 another JSON number written at
+    ``buf[a:b]``, not deduplicated), the table's new size). The previous example's label
+    (``last``) is tried first: labels come in runs."""
     c = _at(buf, i)
     if c == 34:
         s = i + 1
@@ -124,9 +125,19 @@ def _label(
         meta[p + 2] = se
         return se + 1, nu, nu + 1
     if c == 45 or (48 <= c <= 57):
-        i, val = _int_label(buf, i, n)
-        if i < 0:
-            return -1, 0, nu
+        j, val = _int_label(buf, i, n)
+        if j < 0:
+            # another number (a fraction, an exponent): kept as its text, kind 2, for
+            # the Python side to read (a regressor's target; a classifier's general path)
+            j, _ = _number(buf, i, n)
+            if j < 0:
+                return -1, 0, nu
+            p = uniq0 + 3 * nu
+            meta[p] = 2
+            meta[p + 1] = i
+            meta[p + 2] = j
+            return j, nu, nu + 1
+        i = j
         for u in range(min(nu, _MAX_DEDUP)):
             p = uniq0 + 3 * u
             if meta[p] == 1 and meta[p + 1] == val:
@@ -247,7 +258,7 @@ def weight_scratch(rcap: int) -> np.ndarray:
 
 def model_and_labels(
     raw: bytes, meta: np.ndarray, rows: int, ms: int, me: int, nu: int
-) -> tuple[str, list[str | int]] | None:
+) -> tuple[str, list[str | int | float]] | None:
     """The model name ``raw[ms:me]`` and the ``rows`` labels a scanner's table
     ``meta`` describes, decoded; ``None`` for invalid UTF-8. ``meta[:rcap]`` holds each
     example's code, ``meta[rcap:rcap+3*nu]`` the distinct labels as :func:`_label` stores
@@ -258,7 +269,7 @@ def model_and_labels(
         return None
     rcap = len(meta) // 4
     spec = meta[rcap : rcap + 3 * nu].tolist()
-    uniq: list[str | int] = []
+    uniq: list[str | int | float] = []
     for k in range(0, 3 * nu, 3):
         if spec[k] == 0:
             b = raw[spec[k + 1] : spec[k + 2]]
@@ -266,6 +277,8 @@ def model_and_labels(
             if y is None:
                 return None
             uniq.append(y)
+        elif spec[k] == 2:  # a number's text: float() reads it as orjson does
+            uniq.append(float(raw[spec[k + 1] : spec[k + 2]]))
         else:
             uniq.append(spec[k + 1])
     # one distinct label: no per-example lookup

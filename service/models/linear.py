@@ -217,6 +217,8 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
                 new = names.new_names_raw(known, raw, hashes, settings, "examples")
                 extra = {"n": new} if new else {}
             batch = self.spec.add_intercept(batch)  # as spec.encode adds it
+            if not self._takes_scanned(labels):
+                return None
             self._check_labels(labels, settings)
             extra.update(weights_meta(weights))
             payload = encode_payload(batch, labels, dense=False, **extra)
@@ -226,7 +228,7 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         from service.models.fast_json import scan_dense_examples
 
         scanned = scan_dense_examples(raw, self.spec.width, settings.max_batch_examples)
-        if scanned is None:
+        if scanned is None or not self._takes_scanned(scanned.labels):
             return None
         self._check_labels(scanned.labels, settings)
         X = with_ones_column(scanned.X) if self.spec.intercept else scanned.X
@@ -238,9 +240,17 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         if read is None:
             return None
         model, batch, labels, extra = read
+        if not self._takes_scanned(labels):
+            return None
         self._check_labels(labels, settings)
         payload = encode_payload(batch, labels, dense=False, **extra)
         return FastUpdate(model, payload, len(labels))
+
+    def _takes_scanned(self, labels: list[Any]) -> bool:
+        """Whether the scanners' labels are this model's: a number other than an integer
+        (``1.5``, ``1e3``) is no label (the general path reads ``1e3`` as 1000 and
+        refuses ``1.5``, naming it)."""
+        return float not in set(map(type, labels))
 
     def _check_labels(self, labels: list[Any], settings: Settings) -> None:
         """Refuse a batch with labels that clash (``1`` and ``"1"``, within the batch or
@@ -303,10 +313,15 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         # that its codes still hold). Keyed by id() and held with the object, so an id
         # cannot be reused while its entry is here; nothing mutates them either.
         if records is None and len(payload) <= _CHECKED_MAX_BYTES:  # (records: at apply)
-            kept = self._checked
-            kept[id(payload)] = (payload, batch, meta, checked)
-            if len(kept) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
-                del kept[next(iter(kept))]
+            self._keep_checked(payload, batch, meta, checked)
+
+    def _keep_checked(
+        self, payload: bytes, batch: Batch, meta: dict[str, Any], checked: Any
+    ) -> None:
+        kept = self._checked
+        kept[id(payload)] = (payload, batch, meta, checked)
+        if len(kept) > _CHECKED_KEEP:  # entries whose append failed: the oldest go
+            del kept[next(iter(kept))]
 
     def forget_checked(self, payload: bytes) -> None:
         # An entry applied from the store's copy (the apply loop was first), a replayed

@@ -41,7 +41,7 @@ from service.models import record_entries
 from service.models.base import ModelAdapter
 from service.models.example_weights import entry_weights
 from service.models.feedback_rows import Record
-from service.models.linear import LinearAdapter
+from service.models.linear import _CHECKED_MAX_BYTES, LinearAdapter
 from service.models.linear_inputs import overflow_problem
 from service.models.online_config import online_model_config
 from service.models.payload import decode_payload, encode_payload
@@ -66,7 +66,7 @@ def check_target(y: Any, i: int) -> float:
     loc = f"examples[{i}].y"
     if type(y) is float:
         if math.isfinite(y):
-            return y
+            return y + 0.0  # -0.0 as 0.0: one entry whichever parser read the body
         raise invalid(f"{loc}: must be a finite number, got {y!r}", loc)
     if type(y) is int:
         try:
@@ -157,11 +157,14 @@ class RegressionAdapter(LinearAdapter):
     def target_check(self) -> Callable[[Any, int], Any] | None:
         return check_target
 
+    def _takes_scanned(self, labels: list[Any]) -> bool:
+        return True  # every number is a target; a string is refused by _check_labels
+
     def _check_labels(self, labels: list[Any], settings: Settings) -> None:
-        # the scanners read numbers and strings as labels: a string is no target
+        # the scanners read numbers (integers as int) and strings: as the general path,
+        # every target a float, and -0.0 as 0.0 (the scanner reads "-0.0" as the int 0)
         for i, y in enumerate(labels):
-            if type(y) is not float:
-                labels[i] = check_target(y, i)
+            labels[i] = y + 0.0 if type(y) is float else check_target(y, i)
 
     def check_update(self, payload: bytes) -> None:
         records = decode_records_entry(payload) if payload[:4] == RECORDS_MAGIC else None
@@ -171,21 +174,25 @@ class RegressionAdapter(LinearAdapter):
         else:
             batch, meta = decode_payload(payload, self.spec.dim)
         weights = entry_weights(meta)
-        self.model.check(batch, meta["y"], weights)
-        row = self.model.first_nonfinite_row(batch, meta["y"], weights)
+        checked = self.model.check(batch, meta["y"], weights)
+        row = self.model.first_nonfinite_row(batch, meta["y"], weights, checked)
         if row is not None:
             loc = f"examples[{row}].x"
             raise invalid(f"{loc}: {_overflow(batch, row)}", loc)
+        # what apply would decode and check again, kept for it (as the classifiers do;
+        # a checked batch holds while the model's dimension is the same: always)
+        if records is None and len(payload) <= _CHECKED_MAX_BYTES:
+            self._keep_checked(payload, batch, meta, checked)
 
     def apply(self, payload: bytes) -> UpdateResult:
         from learners.regression import NonFiniteWeightsError
 
         if payload[:4] == RECORDS_MAGIC:
             return self._apply_records(*decode_records_entry(payload))  # type: ignore[misc]
-        batch, meta = decode_payload(payload, self.spec.dim)
+        batch, meta, checked = self._decode(payload)
         y = meta["y"]
         try:
-            result = self.model.update(batch, y, entry_weights(meta))
+            result = self.model.update(batch, y, entry_weights(meta), checked)
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
             raise ValueError(f"examples[{e.row}].x: {_overflow(batch, e.row)}") from None
         names.record(self.model, meta)

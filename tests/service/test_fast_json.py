@@ -5,6 +5,7 @@ answers None for every other shape."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import struct
 from typing import Any
@@ -25,6 +26,21 @@ def label_of(y: Any) -> Any:
     return int(y) if type(y) is float and y.is_integer() and abs(y) < 2**53 else y
 
 
+def same_labels(got: list[Any], want: list[Any]) -> bool:
+    """The scanner's labels are the general path's: a string or an int64 as it is; any
+    other number (``1.5``, ``1e3``, an integer beyond int64) as the float orjson reads,
+    which a classifier sends back to the general path and a regressor takes."""
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want, strict=True):
+        if type(g) is float:
+            if type(w) not in (int, float) or float(w) != g:
+                return False
+        elif type(g) is not type(w) or g != w:
+            return False
+    return True
+
+
 def reference(raw: bytes, dim: int, max_examples: int) -> tuple[str, np.ndarray, list[Any]]:
     """What the slow path reads, asserting the body has exactly the supported shape."""
     body = orjson.loads(raw)
@@ -37,7 +53,11 @@ def reference(raw: bytes, dim: int, max_examples: int) -> tuple[str, np.ndarray,
         assert type(ex["x"]) is list and len(ex["x"]) == dim
         assert all(type(v) in (int, float) for v in ex["x"])
         y = ex["y"] = label_of(ex["y"])
-        assert (type(y) is str and y) or (type(y) is int and INT64_MIN <= y <= INT64_MAX)
+        assert (
+            (type(y) is str and y)
+            or (type(y) is int and INT64_MIN <= y <= INT64_MAX)
+            or (type(y) in (int, float) and math.isfinite(y))  # a regressor's target
+        )
     X = np.array([ex["x"] for ex in examples], dtype=np.float64).reshape(len(examples), dim)
     assert np.isfinite(X).all()
     return body["model"], X, [ex["y"] for ex in examples]
@@ -49,8 +69,7 @@ def assert_same(got: DenseExamples, raw: bytes, dim: int, max_examples: int) -> 
     assert got.X.dtype == np.float64 and got.X.flags.c_contiguous
     assert got.X.shape == X.shape
     assert np.array_equal(got.X.view(np.uint64), X.view(np.uint64)), raw
-    assert got.labels == labels
-    assert [type(y) for y in got.labels] == [type(y) for y in labels]
+    assert same_labels(got.labels, labels), (got.labels, labels)
 
 
 # ------------------------------------------------------------------ generators
@@ -480,19 +499,12 @@ NONE_CASES = {
     "y true": body_with(y="true"),
     "y false": body_with(y="false"),
     "y null": body_with(y="null"),
-    "y float": body_with(y="1.5"),
-    "y exponent": body_with(y="1e3"),
-    "y 1.05": body_with(y="1.05"),
-    "y 1.0e0": body_with(y="1.0e0"),
     "y 1.": body_with(y="1."),
-    "y 2**53 as float": body_with(y="9007199254740992.0"),
-    "y 19 digits as float": body_with(y="1000000000000000000.0"),
+    "y 20 significant digits": body_with(y="1000000000000000000.0"),  # beyond _number
     "y empty string": body_with(y='""'),
     "y escaped string": body_with(y='"a\\"b"'),
     "y unicode escape": body_with(y='"\\u00e9"'),
     "y control char": body_with(y='"a\tb"'),
-    "y beyond int64": body_with(y="9223372036854775808"),
-    "y below int64": body_with(y="-9223372036854775809"),
     "y 20 digits": body_with(y="18446744073709551615"),
     "y leading zero": body_with(y="01"),
     "y plus": body_with(y="+1"),
@@ -536,6 +548,20 @@ def test_long_fraction_zeros_offset_by_a_long_exponent(digits: int, exponent: st
         assert got.X[0, 0] == ref
     huge = body(num.replace("1e", "1e9"))
     assert scan_dense_examples(huge, 2, 2) is None  # orjson: infinity -> refused
+
+
+NUMERIC_Y = ["1.5", "1e3", "1.05", "1.0e0", "9007199254740992.0", "9223372036854775808",
+             "-9223372036854775809", "-0e0", "2.5E-7"]  # fmt: skip
+
+
+@pytest.mark.parametrize("y", NUMERIC_Y)
+def test_a_number_that_is_no_int64_label_is_read_as_orjsons_float(y: str) -> None:
+    """(For a regressor's target; a classifier's adapter sends such a body to the
+    general path, which reads a whole one as its integer and refuses the rest.)"""
+    got = scan_dense_examples(body_with(y=y).encode(), 2, 2)
+    assert got is not None and type(got.labels[0]) is float
+    want = float(orjson.loads(y))
+    assert np.float64(got.labels[0]).view(np.uint64) == np.float64(want).view(np.uint64)
 
 
 @pytest.mark.parametrize("case", list(NONE_CASES))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import math
 import random
 import struct
 from typing import Any
@@ -28,6 +29,21 @@ def label_of(y: Any) -> Any:
     return int(y) if type(y) is float and y.is_integer() and abs(y) < 2**53 else y
 
 
+def same_labels(got: list[Any], want: list[Any]) -> bool:
+    """The scanner's labels are the general path's: a string or an int64 as it is; any
+    other number (``1.5``, ``1e3``, an integer beyond int64) as the float orjson reads,
+    which a classifier sends back to the general path and a regressor takes."""
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want, strict=True):
+        if type(g) is float:
+            if type(w) not in (int, float) or float(w) != g:
+                return False
+        elif type(g) is not type(w) or g != w:
+            return False
+    return True
+
+
 def spec_of(kind: str, dim: int) -> FeatureSpec:
     return FeatureSpec.hashed(dim.bit_length() - 1) if kind == "hashed" else FeatureSpec.sparse(dim)
 
@@ -44,7 +60,11 @@ def reference(
     for ex in examples:
         assert type(ex) is dict and set(ex) == {"x", "y"}
         y = ex["y"] = label_of(ex["y"])
-        assert (type(y) is str and y) or (type(y) is int and INT64_MIN <= y <= INT64_MAX)
+        assert (
+            (type(y) is str and y)
+            or (type(y) is int and INT64_MIN <= y <= INT64_MAX)
+            or (type(y) in (int, float) and math.isfinite(y))  # a regressor's target
+        )
     batch = spec_of(kind, dim).encode([ex["x"] for ex in examples], max_features=max_features)
     return body["model"], batch, [ex["y"] for ex in examples]
 
@@ -59,7 +79,7 @@ def assert_same(got: Any, raw: bytes, kind: str, dim: int, mex: int, mf: int) ->
         assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b), raw
     assert gb.values.dtype == np.float64
     assert np.array_equal(gb.values.view(np.uint64), batch.values.view(np.uint64)), raw
-    assert gl == labels and [type(y) for y in gl] == [type(y) for y in labels]
+    assert same_labels(gl, labels), (gl, labels)
 
 
 # ------------------------------------------------------------------ generators
@@ -334,12 +354,8 @@ HASHED_NONE = {
     "unquoted key": hbody("{a: 1}"),
     "number key": hbody("{1: 1}"),
     "y bool": hbody('{"a": 1}', "true"),
-    "y float": hbody('{"a": 1}', "1.5"),
-    "y float with exponent": hbody('{"a": 1}', "1.0e0"),
-    "y 2**53 as float": hbody('{"a": 1}', "9007199254740992.0"),
     "y empty": hbody('{"a": 1}', '""'),
     "y escaped": hbody('{"a": 1}', '"\\u00e9"'),
-    "y beyond int64": hbody('{"a": 1}', "9223372036854775808"),
     "truncated": GOOD_H[:-1],
     "trailing garbage": GOOD_H + "x",
     "empty": "",
