@@ -311,12 +311,15 @@ class RegressorModel:
                 pred, var, np.empty(self.dim),
             )  # fmt: skip
         else:
-            # a row reads and writes only its own coordinates: the batch's support,
-            # renumbered, learns exactly as the whole state would
-            support = np.unique(ix)
-            small = self._w[support]  # fancy indexing copies
+            if 4 * ix.shape[0] >= self.dim:  # a small state: a copy of it all is cheapest
+                small, cols = self._w.copy(), ix
+            else:
+                # a row reads and writes only its own coordinates: the batch's support,
+                # renumbered, learns exactly as the whole state would
+                support = np.unique(ix)
+                small, cols = self._w[support], np.searchsorted(support, ix)  # (copies)
             fail, _ = K.update_diag(
-                ip, np.searchsorted(support, ix), vs, targets, sw, small, self._has_cov,
+                ip, cols, vs, targets, sw, small, self._has_cov,
                 self._code, self._eps, self._C, self._r, stats, pred, var, *_NO_LOG, False,
             )  # fmt: skip
         return None if fail < 0 else int(fail)
