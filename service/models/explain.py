@@ -32,6 +32,7 @@ import numpy as np
 
 from learners.feature_keys import hashed_indices
 from learners.features import FeatureSpec
+from learners.intercept import INTERCEPT_NAME
 from service.errors import ServiceError, invalid
 from service.models.json_fields import items_field, require_list
 from service.models.online_config import encode_features
@@ -84,7 +85,10 @@ def features_of(spec: FeatureSpec, x: Any, row: tuple[np.ndarray, np.ndarray]) -
     if spec.kind == "hashed":
         pairs = _hashed_names(x)
         cols = hashed_indices([n for n, _ in pairs], spec.dim - 1).tolist()
-        return [(n, c, v) for (n, v), c in zip(pairs, cols, strict=True)]
+        out = [(n, c, v) for (n, v), c in zip(pairs, cols, strict=True)]
+        if spec.intercept_column is not None:  # the constant the parser adds to every row
+            out.append((INTERCEPT_NAME, spec.intercept_column, 1.0))
+        return out
     cols, vals = row
     nonzero = vals != 0.0
     name = spec.kind == "sparse"

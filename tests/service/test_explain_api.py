@@ -214,3 +214,34 @@ def test_scope_content_type_and_unknown_model(client: httpx.Client, tmp_path: Pa
     assert client.post(url, content=b"{", headers={"content-type": "application/json"}
                        ).status_code == 422  # fmt: skip
     assert client.post("/models/none/explain", json={"x": {}}).status_code == 404
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("kind", ["dense", "sparse", "hashed"])
+def test_explanations_add_up_to_predict_for_every_kind_and_intercept(
+    client: httpx.Client, kind: str, intercept: bool
+) -> None:
+    """Issue 32 item 6: a hashed model with an intercept explained without ``^constant``."""
+    rng = np.random.default_rng(7)
+
+    def x_of(v: np.ndarray) -> Any:
+        if kind == "dense":
+            return v.round(3).tolist()
+        if kind == "sparse":
+            return {str(j): round(float(t), 3) for j, t in enumerate(v) if t > 0}
+        return {f"f{j}": round(float(t), 3) for j, t in enumerate(v) if t > 0}
+
+    size = {"dim": 5} if kind != "hashed" else {"bits": 8}
+    features = {"kind": kind, **size, "intercept": intercept}
+    name = f"explain-{kind}-{intercept}"
+    ex = [{"x": x_of(v), "y": "a" if v.sum() > 0 else "b"} for v in rng.normal(size=(40, 5))]
+    train(client, name, features, ex)
+    inputs = [x_of(v) for v in rng.normal(size=(5, 5))] + [[0.0] * 5 if kind == "dense" else {}]
+    got = ok(client.post(f"/models/{name}/explain", json={"instances": [{"x": x} for x in inputs]}))
+    served = ok(
+        client.post(f"/models/{name}/predict", json={"instances": [{"x": x} for x in inputs]})
+    )
+    for e, p in zip(got["explanations"], served["predictions"], strict=True):
+        assert e["scores"] == pytest.approx([p["scores"][str(lab)] for lab in got["labels"]])
+        names = [f["name"] for f in e["features"]]
+        assert ("^constant" in names) == (intercept and kind == "hashed"), names
