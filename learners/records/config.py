@@ -308,7 +308,7 @@ def parse_config(config: Any, path: str = "features") -> RecordsConfig:
         if not isinstance(t, list) or len(t) not in (2, 3):
             raise ConfigError(f"{ipath}[{j}]", "must be a list of 2 or 3 namespaces")
         for q, ns in enumerate(t):
-            if ns not in known or not isinstance(ns, str):
+            if not isinstance(ns, str) or ns not in known:  # (a list is not hashable)
                 raise ConfigError(f"{ipath}[{j}][{q}]", f"{ns!r} is not the namespace of a field")
         if tuple(t) in seen:
             raise ConfigError(f"{ipath}[{j}]", f"{t!r} is listed twice")

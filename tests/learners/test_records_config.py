@@ -148,3 +148,13 @@ def test_bad_values_name_their_path(config: dict[str, Any], path: str) -> None:
 def test_config_error_is_a_value_error_and_path_prefix_is_chosen() -> None:
     with pytest.raises(ValueError, match=r"^model\.features\.fields\.a\.type: "):
         parse_config(cfg(a={"type": "number"}), path="model.features")
+
+
+@pytest.mark.parametrize("bad", [["c"], {"a": 1}, None, 3])
+def test_an_interaction_of_a_non_name_is_refused_naming_it(bad: object) -> None:
+    """Issue 32 item 7: a list or object where a namespace belongs was a TypeError (500)."""
+    config = {"kind": "records", "bits": 8, "fields": {"c": {"type": "categorical"}},
+              "interactions": [[bad, "c"]]}  # fmt: skip
+    with pytest.raises(ConfigError) as e:
+        RecordEncoder(config)
+    assert e.value.path == "features.interactions[0][0]"
