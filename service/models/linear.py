@@ -163,7 +163,9 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         self._check_labels(labels, settings)
         if self.spec.stateful:  # features from the statistics at apply time: the records
             encode_features(self.spec, xs, "examples", settings)  # refused here if bad
-            return encode_records_entry(xs, labels, **weights_meta(weights)), len(labels)
+            fields = frozenset(f.name for f in self.spec.encoder.config.fields)
+            kept = record_entries.read_fields(xs, fields)
+            return encode_records_entry(kept, labels, **weights_meta(weights)), len(labels)
         X = dense_matrix(self.spec, xs, raw)
         if X is not None:
             return encode_dense_payload(X, labels, **weights_meta(weights)), len(labels)

@@ -32,6 +32,7 @@ __all__ = [
     "RECORDS_MAGIC",
     "decode_records_entry",
     "encode_records_entry",
+    "read_fields",
     "restore_statistics",
     "snapshot_meta",
 ]
@@ -42,6 +43,17 @@ META_KEY = "record_statistics"  # in a checkpoint's artifact meta
 
 def encode_records_entry(records: list[Any], labels: list[Any], **extra: Any) -> bytes:
     return RECORDS_MAGIC + orjson.dumps({"y": labels, "r": records, **extra})
+
+
+def read_fields(records: list[Any], names: frozenset[str]) -> list[Any]:
+    """The records (dicts the encoder accepted) with only the fields the config reads,
+    as the log keeps them: the encoder ignores the others (``unknown_fields: ignore``),
+    so they are not model input, and one of them may be nested deeper than JSON
+    encoders go (a 500 when the entry was written)."""
+    return [
+        r if all(k in names for k in r) else {k: v for k, v in r.items() if k in names}
+        for r in records
+    ]
 
 
 def decode_records_entry(payload: bytes) -> tuple[list[Any], dict[str, Any]] | None:

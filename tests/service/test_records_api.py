@@ -289,3 +289,27 @@ def test_the_client_sends_raw_records(tmp_path: Path) -> None:
         assert len(got.predictions) == 5 and got.version == 4
         with srv.client() as c:
             assert info(c, "m")["state_digest"] == in_process_digest(examples, 64)
+
+
+def test_a_deeply_nested_ignored_field_is_not_logged(tmp_path: Path) -> None:
+    """Issue 32 item 7: a records model with standardize (its records go to the log) and
+    an unknown field nested 300 deep: the encoder ignores it, so the log does not keep
+    it (writing it was a 500, orjson's recursion limit)."""
+    deep: Any = 1.0
+    for _ in range(300):
+        deep = {"a": deep}
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
+        assert (
+            c.put("/models/m", json={"algorithm": "arow", "features": STATEFUL}).status_code == 201
+        )
+        ex = stateful_stream(3, seed=5)
+        ex[1]["x"] = {**ex[1]["x"], "extra": deep}
+        r = c.post("/update", json={"model": "m", "examples": ex})
+        assert r.status_code == 200, r.text
+        plain = stateful_stream(3, seed=5)
+        assert (
+            c.put("/models/p", json={"algorithm": "arow", "features": STATEFUL}).status_code == 201
+        )
+        assert c.post("/update", json={"model": "p", "examples": plain}).status_code == 200
+        digests = [info(c, name)["state_digest"] for name in ("m", "p")]
+    assert digests[0] == digests[1]
