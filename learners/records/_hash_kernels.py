@@ -209,5 +209,6 @@ def grow(buf: np.ndarray, need: int) -> np.ndarray:
     if need <= buf.shape[0]:
         return buf
     out = np.empty(max(need, 2 * buf.shape[0]), dtype=buf.dtype)
-    out[: buf.shape[0]] = buf
+    for i in range(buf.shape[0]):  # (a slice assignment compiles numba's shape-mismatch
+        out[i] = buf[i]  # error with its string formatting: ~2 s of the family's compile)
     return out
