@@ -14,7 +14,8 @@ import math
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import murmur3, put_utf8
+from learners.records._borrow import borrowed
+from learners.records._hash_kernels import called, murmur3, put_utf8
 from learners.records._text_kernel import COUNT, HASH
 
 _INT32_MAX = 2**31 - 1
@@ -142,7 +143,7 @@ def _canonical(
     return w + 1 - at
 
 
-@numba.njit(cache=True, inline="always")
+@called  # (once a row and interaction; inlined, it was a good part of the row kernel's compile)
 def _interact(
     inter: np.ndarray,
     t: int,
@@ -161,6 +162,9 @@ def _interact(
     takes only later features); stops once past ``max_feat``. Returns (nf, code, need):
     code 0, or NEED_F (fh, fv, fns, fo short) / NEED_NB (nb short) with the length ``need``, and
     then nothing is appended. ``members``: scratch of shape (5, >= max(3, n_plain))."""
+    # (borrowed, as in text_features: the inlined helpers' copies count no references)
+    inter, fh, fv, fns = borrowed(inter), borrowed(fh), borrowed(fv), borrowed(fns)
+    fo, nb, members = borrowed(fo), borrowed(nb), borrowed(members)
     width = 3 if inter[t, 2] >= 0 else 2
     longest = 0  # the longest name of a combination
     for q in range(width):

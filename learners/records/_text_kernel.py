@@ -34,7 +34,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import feed_span, finish, put_utf8
+from learners.records._borrow import borrowed
+from learners.records._hash_kernels import called, feed_span, finish, put_utf8
 from learners.records._text_scratch import (  # (the scratch's layout, re-exported)
     _CPO,
     _GRAM,
@@ -91,7 +92,7 @@ def ascii_table(lower_tab: np.ndarray, tok_tab: np.ndarray) -> np.ndarray:
     return out
 
 
-@numba.njit(cache=True, inline="always")
+@called  # (once a text: a call is a few ns; inlined, the row kernel took ~50 s to compile)
 def text_features(
     cps: np.ndarray,
     s: int,
@@ -132,6 +133,11 @@ def text_features(
     so). No array is allocated, returned or rebound here (numba's reference counting of
     a rebound array costs two atomic operations per loop turn); the three row views of
     ``si`` taken per text count none when ``si`` is borrowed, as in the row kernel."""
+    # (borrowed: the caller holds them; the inlined helpers' copies then count no references)
+    cps, lower_tab, tok_tab, asc, pre = (borrowed(cps), borrowed(lower_tab), borrowed(tok_tab),
+                                         borrowed(asc), borrowed(pre))  # fmt: skip
+    si, tb, pb, so, table, names = (borrowed(si), borrowed(tb), borrowed(pb), borrowed(so),
+                                    borrowed(table), borrowed(names))  # fmt: skip
     L = e - s
     # tokens and the UTF-8 bytes of the (lower-cased) text, cpo[k] = byte of code point k
     # Without a branch on the token boundaries (a mispredicted branch per token edge
@@ -200,7 +206,7 @@ def text_features(
     return u, 0
 
 
-@numba.njit(cache=True, inline="always")
+@called  # (once a text, from text_features)
 def _chars(
     tb: np.ndarray,
     pb: np.ndarray,
@@ -221,6 +227,9 @@ def _chars(
 ) -> int:
     """Character n-grams of each padded token (or of all tokens, ``across``); returns
     the distinct count, or minus the length ``names`` needs."""
+    # (borrowed, as in text_features: the inlined helpers' copies count no references)
+    tb, pb, si, pre, so = borrowed(tb), borrowed(pb), borrowed(si), borrowed(pre), borrowed(so)
+    table, names = borrowed(table), borrowed(names)
     pc = p1 - p0
     h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, p0, p1)
     first, last = 0, nt

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from learners.records._hash_kernels import called
+
 # rows of the int64 scratch ``si`` (``text_room``): per code point, per token, per n-gram
 _CPO, _TS, _TE, _SH, _SK, _SCN, _IDX, _PO = range(8)
 # rows of the occurrence scratch ``so`` (``occ_room``): distinct hashes, counts, name
@@ -25,7 +27,7 @@ HASH, COUNT, NOFF, _GRAM = range(4)
 SPREAD = 4
 
 
-@numba.njit(cache=True)
+@called  # (one copy: encode_rows's first size is typed as the literal 0)
 def text_room(length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fresh scratch for texts of up to ``length`` code points: (si, tb, pb): ``tb`` for
     the text's UTF-8 bytes, ``pb`` for a padded sequence's."""
@@ -50,7 +52,7 @@ def occ_cap(length: int, wn: int, skips: int, cmin: int, cmax: int, max_occ: int
     return min(max_occ, bound + nc * (length + 3 * most + 2))
 
 
-@numba.njit(cache=True)
+@called  # (one copy: encode_rows's first size is typed as the literal 0)
 def occ_room(bound: int) -> tuple[np.ndarray, np.ndarray]:
     """Fresh occurrence scratch for up to ``bound`` n-gram occurrences: (so, table)."""
     size = 16

@@ -6,7 +6,7 @@ pieces (a word n-gram continues from the state after its first token, shared wit
 token's unigram) and counted per distinct name in the documented order.
 
 numba's on-disk cache of a kernel follows every module it inlines
-(``learners._kernel_cache``): a change here recompiles the row kernel, which inlines this.
+(``learners._kernel_cache``): a change here recompiles the row kernel, which calls this.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import feed, feed_span, finish, take
+from learners.records._borrow import borrowed
+from learners.records._hash_kernels import called, feed, feed_span, finish, take
 from learners.records._text_scratch import (
     _CPO,
     _GRAM,
@@ -62,7 +63,7 @@ def _put_words(
     return q
 
 
-@numba.njit(cache=True, inline="always")
+@called  # (once a text, from text_features)
 def _words(
     tb: np.ndarray,
     si: np.ndarray,
@@ -80,6 +81,9 @@ def _words(
 ) -> int:
     """Word n-grams, n = 1..wn; an odometer over the gaps (each 0..skips) after each
     start. Returns the distinct count, or minus the length ``names`` needs."""
+    # (borrowed, as in text_features: the inlined helpers' copies count no references)
+    tb, si, pre, so = borrowed(tb), borrowed(si), borrowed(pre), borrowed(so)
+    table, names = borrowed(table), borrowed(names)
     pw = p1 - p0
     h0, k0, c0 = feed_span(np.uint64(0), np.uint64(0), 0, pre, p0, p1)
     if (wn == 1 or (wn == 2 and skips == 0)) and not keep:
@@ -158,7 +162,7 @@ def _words(
     return u
 
 
-@numba.njit(cache=True, inline="always")
+@called  # (once a text, from _words)
 def _words_and_pairs(
     tb: np.ndarray,
     si: np.ndarray,
@@ -180,6 +184,7 @@ def _words_and_pairs(
     with the next, and two independent chains a turn keep it busy while either waits
     (issue 22: SMS words 1-2). A pair's space is fed with the first bytes of its second
     token (:func:`_space_span`)."""
+    tb, si, so, table = borrowed(tb), borrowed(si), borrowed(so), borrowed(table)  # (as _words)
     cpo, ts, te = si[_CPO], si[_TS], si[_TE]
     gram = so[_GRAM]  # (so's rows hold the occurrence bound + 1: 2 nt + 1 for pairs)
     ph, pk, pcn, plen = np.uint64(0), np.uint64(0), 0, 0
