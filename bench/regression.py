@@ -41,6 +41,8 @@ JSON: ``bench/results/regression.json`` (``--out``).
 
 from __future__ import annotations
 
+import math
+
 import sys
 from pathlib import Path
 
@@ -390,9 +392,12 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
                     res = load(port, reqs[(model, n)], args.connections, args.duration, gen, timed)
                     cpu_s = tree_cpu_seconds(proc.pid) - c0[0]
                     s = summarise(f"{model} x{n}", res, n)
+                    # a kernel compile child that ended during the load takes its CPU out
+                    # of the tree's sum: no figure then (run `learnserve warmup` first)
+                    valid = res.requests and cpu_s > 0
                     s.update(model=model, round=rnd, server_cpu_s=cpu_s,
                              server_cpu_us_per_example=cpu_s / (res.requests * n) * 1e6
-                             if res.requests else None)  # fmt: skip
+                             if valid else None)  # fmt: skip
                     runs.setdefault((model, n), []).append(s)
                     print(f"round {rnd + 1} {model:>14} x{n:<3} "
                           f"{s['examples_per_s']:>10,.0f} ex/s ({s['req_per_s']:,.0f} req/s, "
@@ -407,7 +412,8 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
         return float(np.median([s["examples_per_s"] for s in runs[(model, n)]]))
 
     def cpu(model: str, n: int) -> float:
-        return min(s["server_cpu_us_per_example"] for s in runs[(model, n)])
+        figures = [s["server_cpu_us_per_example"] for s in runs[(model, n)]]
+        return min((f for f in figures if f is not None), default=math.nan)
 
     ratios: dict[str, dict[str, Any]] = {}
     for reg in ("regression", "regression_int"):
