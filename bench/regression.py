@@ -41,8 +41,6 @@ JSON: ``bench/results/regression.json`` (``--out``).
 
 from __future__ import annotations
 
-import math
-
 import sys
 from pathlib import Path
 
