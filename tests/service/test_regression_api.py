@@ -365,3 +365,22 @@ def test_two_processes_on_one_redis_and_a_fresh_one_agree(redis_url: str, tmp_pa
             stop_process(p)
     assert [d for d, _ in seen] == [reg.state_digest()] * 3
     assert seen[0][1] == seen[1][1] == seen[2][1]
+
+
+def test_importance_weights_reach_the_learner(service: httpx.Client) -> None:
+    X, y = stream(120, seed=8)
+    w = [1.0 + (k % 4) for k in range(120)]
+    put(service, "reg-weights", "pa2_regression")
+    ex = [{"x": x, "y": t, "weight": h} for x, t, h in zip(X, y, w, strict=True)]
+    for s in range(0, 120, 30):
+        r = service.post("/models/reg-weights/update", json={"examples": ex[s : s + 30]})
+        assert r.status_code == 200, r.text
+    spec = FeatureSpec.dense(DIM, intercept=True)
+    reg = make_regressor("pa2", spec.dim, {})
+    reg.update(spec.encode(X), y, w)
+    unweighted = make_regressor("pa2", spec.dim, {})
+    unweighted.update(spec.encode(X), y)
+    assert digest(service, "reg-weights") == reg.state_digest() != unweighted.state_digest()
+    bad = [{"x": X[0], "y": 1.0, "weight": 0}]
+    r = service.post("/models/reg-weights/update", json={"examples": bad})
+    assert r.status_code == 422 and r.json()["detail"]["field"] == "examples[0].weight"
