@@ -44,10 +44,18 @@ serve: venv
 # missing (the tests start their own redis-server on a free port); Prometheus is NOT
 # installed system-wide (its package would start and enable a server at boot): its
 # .deb is downloaded and unpacked into $(TOOLS), whose bin/ `make test` puts on PATH.
+# A package goes in system-wide, with apt-get, only as root on Debian/Ubuntu, and each is
+# announced first (what and why); otherwise it is skipped with a message saying so (the
+# tests that need it skip with the reason), never attempted with sudo.
 TOOLS ?= .tools
+APT_INSTALL = sh -c 'pkg=$$1; why=$$2; \
+	if [ "$$(id -u)" != 0 ]; then echo "system-deps: not root: $$pkg is not installed ($$why); those tests will skip (as root: make system-deps)"; exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "system-deps: no apt-get (not Debian/Ubuntu): $$pkg is not installed ($$why); those tests will skip"; exit 0; fi; \
+	echo "system-deps: installing the Debian package $$pkg system-wide (apt-get, as root): $$why"; \
+	(apt-get update -qq && apt-get install -y -qq --no-install-recommends $$pkg) || echo "warning: could not install $$pkg; those tests will skip"' apt
 system-deps: $(TOOLS)/bin/promtool
-	@command -v redis-server >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server) || echo "warning: could not install redis-server; Redis tests will skip"
-	@command -v docker-compose >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose) || echo "warning: could not install docker-compose; compose validation tests will skip"
+	@command -v redis-server >/dev/null || $(APT_INSTALL) redis-server "the Redis-store tests start their own redis-server on a free port; nothing is started or enabled"
+	@command -v docker-compose >/dev/null || $(APT_INSTALL) docker-compose "the compose validation tests run docker-compose config; nothing is started"
 
 $(TOOLS)/bin/promtool:
 	@mkdir -p $(TOOLS)/deb $(TOOLS)/bin
@@ -86,7 +94,7 @@ format: test-venv
 # What the benchmarks run besides Python, never the tests: wrk (bench/http.py --load wrk,
 # bench/update_path.py --load wrk / --profile), from Debian's package when missing.
 bench-system-deps:
-	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends wrk) || echo "warning: could not install wrk; --load wrk is unavailable"
+	@command -v wrk >/dev/null || $(APT_INSTALL) wrk "the benchmarks' --load wrk runs it"
 
 bench: venv bench-system-deps
 	$(BIN)/python -m pip install -q -e '.[bench]'

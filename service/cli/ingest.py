@@ -5,6 +5,7 @@ service.
     learnserve update a9a --file a9a.svm --format svmlight --batch 1000
     learnserve predict a9a --file a9a.t -o predictions.jsonl
     learnserve update adult --file adult.data --format csv --label class --missing '?'
+    learnserve update sms --file SMSSpamCollection --format csv --delimiter tab --label Label
 
 ``update`` sends batches of ``--batch`` examples, each with its own Idempotency-Key (a
 retried batch is learned once), shows the bytes read, and prints the model's
@@ -19,7 +20,9 @@ client-side when the two differ. A records model (``features.kind = "records"``)
 CSV rows as raw records, numbers where its config says numeric (``--missing`` names the
 missing-value token, ``--columns`` the columns of a file without a header) and JSON
 lines that are flat records holding their ``--label`` field
-(:mod:`service.client.record_files`).
+(:mod:`service.client.record_files`). ``--delimiter`` is the character between a CSV
+row's cells (``tab`` or ``'\\t'`` for TSV, the default for a ``.tsv`` name; a tab-delimited file has
+no quoting: a quote is text).
 
 Rankers (RankSVM, LambdaMART) take query groups (``--query`` FILE or ``qid:``; see
 :mod:`service.cli.ranking_files`): ``update`` learns whole queries and ``predict``
@@ -33,7 +36,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -48,11 +51,18 @@ from rich.progress import (
 )
 
 from service.cli import batch_files, ranking_files
-from service.cli.prediction_output import row_writer, sink
+from service.cli.file_options import Delimiter, csv_delimiter
+from service.cli.prediction_output import sink
+from service.cli.row_predictions import predict_rows
 from service.cli.service_options import DEFAULT, Timeout, Token, Url, service_client
-from service.client import Client, LearnserveError, ModelInfo, UpdateResult, UpdateSummary
-from service.client._core import batched
-from service.client.files import FORMATS, ExampleFile, FileFormatError, Target, guess_format
+from service.client import LearnserveError, ModelInfo, UpdateResult, UpdateSummary
+from service.client.files import (
+    FORMATS,
+    ExampleFile,
+    FileFormatError,
+    Target,
+    guess_format,
+)
 
 FileArg = Annotated[Path, typer.Option("--file", "-f", help="Examples file (.gz: gzip).",
                                        exists=True, dir_okay=False, readable=True)]  # fmt: skip
@@ -109,10 +119,12 @@ def open_examples(
     id_column: str | None = None,
     columns: str | None = None,
     missing: str | None = None,
+    delimiter: str | None = None,
 ) -> ExampleFile:
     fmt = fmt or guess_format(file)
     if fmt not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    sep = csv_delimiter(delimiter, file, fmt)
     if missing is not None and info.features.get("kind") != "records":
         raise typer.BadParameter("only records models take a missing-value token",
                                  param_hint="--missing")  # fmt: skip
@@ -125,9 +137,8 @@ def open_examples(
             raise typer.BadParameter(f"names must be distinct and non-empty, got {columns!r}",
                                      param_hint="--columns")  # fmt: skip
     target = Target.of_model(info.features, index_base, missing, info.kind == "regression")
-    return ExampleFile(
-        file, fmt, target, label_column=label_column, id_column=id_column, columns=names
-    )
+    return ExampleFile(file, fmt, target, label_column=label_column, id_column=id_column,
+                       columns=names, delimiter=sep)  # fmt: skip
 
 
 def bytes_progress(enabled: bool) -> Progress:
@@ -158,6 +169,7 @@ def update(
     label: Label = None,
     columns: Columns = None,
     missing: Missing = None,
+    delimiter: Delimiter = None,
     query: QueryFile = None,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No progress bar (it goes to stderr).")
@@ -184,11 +196,11 @@ def update(
             raise typer.BadParameter("only rankers take query groups", param_hint="--query")
         if ranker:
             rf = ranking_files.open_ranking(info, file, fmt, index_base, label_column or "",
-                                            query, "update")  # fmt: skip
+                                            query, "update", delimiter)  # fmt: skip
             examples = rf.examples
         else:
             examples = open_examples(info, file, fmt, index_base, label_column or "", None,
-                                     columns, missing)  # fmt: skip
+                                     columns, missing, delimiter)  # fmt: skip
         with bytes_progress(not no_progress) as bar:
             task = bar.add_task(f"learning {model}", total=examples.size)
             sent = 0
@@ -270,6 +282,7 @@ def predict(
     label: Label = None,
     columns: Columns = None,
     missing: Missing = None,
+    delimiter: Delimiter = None,
     id_column: Annotated[
         str | None, typer.Option(help="CSV: a column of instance ids (for feedback by id).")
     ] = None,
@@ -304,7 +317,7 @@ def predict(
             raise typer.BadParameter("only llsvm models read idx labels", param_hint="--labels")
         if kind in ranking_files.RANKERS:
             rf = ranking_files.open_ranking(info, file, fmt, index_base, label_column, query,
-                                            "predict")  # fmt: skip
+                                            "predict", delimiter)  # fmt: skip
             if rf.grouped():
                 with sink(output) as fh:
                     report = ranking_files.predict(c, model, kind, rf, fh, out_fmt, batch,
@@ -328,45 +341,9 @@ def predict(
             return
         else:
             examples = open_examples(info, file, fmt, index_base, label_column, id_column,
-                                     columns, missing)  # fmt: skip
+                                     columns, missing, delimiter)  # fmt: skip
         with sink(output) as fh:
+            known = None if kind == "regression" else info.labels
             message = predict_rows(c, model, examples, fh, out_fmt, batch, scores,
-                                   min_version, k)  # fmt: skip
+                                   min_version, k, known)  # fmt: skip
     typer.echo(message, err=True)
-
-
-def predict_rows(
-    c: Client,
-    model: str,
-    examples: ExampleFile,
-    fh: IO[str],
-    out_fmt: str,
-    batch: int,
-    with_scores: bool,
-    min_version: int | None,
-    k: int | None,
-) -> str:
-    """One prediction per row (a stream); the accuracy when rows have labels."""
-    n = correct = labelled = 0
-    abs_err = 0.0  # a regressor's, against the rows' targets
-    regression = examples.target.numeric_labels
-    write = row_writer(fh, out_fmt, with_scores, regression)
-    for rows in batched(examples, batch):
-        ids = [r.id for r in rows] if any(r.id for r in rows) else None
-        res = c.predict(model, [r.instance()["x"] for r in rows], ids=ids,
-                        min_version=min_version, k=k)  # fmt: skip
-        for row, p in zip(rows, res.predictions, strict=True):
-            write(row, p)
-            n += 1
-            if row.y is not None and regression and p.value is not None:
-                labelled += 1
-                abs_err += abs(float(row.y) - p.value)
-            elif row.y is not None and p.label is not None:
-                labelled += 1
-                correct += int(p.label == row.y)
-    message = f"predicted {n} instances"
-    if labelled and regression:
-        message += f"; MAE {abs_err / labelled:.6g} ({labelled} labelled)"
-    elif labelled:
-        message += f"; accuracy {correct / labelled:.4f} ({correct}/{labelled} labelled)"
-    return message

@@ -23,6 +23,7 @@ from service.cli import (
     train_llsvm,
     warmup,
 )
+from service.cli.help_format import plain_help
 
 app = typer.Typer(
     name="learnserve",
@@ -71,6 +72,7 @@ train_app.command("llsvm", help=train_llsvm.COMMAND_HELP)(train_llsvm.train_llsv
 app.add_typer(train_app, name="train")
 app.add_typer(import_model.import_app, name="import")
 app.add_typer(models.models_app, name="models")
+plain_help(app)  # flags without a type, usage lines as `learnserve update [OPTIONS] MODEL`
 
 
 def main() -> None:

@@ -1,6 +1,8 @@
 """``learnserve models create|list|show|delete``: online models on a running service.
 
 learnserve models create a9a arow --kind sparse --dim 123 --index-base 1 -p r=1.0
+learnserve models create sms --config sms.json      # any model: the PUT body's JSON
+learnserve models create sms --config - < sms.json  # (- : from stdin)
 learnserve models list
 learnserve models show a9a
 learnserve models delete a9a
@@ -9,6 +11,7 @@ learnserve models delete a9a
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import orjson
@@ -69,10 +72,41 @@ def features_config(
     return out
 
 
+def read_config(source: str) -> dict[str, Any]:
+    """``--config``: a JSON object read from the file named, or from stdin for ``-``."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as e:
+        raise typer.BadParameter(f"cannot read {source!r}: {e.strerror or e}",
+                                 param_hint="--config") from None  # fmt: skip
+    where = "stdin" if source == "-" else repr(source)
+    try:
+        config = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise typer.BadParameter(f"{where} is not JSON ({e})", param_hint="--config") from None
+    if not isinstance(config, dict):
+        raise typer.BadParameter(f"{where} holds no JSON object (a model config)",
+                                 param_hint="--config")  # fmt: skip
+    return config
+
+
+_BUILT = ("param", "kind", "dim", "bits", "index_base")  # what --config replaces
+
+
+def _given(ctx: typer.Context, param: str) -> bool:
+    """Whether the option was on the command line (or in the environment), not defaulted."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
 @models_app.command("create")
 def create(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Model name (1-64 of A-Z a-z 0-9 . _ -).")],
-    algorithm: Annotated[str, typer.Argument(help="pa, pa1, pa2, cw, arow, scw1, scw2, ranksvm.")],
+    algorithm: Annotated[
+        str | None,
+        typer.Argument(help="pa, pa1, pa2, cw, arow, scw1, scw2, ranksvm (not with --config)."),
+    ] = None,
     param: Annotated[
         list[str] | None,
         typer.Option("--param", "-p", help='Hyperparameter key=value, or a JSON object {"r": 1}.'),
@@ -83,11 +117,35 @@ def create(
     index_base: Annotated[
         int, typer.Option(min=0, max=1, help="First sparse index: 1 for SVMlight's 1-based files.")
     ] = 0,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="The model's whole config as JSON (the body of PUT /models/NAME), from "
+            "FILE or - for stdin: any model, e.g. raw records; instead of ALGORITHM and "
+            "the options above.",
+        ),
+    ] = None,
     url: Url = DEFAULT,
     token: Token = None,
     timeout: Timeout = 60.0,
 ) -> None:
     """Create an online model (same config again: no change; another config: an error)."""
+    if config is not None:
+        given = [p for p in _BUILT if _given(ctx, p)]
+        if algorithm is not None or given:
+            what = "ALGORITHM" if algorithm is not None else "--" + given[0].replace("_", "-")
+            raise typer.BadParameter(f"the config file gives the whole model: no {what} with it",
+                                     param_hint="--config")  # fmt: skip
+        body = read_config(config)
+        with service_client(url, token, timeout) as c:
+            info = c.create_model_from_config(name, body)
+        sys.stdout.write(orjson.dumps(info.raw, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    if algorithm is None:
+        raise typer.BadParameter("give ALGORITHM (or the whole config with --config)",
+                                 param_hint="ALGORITHM")  # fmt: skip
     features = features_config(kind, dim, bits, index_base)
     with service_client(url, token, timeout) as c:
         info = c.create_model(name, algorithm, features, parse_params(param or []))

@@ -23,6 +23,7 @@ from typing import IO, Any
 import typer
 
 from service.cli import file_metrics
+from service.cli.file_options import csv_delimiter
 from service.cli.phases import say
 from service.cli.prediction_output import query_writer
 from service.client import Client, ModelInfo, UpdateSummary
@@ -84,10 +85,12 @@ def open_ranking(
     label_column: str | None,
     query: Path | None,
     command: str,
+    delimiter: str | None = None,
 ) -> RankingFile:
     fmt = fmt or guess_format(file)
     if fmt not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    sep = csv_delimiter(delimiter, file, fmt)
     if info.kind == "lambdamart" and fmt == "csv":
         raise typer.BadParameter(
             "a lambdamart model reads SVMlight/LETOR files (as `train lambdamart`) or JSON "
@@ -99,9 +102,8 @@ def open_ranking(
     sidecar = query if query is not None else None if fmt == "jsonl" else sidecar_beside(file)
     if query is None and sidecar is not None:
         say(command, f"query groups from {sidecar.name} (found beside {file.name})")
-    examples = ExampleFile(
-        file, fmt, target(info, index_base), label_column=label_column, queries=True
-    )
+    examples = ExampleFile(file, fmt, target(info, index_base), label_column=label_column,
+                           queries=True, delimiter=sep)  # fmt: skip
     sizes = read_query_sizes(sidecar) if sidecar is not None else None
     if sizes is not None:
         rows = examples.count_rows()  # before anything is sent: a wrong .query file

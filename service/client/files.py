@@ -19,7 +19,9 @@ model's feature config (:class:`Target`):
   an empty cell) ``null``; a JSON line with the label column named is a flat record
   holding its label.
 
-A CSV file without a header is read with ``columns`` (the names of its columns).
+A CSV file without a header is read with ``columns`` (the names of its columns); its
+cells are split at ``delimiter`` (one character: a tab for TSV, the default for a
+``.tsv`` name; a tab-delimited file has no quoting, a quote is text).
 
 Labels that are integers (``+1``, ``-1``, ``3``, ``1.0``) are sent as integers,
 anything else as the string written.
@@ -117,14 +119,24 @@ class Row:
 
 
 def guess_format(path: Path) -> str:
-    """From the name: ``.csv``, ``.jsonl``/``.ndjson`` (also under ``.gz``), else svmlight."""
-    suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
-    last = suffixes[-1] if suffixes else ""
-    if last == ".csv":
+    """From the name: ``.csv`` or ``.tsv``, ``.jsonl``/``.ndjson`` (also under ``.gz``),
+    else svmlight."""
+    last = _last_suffix(path)
+    if last in (".csv", ".tsv"):
         return "csv"
     if last in (".jsonl", ".ndjson"):
         return "jsonl"
     return "svmlight"
+
+
+def _last_suffix(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
+    return suffixes[-1] if suffixes else ""
+
+
+def guess_delimiter(path: Path) -> str:
+    """A CSV file's delimiter by its name: a tab for ``.tsv`` (``.tsv.gz``), else ``,``."""
+    return "\t" if _last_suffix(path) == ".tsv" else ","
 
 
 def parse_label(token: str) -> str | int:
@@ -256,13 +268,18 @@ class ExampleFile:
         id_column: str | None = None,
         queries: bool = False,
         columns: list[str] | None = None,
+        delimiter: str = ",",
     ) -> None:
         """``label_column``: ``""`` the last column, a name, or ``None`` for no label
         (CSV; JSON lines of a records model: the field holding the label);
         ``queries``: SVMlight ``qid:`` tokens are read (a ranker's file); ``columns``:
-        a CSV file has no header, these are its columns' names."""
+        a CSV file has no header, these are its columns' names; ``delimiter``: the
+        character between a CSV row's cells."""
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+        if len(delimiter) != 1 or delimiter in '"\r\n':
+            raise ValueError(f"delimiter must be one character (not a quote), got {delimiter!r}")
+        self.delimiter = delimiter
         self.path = path
         self.fmt = fmt
         self.target = target
@@ -311,13 +328,20 @@ class ExampleFile:
             text = self._text(raw)
             try:
                 if self.fmt == "csv":
-                    rows = sum(1 for cells in csv.reader(text) if cells)
+                    rows = sum(1 for cells in self._reader(text) if cells)
                     return rows if self.columns else max(rows - 1, 0)
                 if self.fmt == "svmlight":
                     return sum(1 for line in text if line.split("#", 1)[0].strip())
                 return sum(1 for line in text if line.strip())
             except UnicodeDecodeError as e:
                 raise self._not_text(e) from None
+
+    def _reader(self, text: IO[str]) -> Iterator[list[str]]:
+        """CSV rows; a tab-delimited file is TSV, without quoting (a quote is text: SMS
+        messages start with one and have no closing one)."""
+        if self.delimiter == "\t":
+            return csv.reader(text, delimiter="\t", quoting=csv.QUOTE_NONE)
+        return csv.reader(text, delimiter=self.delimiter)
 
     def _svmlight(self, text: IO[str]) -> Iterator[Row]:
         name = str(self.path)
@@ -328,7 +352,7 @@ class ExampleFile:
                 yield Row(parsed[1], parsed[0], where=where, qid=parsed[2])
 
     def _csv(self, text: IO[str]) -> Iterator[Row]:
-        reader = csv.reader(text)
+        reader = self._reader(text)
         header = list(self.columns) if self.columns else next(reader, None)
         if not header:
             raise FileFormatError(f"{self.path}:1: a CSV file needs a header row")

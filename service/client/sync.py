@@ -133,6 +133,11 @@ class Client:
         call = json_call("PUT", model_path(name), create_body(algorithm, features, params))
         return ModelInfo.from_json(self._json(call))
 
+    def create_model_from_config(self, name: str, config: dict[str, Any]) -> ModelInfo:
+        """``PUT /models/{name}`` with the whole config (any model kind, e.g. a records
+        model): created, or the same config already there (else 409)."""
+        return ModelInfo.from_json(self._json(json_call("PUT", model_path(name), config)))
+
     def describe(self, name: str) -> ModelInfo:
         return ModelInfo.from_json(self._json(Call("GET", model_path(name))))
 

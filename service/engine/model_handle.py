@@ -363,7 +363,9 @@ class ModelHandle:
 
     def load_meta(self, meta: dict[str, Any]) -> None:
         """The bookkeeping a checkpoint carries (``checkpoint_meta``; ``{}``: none): the
-        counters, the metrics window, the detector, the failures and the promotion."""
+        counters, the metrics window, the detector, the failures and the promotion. The
+        learning gauges show the restored window at once (the AUC with the next
+        once-a-second turn), not only once the model learns again."""
         self.examples_learned = int(meta.get("examples_learned", 0))
         self.entries_skipped = int(meta.get("entries_skipped", 0))
         self.window = type(self.window)(self.window.size)
@@ -372,6 +374,7 @@ class ModelHandle:
         self.failed.clear()
         self.load_failed(meta)
         self.serving = meta.get("serving")
+        self._show_learning()
 
     def load_drift(self, meta: dict[str, Any]) -> None:
         """The detector as the checkpoint left it (new when it has none)."""
