@@ -109,14 +109,7 @@ class _Entry:
 def entry_of(r: UpdateResult) -> _Entry:
     """The figures of one update: pre-update predictions against the targets."""
     if r.targets is not None and r.predicted is not None and len(r.targets) == 1:
-        # one example (the usual small update): the same sums without numpy's overhead
-        t, p = float(r.targets[0]), float(r.predicted[0])
-        e = t - p
-        covered = n_interval = 0
-        if r.variance is not None:
-            n_interval = 1
-            covered = int(abs(e) <= _Z90 * math.sqrt(float(r.variance[0])))
-        return _Entry(1, (abs(e), e * e, t, t * t), n_interval, covered)
+        return _one(float(r.targets[0]), float(r.predicted[0]), r.variance)
     y = np.asarray(r.targets, dtype=np.float64)
     p = np.asarray(r.predicted, dtype=np.float64)
     e = y - p
@@ -127,6 +120,17 @@ def entry_of(r: UpdateResult) -> _Entry:
         n_interval = int(y.shape[0])
         covered = int((np.abs(e) <= half).sum())
     return _Entry(int(y.shape[0]), floats, n_interval, covered)
+
+
+def _one(t: float, p: float, variance: np.ndarray | None) -> _Entry:
+    """``entry_of`` of one example (the usual small update): the same sums without
+    numpy's per-call overhead (one term: the sums are the terms themselves)."""
+    e = t - p
+    covered = n_interval = 0
+    if variance is not None:
+        n_interval = 1
+        covered = int(abs(e) <= _Z90 * math.sqrt(float(variance[0])))
+    return _Entry(1, (abs(e), e * e, t, t * t), n_interval, covered)
 
 
 class RegressionWindow:
