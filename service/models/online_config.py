@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 CONFIG_KEYS = frozenset({"algorithm", "params", "features", "metrics", "drift", "follows"})
 INTEGER_PARAMS = frozenset({"pairs_per_group", "seed"})  # ranksvm
+_RECORD_DEFAULT_MAX_FEATURES = 10_000  # learners.records.config's default
 
 
 def feature_spec(body: dict[str, Any], settings: Settings) -> FeatureSpec:
@@ -74,6 +75,9 @@ def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
         # one that took the PUT, which makes a record's feature names in field order
         # (the names a bounded map keeps; the encoded rows do not depend on it).
         features = {**features, "fields": dict(sorted(fields.items()))}
+    if "max_features_per_record" not in features:  # the encoder's default, within ours
+        cap = min(_RECORD_DEFAULT_MAX_FEATURES, settings.max_features_per_example)
+        features = {**features, "max_features_per_record": cap}
     try:
         spec = FeatureSpec.records(features)
     except ConfigError as e:
@@ -84,6 +88,16 @@ def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
         raise invalid(
             f"features.bits: dimension {spec.dim} exceeds the limit of {settings.max_dim}",
             "features.bits",
+        )
+    per_record = spec.encoder.config.max_features_per_record
+    if per_record > settings.max_features_per_example:
+        # one limit for every kind: a record may not make more features than the
+        # service takes in one example of a sparse or hashed model
+        field = "features.max_features_per_record"
+        raise invalid(
+            f"{field}: {per_record} exceeds this service's max_features_per_example "
+            f"({settings.max_features_per_example}, LEARNSERVE_MAX_FEATURES_PER_EXAMPLE)",
+            field,
         )
     return spec
 

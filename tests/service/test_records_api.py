@@ -313,3 +313,32 @@ def test_a_deeply_nested_ignored_field_is_not_logged(tmp_path: Path) -> None:
         assert c.post("/update", json={"model": "p", "examples": plain}).status_code == 200
         digests = [info(c, name)["state_digest"] for name in ("m", "p")]
     assert digests[0] == digests[1]
+
+
+def test_a_records_config_cannot_take_more_features_than_the_service(tmp_path: Path) -> None:
+    """Issue 32 item 9: max_features_per_record up to 1,000,000 let a record make 150,000
+    features where a hashed model's example answers 413 above max_features_per_example."""
+    settings = Settings(data_dir=str(tmp_path), max_features_per_example=1000)
+    features = {"kind": "records", "bits": 12, "max_features_per_record": 150_000,
+                "fields": {"c": {"type": "categorical"}}}  # fmt: skip
+    with ServerThread(settings) as srv, srv.client() as c:
+        r = c.put("/models/big", json={"algorithm": "arow", "features": features})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"]["field"] == "features.max_features_per_record"
+        features["max_features_per_record"] = 1000
+        assert (
+            c.put("/models/big", json={"algorithm": "arow", "features": features}).status_code
+            == 201
+        )
+        ex = [{"x": {"c": [f"v{i}" for i in range(1500)]}, "y": "a"}]
+        r = c.post("/update", json={"model": "big", "examples": ex})
+        assert 400 <= r.status_code < 500 and "examples[0].x" in r.text, r.text
+
+
+def test_the_records_default_feature_limit_follows_the_services(tmp_path: Path) -> None:
+    settings = Settings(data_dir=str(tmp_path), max_features_per_example=500)
+    features = {"kind": "records", "bits": 12, "fields": {"c": {"type": "categorical"}}}
+    with ServerThread(settings) as srv, srv.client() as c:
+        r = c.put("/models/m", json={"algorithm": "arow", "features": features})
+        assert r.status_code == 201, r.text
+        assert r.json()["config"]["features"]["max_features_per_record"] == 500
