@@ -8,6 +8,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
@@ -181,19 +182,39 @@ async def checkpoint_model(
             409, "not_online", f"model {name!r} is a batch model; its artifacts are stored as is"
         )
     t0 = time.perf_counter()
-    while h.checkpointing:  # one at a time per model: wait for the running one
+    # A follower is written with its leader, at the leader's position: checkpoint that.
+    target = h.leader if h.leader is not None else h
+    while target.checkpointing:  # one at a time per model: wait for the running one
         await asyncio.sleep(0.01)
-    written = await engine.checkpoint(h)
-    if not written and h.version > h.checkpoint_position:
+    before = h.checkpoint_position
+    await engine.checkpoint(target)
+    outcome = target.checkpoint_outcome
+    if outcome in ("store_unavailable", "failed"):
         raise store_unavailable("the checkpoint could not be written; retry later")
-    return json_response(
-        {
-            "model": name,
-            "written": written,
-            "position": h.checkpoint_position,
-            "duration_seconds": time.perf_counter() - t0,
-        }
-    )
+    written = h.checkpoint_position > before
+    if written:
+        note = None
+    else:  # what happened instead: said, not a 503 (the store is up)
+        note = CHECKPOINT_NOTES.get("behind" if outcome == "written" else outcome)
+    body: dict[str, Any] = {
+        "model": name,
+        "written": written,
+        "position": h.checkpoint_position,
+        "duration_seconds": time.perf_counter() - t0,
+    }
+    if note is not None:
+        body["note"] = note
+    return json_response(body)
+
+
+CHECKPOINT_NOTES = {
+    "not_needed": "nothing new since the stored checkpoint",
+    "leased_elsewhere": "another worker holds the checkpoint lease and writes it; this "
+    "worker's copy was not written",
+    "deleted": "the model was deleted meanwhile",
+    "behind": "the leader's checkpoint was written; this follower was behind it and is "
+    "written with the leader's next one",
+}
 
 
 @router.delete(

@@ -420,9 +420,15 @@ class ActivateRequest(BaseModel):
 
 class CheckpointResponse(BaseModel):
     model: str
-    written: bool = Field(description="false when there was nothing new to write")
+    written: bool = Field(description="false when this call wrote nothing (see note)")
     position: int = Field(description="the log position the stored checkpoint covers")
     duration_seconds: float
+    note: str | None = Field(
+        None,
+        description="why nothing was written: nothing new since the stored checkpoint, "
+        "another worker holds the checkpoint lease (it writes it), or a follower behind "
+        "its leader's checkpoint (a follower is written with its leader)",
+    )
 
 
 class DeployResponse(BaseModel):

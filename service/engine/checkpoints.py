@@ -39,9 +39,12 @@ def _pack(meta: dict[str, Any], serialise: Callable[[], bytes | memoryview]) -> 
 async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
     """Snapshot quickly under the lock, serialise + write off-loop, then trim the log."""
     if not h.adapter.online or h.checkpointing or h.version <= h.checkpoint_position:
+        h.checkpoint_outcome = "not_needed"
         return False
     if h.leader is not None:  # a follower is checkpointed with its leader
+        h.checkpoint_outcome = "follower"
         return False
+    h.checkpoint_outcome = "failed"  # until it is known
     h.checkpointing = True
     t0 = time.perf_counter()
     settings = registry.settings
@@ -53,6 +56,7 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
             now = time.monotonic()
             h.lease_retry_at = now + settings.checkpoint_lease_seconds / 2
             h.next_time_checkpoint = now + settings.checkpoint_every_seconds
+            h.checkpoint_outcome = "leased_elsewhere"
             return False
         async with h.lock:
             position = h.version
@@ -87,8 +91,10 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
     except StoreUnavailable as e:
         registry.health.failed("put_checkpoint", e)
         _back_off(registry.settings, h, e)
+        h.checkpoint_outcome = "store_unavailable"
         return False
     except ModelNotFound:
+        h.checkpoint_outcome = "deleted"
         return False  # deleted meanwhile
     except LogDiverged as e:
         log.error("checkpoint of %r refused: %s", h.name, e)
@@ -107,6 +113,7 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
     h.checkpoint_error = None
     M.CHECKPOINT_BACKOFF.labels(h.name).set(0.0)
     h.checkpoint_position = position
+    h.checkpoint_outcome = "written"
     h.checkpoint_at = time.time()
     h.checkpoint_done = time.monotonic()
     h.next_time_checkpoint = time.monotonic() + registry.settings.checkpoint_every_seconds

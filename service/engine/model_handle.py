@@ -119,6 +119,9 @@ class ModelHandle:
         self.checkpoint_at: float | None = None
         self.checkpoint_done = -math.inf  # time.monotonic() of the last checkpoint written here
         self.checkpointing = False
+        # What the last checkpoint call did (service.engine.checkpoints): written,
+        # not_needed, follower, leased_elsewhere, store_unavailable, deleted, failed.
+        self.checkpoint_outcome = ""
         # Failed checkpoints since the last one written: no new try before retry_at.
         self.checkpoint_failures = 0
         self.checkpoint_retry_at = -math.inf  # time.monotonic()
