@@ -192,10 +192,9 @@ async def checkpoint_model(
     if outcome in ("store_unavailable", "failed"):
         raise store_unavailable("the checkpoint could not be written; retry later")
     written = h.checkpoint_position > before
-    if written:
-        note = None
-    else:  # what happened instead: said, not a 503 (the store is up)
-        note = CHECKPOINT_NOTES.get("behind" if outcome == "written" else outcome)
+    # when nothing was written, what happened instead: said, not a 503 (the store is up)
+    reason = "behind" if outcome == "written" else outcome
+    note = None if written else CHECKPOINT_NOTES.get(reason)
     body: dict[str, Any] = {
         "model": name,
         "written": written,
