@@ -76,6 +76,7 @@ DETECTORS: dict[str, dict[str, Any]] = {
     },
     "none": {},
 }
+MAX_BUCKETS = 1000  # ADWIN's buckets per size: River's default is 5
 _INTEGER = {"clock", "max_buckets", "min_window_length", "grace_period", "min_instances"}
 _MODES = ("both", "up", "down")
 
@@ -171,8 +172,10 @@ def _check(c: dict[str, Any]) -> None:
         for key in ("clock", "min_window_length"):
             if not 1 <= c[key] <= 1_000_000:
                 bad(key, "an integer in [1, 1000000]")
-        if not 2 <= c["max_buckets"] <= 1_000_000:
-            bad("max_buckets", "an integer in [2, 1000000]")
+        if not 2 <= c["max_buckets"] <= MAX_BUCKETS:
+            # each bucket of each size costs two floats per worker, allocated at the PUT:
+            # 1,000,000 was ~1 GB per model per worker (issue 32 item 8); 1,000 is ~1 MB
+            bad("max_buckets", f"an integer in [2, {MAX_BUCKETS}]")
         if not 0 <= c["grace_period"] <= 1_000_000_000:
             bad("grace_period", "an integer in [0, 1000000000]")
     elif c["detector"] == "page_hinkley":

@@ -89,6 +89,20 @@ def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
             f"features.bits: dimension {spec.dim} exceeds the limit of {settings.max_dim}",
             "features.bits",
         )
+    from learners.records.state import idf_fields
+
+    # idf's document frequencies: an int32 table of (idf fields, 2**bits), copied on every
+    # learning call so that a refused entry leaves it as it was: a sixteenth of the
+    # model budget (256 MiB by default: 4 idf fields at bits 24, 64 at bits 20)
+    idf_bytes = 4 * len(idf_fields(spec.encoder.config)) * spec.dim
+    if idf_bytes > settings.max_model_bytes // 16:
+        raise invalid(
+            f"features.bits: idf over {len(idf_fields(spec.encoder.config))} text fields "
+            f"at {spec.dim} columns needs a {idf_bytes / 2**20:.0f} MiB table, more than "
+            f"{settings.max_model_bytes // 16 / 2**20:.0f} MiB (max_model_bytes / 16); use "
+            "fewer bits or fewer idf fields",
+            "features.bits",
+        )
     per_record = spec.encoder.config.max_features_per_record
     if per_record > settings.max_features_per_example:
         # one limit for every kind: a record may not make more features than the

@@ -137,6 +137,8 @@ def test_page_hinkley_and_none(stream: Any, tmp_path: Path) -> None:
         ({"detector": "adwin", "delta": 0.0}, "drift.delta"),
         ({"detector": "adwin", "delta": "1e999"}, "drift.delta"),
         ({"detector": "adwin", "max_buckets": 1}, "drift.max_buckets"),
+        # issue 32 item 8: 1,000,000 buckets allocated ~1 GB per model and worker at PUT
+        ({"detector": "adwin", "max_buckets": 1_000_000}, "drift.max_buckets"),
         ({"detector": "adwin", "clock": 2.5}, "drift.clock"),
         ({"detector": "adwin", "threshold": 3}, "drift.threshold"),
         ({"detector": "page_hinkley", "mode": "sideways"}, "drift.mode"),

@@ -342,3 +342,15 @@ def test_the_records_default_feature_limit_follows_the_services(tmp_path: Path) 
         r = c.put("/models/m", json={"algorithm": "arow", "features": features})
         assert r.status_code == 201, r.text
         assert r.json()["config"]["features"]["max_features_per_record"] == 500
+
+
+def test_an_idf_table_beyond_the_budget_is_refused(tmp_path: Path) -> None:
+    """Issue 32 item 8: 100 idf fields at bits 24 (a 6.4 GB table) were accepted."""
+    fields = {f"t{k}": {"type": "text", "idf": True} for k in range(100)}
+    features = {"kind": "records", "bits": 24, "fields": fields}
+    with ServerThread(Settings(data_dir=str(tmp_path))) as srv, srv.client() as c:
+        r = c.put("/models/m", json={"algorithm": "arow", "features": features})
+        assert r.status_code == 422 and r.json()["detail"]["field"] == "features.bits", r.text
+        assert "MiB table" in r.json()["detail"]["message"], r.text
+        small = {"kind": "records", "bits": 16, "fields": fields}
+        assert c.put("/models/m", json={"algorithm": "arow", "features": small}).status_code == 201
