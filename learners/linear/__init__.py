@@ -14,12 +14,12 @@ covariance for the confidence-weighted family.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
 from learners.linear._base import ALGORITHMS, LinearClassifier
 from learners.linear._learning import NonFiniteWeightsError
+from learners.linear._params import build_by_name
 from learners.linear._scoring import NotFittedError
 from learners.linear._state import LinearState
 from learners.linear.arow import AROW
@@ -60,19 +60,5 @@ def make_classifier(
     algorithm: str, dim: int, params: Mapping[str, Any] | None = None
 ) -> LinearClassifier:
     """Build a classifier by name; unknown or invalid hyperparameters raise ``ValueError``."""
-    try:
-        cls = CLASSES[algorithm]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"algorithm: must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}"
-        ) from None
-    params = dict(params or {})
-    allowed = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "dim")]
-    for name in params:
-        if name not in allowed:
-            expected = ", ".join(allowed) if allowed else "none"
-            raise ValueError(
-                f"params.{name}: unknown hyperparameter for {algorithm} (expected: {expected})"
-            )
-    factory: Any = cls  # subclasses define their own __init__ signatures
-    return factory(dim, **params)
+    made: LinearClassifier = build_by_name(CLASSES, algorithm, dim, params)
+    return made

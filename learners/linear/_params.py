@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -43,3 +45,27 @@ def _check_dim(dim: Any) -> int:
     if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
         raise ValueError(f"dim: must be a positive integer, got {dim!r}")
     return int(dim)
+
+
+def build_by_name(classes: Mapping[str, type], algorithm: Any, dim: int, params: Any) -> Any:
+    """``classes[algorithm](dim, **params)``: ``ValueError`` naming ``algorithm``, a
+    ``params`` that is no object, or ``params.<name>`` unknown to that class (its
+    ``__init__`` names the hyperparameters); the class validates the values. What
+    ``make_classifier`` and ``make_regressor`` do."""
+    try:
+        cls: Any = classes[algorithm]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"algorithm: must be one of {', '.join(classes)}, got {algorithm!r}"
+        ) from None
+    if params is not None and not isinstance(params, Mapping):
+        raise ValueError(f"params: must be an object, got {type(params).__name__}")
+    params = dict(params or {})
+    allowed = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "dim")]
+    for name in params:
+        if name not in allowed:
+            expected = ", ".join(allowed) if allowed else "none"
+            raise ValueError(
+                f"params.{name}: unknown hyperparameter for {algorithm} (expected: {expected})"
+            )
+    return cls(dim, **params)

@@ -17,29 +17,6 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba.core import types
-
-
-def called(func: Any) -> Any:
-    """A helper compiled once and called (``@numba.njit``, not inlined at numba IR level:
-    every ``inline="always"`` copy re-types the helper's body inside its caller's, and the
-    row kernel that inlined the whole text kernel took ~50 s and 1.3 GB to compile, issue
-    30; LLVM still inlines what it finds worth it). Called from another kernel it is
-    compiled for its arguments' plain types: a constant argument (``0``, ``False``; numba
-    also types a counter's first value so) would otherwise compile a second copy for the
-    literal."""
-    disp: Any = numba.njit(cache=True)(func)
-    template = disp.get_call_template
-
-    def get_call_template(args: Any, kws: Any) -> Any:
-        return template(
-            tuple(types.unliteral(a) for a in args),
-            {k: types.unliteral(v) for k, v in kws.items()},
-        )
-
-    disp.get_call_template = get_call_template
-    return disp
-
 
 # All arithmetic in uint64 masked to 32 bits: a mix of signed and unsigned integers
 # would make numba compute in float64.

@@ -14,8 +14,9 @@ import math
 import numba
 import numpy as np
 
+from learners._numba_calls import called
 from learners.records._borrow import borrowed
-from learners.records._hash_kernels import called, murmur3, put_utf8
+from learners.records._hash_kernels import murmur3, put_utf8
 from learners.records._text_kernel import COUNT, HASH
 
 _INT32_MAX = 2**31 - 1

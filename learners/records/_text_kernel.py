@@ -34,8 +34,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from learners._numba_calls import called
 from learners.records._borrow import borrowed
-from learners.records._hash_kernels import called, feed_span, finish, put_utf8
+from learners.records._hash_kernels import feed_span, finish, put_utf8
 from learners.records._text_scratch import (  # (the scratch's layout, re-exported)
     _CPO,
     _GRAM,

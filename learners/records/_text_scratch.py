@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from learners.records._hash_kernels import called
+from learners._numba_calls import called
 
 # rows of the int64 scratch ``si`` (``text_room``): per code point, per token, per n-gram
 _CPO, _TS, _TE, _SH, _SK, _SCN, _IDX, _PO = range(8)

@@ -16,8 +16,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from learners._numba_calls import called
 from learners.records._borrow import borrowed
-from learners.records._hash_kernels import called, feed, feed_span, finish, take
+from learners.records._hash_kernels import feed, feed_span, finish, take
 from learners.records._text_scratch import (
     _CPO,
     _GRAM,

@@ -15,11 +15,11 @@ An intercept is a constant feature (``FeatureSpec(..., intercept=True)``).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
 from learners.linear._learning import NonFiniteWeightsError
+from learners.linear._params import build_by_name
 from learners.regression._base import ALGORITHMS, LinearRegressor
 from learners.regression._model import CheckedTargets, RegressionState
 from learners.regression.arow import AROW
@@ -47,24 +47,8 @@ def make_regressor(
 ) -> LinearRegressor:
     """Build a regressor by name; unknown or invalid hyperparameters raise ``ValueError``
     naming ``params.<name>``."""
-    try:
-        cls = CLASSES[algorithm]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"algorithm: must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}"
-        ) from None
-    if params is not None and not isinstance(params, Mapping):
-        raise ValueError(f"params: must be an object, got {type(params).__name__}")
-    params = dict(params or {})
-    allowed = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "dim")]
-    for name in params:
-        if name not in allowed:
-            raise ValueError(
-                f"params.{name}: unknown hyperparameter for {algorithm} "
-                f"(expected: {', '.join(allowed)})"
-            )
-    factory: Any = cls  # subclasses define their own __init__ signatures
-    return factory(dim, **params)
+    made: LinearRegressor = build_by_name(CLASSES, algorithm, dim, params)
+    return made
 
 
 def warmup() -> None:

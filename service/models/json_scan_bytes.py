@@ -16,7 +16,8 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba.core import types
+
+from learners._numba_calls import called
 
 # Kernels allocate nothing, so they run without numba's reference counting (NRT):
 # with it, every call of a helper increfs and decrefs the buffers (atomic
@@ -32,25 +33,9 @@ except ImportError:  # pragma: no cover - a numba without the options module
 _inline: Any = numba.njit(cache=True, nogil=True, inline="always", **_NO_NRT)
 
 
-def _kernel(func: Any) -> Any:
-    """A kernel, or a helper compiled once and called (not inlined at numba IR level:
-    every such inlining re-types the helper's body inside its caller's, and a kernel
-    that inlines the large helpers takes minutes and gigabytes to compile; LLVM still
-    inlines the small ones). Called from another kernel, it is compiled for its
-    arguments' plain types: a constant argument (``0``, ``False``; numba's typing also
-    sees a counter's first value so) would otherwise compile a second copy for that
-    literal, never called from Python."""
-    disp = numba.njit(cache=True, nogil=True, **_NO_NRT)(func)
-    template = disp.get_call_template
-
-    def get_call_template(args: Any, kws: Any) -> Any:
-        return template(
-            tuple(types.unliteral(a) for a in args),
-            {k: types.unliteral(v) for k, v in kws.items()},
-        )
-
-    disp.get_call_template = get_call_template
-    return disp
+# A kernel, or a helper compiled once and called (learners._numba_calls.called: not
+# inlined at numba IR level, each call typed for plain argument types).
+_kernel: Any = called(nogil=True, **_NO_NRT)
 
 
 # the kernels read a bytes object (the service) or a uint8 array (tests)

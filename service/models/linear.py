@@ -295,8 +295,6 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
             )
 
     def check_update(self, payload: bytes) -> None:
-        from learners.linear import first_nonfinite_row
-
         records = decode_records_entry(payload) if payload[:4] == RECORDS_MAGIC else None
         if records is not None:  # encoded with the statistics as they are now
             batch = self.spec.encoder.encode(records[0], sequential=True)
@@ -305,7 +303,7 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
             batch, meta = decode_payload(payload, self.spec.dim)
         weights = entry_weights(meta)
         checked = self.model.check(batch, meta["y"], weights)
-        row = first_nonfinite_row(self.model, batch, meta["y"], weights, checked)
+        row = self._first_nonfinite_row(batch, meta["y"], weights, checked)
         if row is not None:
             loc = f"examples[{row}].x"
             raise invalid(f"{loc}: {overflow_problem(batch, [row])}", loc)
@@ -345,18 +343,13 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         if payload[:4] == RECORDS_MAGIC:  # raw records (features from the statistics)
             return self._apply_records(*decode_records_entry(payload))  # type: ignore[misc]
         batch, meta, checked = self._decode(payload)
-        refuse_label_clash(meta["y"], self.model.labels_)
+        self._refuse_clash(meta["y"])
         try:
-            result: UpdateResult
-            weights = entry_weights(meta)
-            if meta.get("fb"):  # rows of delayed labels (service.models.feedback_rows)
-                result = update_with_served(self.model, batch, meta["y"], meta["fb"], weights)
-            else:
-                result = self.model.update(batch, meta["y"], weights, checked)
+            result = self._update_entry(batch, meta, entry_weights(meta), checked)
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
             raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
         names.record(self.model, meta)
-        return probability.learn(self.calibration, result)
+        return self._learned(result, meta)
 
     def _apply_records(self, records: list[Any], meta: dict[str, Any]) -> UpdateResult:
         """Learn an entry of raw records: each encoded with the statistics of the
@@ -364,7 +357,7 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         statistics as they were if the entry is refused."""
         from learners.linear import NonFiniteWeightsError
 
-        refuse_label_clash(meta["y"], self.model.labels_)
+        self._refuse_clash(meta["y"])
         encoder = self.spec.encoder
         before = encoder._state
         batch = encoder.learn(records)
@@ -376,6 +369,32 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         except BaseException:
             encoder._state = before
             raise
+        return self._learned(result, meta)
+
+    # What a model of another target (service.models.regression) does otherwise: the
+    # dry run's kernel, the labels' clash check, the update of an entry (with delayed
+    # labels' rows) and what follows it.
+    def _first_nonfinite_row(
+        self, batch: Batch, y: list[Any], weights: list[float] | None, checked: Any
+    ) -> int | None:
+        from learners.linear import first_nonfinite_row
+
+        return first_nonfinite_row(self.model, batch, y, weights, checked)
+
+    def _refuse_clash(self, y: list[Any]) -> None:
+        refuse_label_clash(y, self.model.labels_)
+
+    def _update_entry(
+        self, batch: Batch, meta: dict[str, Any], weights: list[float] | None, checked: Any
+    ) -> UpdateResult:
+        if meta.get("fb"):  # rows of delayed labels (service.models.feedback_rows)
+            return update_with_served(self.model, batch, meta["y"], meta["fb"], weights)
+        result: UpdateResult = self.model.update(batch, meta["y"], weights, checked)
+        return result
+
+    def _learned(self, result: UpdateResult, meta: dict[str, Any]) -> UpdateResult:
+        """An applied entry's result, as the window reads it: scored by the probability
+        map before the map learns the entry's scores."""
         return probability.learn(self.calibration, result)
 
     def state_digest(self) -> str:

@@ -39,13 +39,11 @@ from service.errors import invalid
 from service.models import feature_names as names
 from service.models import record_entries
 from service.models.base import ModelAdapter
-from service.models.example_weights import entry_weights
 from service.models.feedback_rows import Record
-from service.models.linear import _CHECKED_MAX_BYTES, LinearAdapter
-from service.models.linear_inputs import overflow_problem
+from service.models.linear import LinearAdapter
 from service.models.online_config import online_model_config
-from service.models.payload import decode_payload, encode_payload
-from service.models.record_entries import RECORDS_MAGIC, decode_records_entry
+from service.models.payload import encode_payload
+from service.models.regression_metrics import Z90
 
 if TYPE_CHECKING:
     from service.settings import Settings
@@ -54,7 +52,6 @@ SUFFIX = "_regression"
 ALGORITHMS: tuple[str, ...] = tuple(
     f"{a}{SUFFIX}" for a in ("pa", "pa1", "pa2", "arow")
 )  # the learners' names, suffixed: "arow" is the classifier
-_Z90 = 1.6448536269514722  # Φ⁻¹(0.95)
 
 
 def learner_algorithm(algorithm: str) -> str:
@@ -166,53 +163,26 @@ class RegressionAdapter(LinearAdapter):
         for i, y in enumerate(labels):
             labels[i] = y + 0.0 if type(y) is float else check_target(y, i)
 
-    def check_update(self, payload: bytes) -> None:
-        records = decode_records_entry(payload) if payload[:4] == RECORDS_MAGIC else None
-        if records is not None:  # encoded with the statistics as they are now
-            batch = self.spec.encoder.encode(records[0], sequential=True)
-            meta = records[1]
-        else:
-            batch, meta = decode_payload(payload, self.spec.dim)
-        weights = entry_weights(meta)
-        checked = self.model.check(batch, meta["y"], weights)
-        row = self.model.first_nonfinite_row(batch, meta["y"], weights, checked)
-        if row is not None:
-            loc = f"examples[{row}].x"
-            raise invalid(f"{loc}: {_overflow(batch, row)}", loc)
-        # what apply would decode and check again, kept for it (as the classifiers do;
-        # a checked batch holds while the model's dimension is the same: always)
-        if records is None and len(payload) <= _CHECKED_MAX_BYTES:
-            self._keep_checked(payload, batch, meta, checked)
+    # the linear write path's hooks (service.models.linear)
+    def _first_nonfinite_row(
+        self, batch: Batch, y: list[Any], weights: list[float] | None, checked: Any
+    ) -> int | None:
+        row: int | None = self.model.first_nonfinite_row(batch, y, weights, checked)
+        return row
 
-    def apply(self, payload: bytes) -> UpdateResult:
-        from learners.regression import NonFiniteWeightsError
+    def _refuse_clash(self, y: list[Any]) -> None:
+        return None  # numbers: no labels whose JSON keys could clash
 
-        if payload[:4] == RECORDS_MAGIC:
-            return self._apply_records(*decode_records_entry(payload))  # type: ignore[misc]
-        batch, meta, checked = self._decode(payload)
-        y = meta["y"]
-        try:
-            result = self.model.update(batch, y, entry_weights(meta), checked)
-        except NonFiniteWeightsError as e:  # appended by a worker behind this state
-            raise ValueError(f"examples[{e.row}].x: {_overflow(batch, e.row)}") from None
-        names.record(self.model, meta)
-        return _with_targets(result, y, meta.get("fb"), self.model.y_std_)
+    def _update_entry(
+        self, batch: Batch, meta: dict[str, Any], weights: list[float] | None, checked: Any
+    ) -> UpdateResult:
+        # rows of delayed targets ("fb") are learned as any: _learned scores them by
+        # the value that was served
+        result: UpdateResult = self.model.update(batch, meta["y"], weights, checked)
+        return result
 
-    def _apply_records(self, records: list[Any], meta: dict[str, Any]) -> UpdateResult:
-        from learners.regression import NonFiniteWeightsError
-
-        encoder = self.spec.encoder
-        before = encoder._state
-        batch = encoder.learn(records)
-        try:
-            result = self.model.update(batch, meta["y"], entry_weights(meta))
-        except NonFiniteWeightsError as e:
-            encoder._state = before
-            raise ValueError(f"examples[{e.row}].x: {_overflow(batch, e.row)}") from None
-        except BaseException:
-            encoder._state = before
-            raise
-        return _with_targets(result, meta["y"], None, self.model.y_std_)
+    def _learned(self, result: UpdateResult, meta: dict[str, Any]) -> UpdateResult:
+        return _with_targets(result, meta["y"], meta.get("fb"), self.model.y_std_)
 
     # ------------------------------------------------------------ read path
     def predict(
@@ -238,7 +208,7 @@ class RegressionAdapter(LinearAdapter):
         values, variances = model.predict_details(batch)
         if variances is None:
             return [{"value": float(v)} for v in values.tolist()]
-        half = _Z90 * np.sqrt(variances)
+        half = Z90 * np.sqrt(variances)
         return [
             {"value": v, "variance": s, "interval": [v - h, v + h]}
             for v, s, h in zip(values.tolist(), variances.tolist(), half.tolist(), strict=True)
@@ -295,10 +265,6 @@ class RegressionAdapter(LinearAdapter):
             "target": {"mean": m.y_mean_, "std": m.y_std_},
             "interval_level": 0.9 if self.has_confidence() else None,
         }
-
-
-def _overflow(batch: Batch, row: int) -> str:
-    return overflow_problem(batch, [row])
 
 
 def _with_targets(

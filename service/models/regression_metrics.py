@@ -36,15 +36,10 @@ from typing import Any
 import numpy as np
 
 from learners.base import UpdateResult
+from service.models.progressive_metrics import _ONE, _fixed
 
-_ONE = 1 << 1074  # every float64 is a whole multiple of 2**-1074
 INTERVAL_LEVEL = 0.9
-_Z90 = 1.6448536269514722  # Φ⁻¹(0.95): the central 90 % interval
-
-
-def _fixed(x: float) -> int:
-    p, q = float(x).as_integer_ratio()
-    return p * (_ONE // q)
+Z90 = 1.6448536269514722  # Φ⁻¹(0.95): the half-width of the central 90 % interval, in σ
 
 
 class _Sums:
@@ -116,7 +111,7 @@ def entry_of(r: UpdateResult) -> _Entry:
     floats = (float(np.abs(e).sum()), float((e * e).sum()), float(y.sum()), float((y * y).sum()))
     n_interval = covered = 0
     if r.variance is not None:
-        half = _Z90 * np.sqrt(np.asarray(r.variance, dtype=np.float64))
+        half = Z90 * np.sqrt(np.asarray(r.variance, dtype=np.float64))
         n_interval = int(y.shape[0])
         covered = int((np.abs(e) <= half).sum())
     return _Entry(int(y.shape[0]), floats, n_interval, covered)
@@ -129,7 +124,7 @@ def _one(t: float, p: float, variance: np.ndarray | None) -> _Entry:
     covered = n_interval = 0
     if variance is not None:
         n_interval = 1
-        covered = int(abs(e) <= _Z90 * math.sqrt(float(variance[0])))
+        covered = int(abs(e) <= Z90 * math.sqrt(float(variance[0])))
     return _Entry(1, (abs(e), e * e, t, t * t), n_interval, covered)
 
 

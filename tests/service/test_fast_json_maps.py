@@ -19,6 +19,7 @@ from learners.features import Batch, FeatureSpec, murmurhash3_32
 from service.models import fast_json_maps, json_scan_keys
 from service.models.fast_json_maps import scan_map_examples, warmup
 from service.models.json_scan_keys import murmurhash3_32_nb
+from tests.service.test_fast_json import same_labels
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -27,21 +28,6 @@ INT64_MIN = -(2**63)
 def label_of(y: Any) -> Any:
     """The label the general path keeps: a whole float below 2**53 is its integer."""
     return int(y) if type(y) is float and y.is_integer() and abs(y) < 2**53 else y
-
-
-def same_labels(got: list[Any], want: list[Any]) -> bool:
-    """The scanner's labels are the general path's: a string or an int64 as it is; any
-    other number (``1.5``, ``1e3``, an integer beyond int64) as the float orjson reads,
-    which a classifier sends back to the general path and a regressor takes."""
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want, strict=True):
-        if type(g) is float:
-            if type(w) not in (int, float) or float(w) != g:
-                return False
-        elif type(g) is not type(w) or g != w:
-            return False
-    return True
 
 
 def spec_of(kind: str, dim: int) -> FeatureSpec:
