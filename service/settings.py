@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     workers: int = Field(default=1, ge=1, le=64)
+    # The HTTP server under the app (`learnserve serve --server`): uvicorn, or granian
+    # (Rust, its ASGI interface) with the same answers, limits, deadlines and graceful
+    # shutdown and less CPU per /predict (bench/servers.py).
+    server: Literal["uvicorn", "granian"] = "uvicorn"
     # Redis is the production store; without it the embedded SQLite store under data_dir.
     redis_url: str | None = None
     data_dir: str = "./data"
