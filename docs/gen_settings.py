@@ -83,8 +83,8 @@ HEADER = """\
 Every setting of the service is a field of `Settings` in `service/settings.py`, read
 from the environment as `LEARNSERVE_<FIELD>` (upper case), e.g.
 `LEARNSERVE_REDIS_URL=redis://localhost:6379/0`. `learnserve serve` also takes `--host`,
-`--port`, `--workers`, `--server`, `--redis-url`, `--redis-cluster` and `--data-dir` as flags (a flag
-wins over the variable). Booleans read `true`/`false` (also `1`/`0`, `yes`/`no`); sizes
+`--port`, `--workers`, `--server`, `--redis-url`, `--redis-cluster` and `--data-dir` as
+flags (a flag wins over the variable). Booleans read `true`/`false` (also `1`/`0`, `yes`/`no`); sizes
 are bytes; durations are seconds. What the settings do together:
 [configuration](../operations/configuration.md).
 """
