@@ -84,8 +84,8 @@ Every setting of the service is a field of `Settings` in `service/settings.py`, 
 from the environment as `LEARNSERVE_<FIELD>` (upper case), e.g.
 `LEARNSERVE_REDIS_URL=redis://localhost:6379/0`. `learnserve serve` also takes `--host`,
 `--port`, `--workers`, `--server`, `--redis-url`, `--redis-cluster` and `--data-dir` as
-flags (a flag wins over the variable). Booleans read `true`/`false` (also `1`/`0`, `yes`/`no`); sizes
-are bytes; durations are seconds. What the settings do together:
+flags (a flag wins over the variable). Booleans read `true`/`false` (also `1`/`0`,
+`yes`/`no`); sizes are bytes; durations are seconds. What the settings do together:
 [configuration](../operations/configuration.md).
 """
 
