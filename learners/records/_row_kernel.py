@@ -31,6 +31,7 @@ from learners.records._row_parts import (  # (the text parameter table's layout,
     TP_CMIN,
     TP_CPRE_E,
     TP_CPRE_S,
+    TP_IDF,
     TP_LOWER,
     TP_SKIPS,
     TP_WN,
@@ -63,11 +64,12 @@ CANONICAL, NAMED, HASHES = 0, 1, 2
 # what _rows stopped for, besides OK / TOO_MANY / TOO_MANY_NGRAMS: a buffer is short
 # (``cur[_NEED]`` says how long it must be); encode_rows grows it and calls again
 _NEED_F, _NEED_NB = NEED_F, NEED_NB  # (_interact's too)
-_NEED_OUT, _NEED_NAMES, _NEED_ORDER, _NEED_MEMBERS = range(12, 16)
+_NEED_OUT, _NEED_NAMES, _NEED_ORDER, _NEED_MEMBERS, _NEED_UNDO = range(12, 17)
 # _rows' cursor ``cur``: where to go on, kept there when it stops
 _R, _A, _NF, _PHASE, _T, _NPLAIN, _NOUT, _NEED, _EF = range(9)
 _NAMED = 9  # (in, not a cursor: an argument of its own was typed as the literal 0 in
 # one compilation and int64 in another: _rows, the largest kernel, compiled twice)
+_NUNDO = 10  # idf counts made so far, each logged in ``undo`` (see encode_rows)
 # a row's phases: not begun, its atoms, its interactions, written out
 _BEGIN, _ATOMS, _INTER, _OUT = range(4)
 
@@ -94,6 +96,7 @@ def encode_rows(
     df: np.ndarray,
     docs: np.ndarray,
     update: bool,
+    keep: bool,
     mask: int,
     max_feat: int,
     mode: int,
@@ -108,7 +111,13 @@ def encode_rows(
     The rows are made by :func:`_rows`, which never makes or rebinds an array (numba's
     reference counting of a rebound array costs two atomic operations per loop turn, more
     than the rest of a named feature's work): when a buffer is short it stops, saying
-    which and how long, and goes on from where it stopped once this has grown it."""
+    which and how long, and goes on from where it stopped once this has grown it.
+
+    idf counts (``update``) are made in ``df`` / ``docs`` themselves, each logged, and
+    taken back before this returns unless ``keep`` and every row was made: a refused
+    batch or a dry run leaves them as they were, and no table is copied (at ``bits`` 24 a
+    field's table is 64 MB). One compiled call holding the GIL: no other thread sees the
+    counts of half a batch."""
     # Sizes from the atoms: the most named atoms of a row (room for them all from the
     # start) and the text kernel's scratch for the longest text.
     n_atoms = a_row.shape[0]
@@ -151,18 +160,21 @@ def encode_rows(
                     prefixes, sid_hash)  # fmt: skip
     pre_h = murmur3(intercept, 0, intercept.shape[0])  # hashed once, not per row
     asc = ascii_table(lower_tab, tok_tab)
-    cur = np.zeros(10, dtype=np.int64)
+    cur = np.zeros(11, dtype=np.int64)
     cur[_NAMED] = named
+    docs0 = docs.copy()
+    undo = np.empty(64 if update and df.shape[0] > 0 else 0, dtype=np.int64)
     while True:
         code = _rows(n_rows, cps, a_row, a_field, s_off, a_sidx, a_val, f_text, f_ns, f_pre,
                      tp, prefixes, lower_tab, tok_tab, asc, inter, keep_ns, intercept, pre_h, df,
                      docs, update, mask, max_feat, mode, sid_hash, si, tb, pb, so, table,
                      fh, fv, fns, fo, nb, out_h, out_v, out_nb, out_no, order, members, indptr,
-                     cur)  # fmt: skip
+                     undo, cur)  # fmt: skip
         need = cur[_NEED]
         if code == OK:
             break
         if code in (TOO_MANY, TOO_MANY_NGRAMS):
+            _take_back(df, docs, docs0, undo, cur[_NUNDO])
             return code, cur[_R], cur[_EF], indptr, out_h, out_v, out_nb, out_no
         if code == _NEED_F:
             fh, fv, fns, fo = grow(fh, need), grow(fv, need), grow(fns, need), grow(fo, need + 1)
@@ -181,14 +193,29 @@ def encode_rows(
             out_nb = grow(out_nb, need)
         elif code == _NEED_ORDER:
             order = np.empty(6 * need + 8, dtype=np.int64)
+        elif code == _NEED_UNDO:
+            undo = grow(undo, need)
         else:  # _NEED_MEMBERS
             members = np.empty((5, need), dtype=np.int64)
+    if not keep:
+        _take_back(df, docs, docs0, undo, cur[_NUNDO])
     n_out = cur[_NOUT]
     names = out_nb[: out_no[n_out]].copy() if mode == NAMED else out_nb[:0].copy()
     if 4 * n_out >= 3 * out_h.shape[0]:  # at least 3/4 used: views, not copies (copying
         # a text batch's columns and values was ~3 % of its time)
         return OK, -1, -1, indptr, out_h[:n_out], out_v[:n_out], names, out_no
     return OK, -1, -1, indptr, out_h[:n_out].copy(), out_v[:n_out].copy(), names, out_no
+
+
+@numba.njit(cache=True)
+def _take_back(df: np.ndarray, docs: np.ndarray, docs0: np.ndarray, undo: np.ndarray,
+               n: int) -> None:  # fmt: skip
+    """Undo the idf counts ``undo[:n]`` logged (flat indexes into ``df``), and ``docs``."""
+    dim = df.shape[1]
+    for k in range(n):
+        df[undo[k] // dim, undo[k] % dim] -= 1
+    for k in range(docs.shape[0]):
+        docs[k] = docs0[k]
 
 
 @numba.njit(cache=True)
@@ -236,6 +263,7 @@ def _rows(
     order: np.ndarray,
     members: np.ndarray,
     indptr: np.ndarray,
+    undo: np.ndarray,
     cur: np.ndarray,
 ) -> int:
     """The rows from the cursor ``cur`` on (see :func:`encode_rows`): OK when all are
@@ -255,7 +283,7 @@ def _rows(
     out_h, out_v, out_nb, out_no = (borrowed(out_h), borrowed(out_v), borrowed(out_nb),
                                     borrowed(out_no))  # fmt: skip
     order, members = borrowed(order), borrowed(members)
-    indptr, cur = borrowed(indptr), borrowed(cur)
+    indptr, cur, undo = borrowed(indptr), borrowed(cur), borrowed(undo)
     want_names = mode == NAMED
     pre_i = intercept.shape[0]
     mask_bits = 0  # mask is 2**mask_bits - 1
@@ -263,7 +291,7 @@ def _rows(
         mask_bits += 1
     n_atoms = a_row.shape[0]
     r, a, nf, phase = cur[_R], cur[_A], cur[_NF], cur[_PHASE]
-    t, n_plain, n_out = cur[_T], cur[_NPLAIN], cur[_NOUT]
+    t, n_plain, n_out, n_undo = cur[_T], cur[_NPLAIN], cur[_NOUT], cur[_NUNDO]
     named = cur[_NAMED]  # the most named atoms of a row
     code = OK
     need = 0
@@ -322,7 +350,11 @@ def _rows(
                     if _short(fh, fo, nf + u + named + 1):  # and the named atoms after it
                         code, need = _NEED_F, max(nf + u + named + 1, 2 * fh.shape[0])
                         break
-                    _weights(so, u, tp, ti, df, docs, mask, update, fv, nf, table)
+                    if update and tp[ti, TP_IDF] >= 0 and n_undo + u > undo.shape[0]:
+                        code, need = _NEED_UNDO, max(n_undo + u, 2 * undo.shape[0])
+                        break
+                    n_undo = _weights(so, u, tp, ti, df, docs, mask, update, fv, nf, table,
+                                      undo, n_undo)  # fmt: skip
                     base, ns = fo[nf], f_ns[f]
                     for k in range(u):  # names, when kept, are in nb from base on
                         fh[nf + k], fns[nf + k] = so[HASH, k], ns
@@ -383,6 +415,7 @@ def _rows(
         phase = _BEGIN
     cur[_R], cur[_A], cur[_NF], cur[_PHASE] = r, a, nf, phase
     cur[_T], cur[_NPLAIN], cur[_NOUT], cur[_NEED], cur[_EF] = t, n_plain, n_out, need, err_f
+    cur[_NUNDO] = n_undo
     return code
 
 

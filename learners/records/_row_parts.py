@@ -239,10 +239,14 @@ def _weights(
     vals: np.ndarray,
     at: int,
     table: np.ndarray,
-) -> None:
+    undo: np.ndarray,
+    n_undo: int,
+) -> int:
     """A text field's values ``vals[at:at + u]`` from ``text_features``' ``u`` distinct
     hashes and counts in ``so`` (text field ``ti`` of ``tp``): weighting of the counts,
-    idf, L2 norm; then counts the document into ``df`` / ``docs`` when ``update``."""
+    idf, L2 norm; then counts the document into ``df`` / ``docs`` when ``update``, each
+    count's flat index into ``df`` logged in ``undo`` from ``n_undo`` on (room for ``u``
+    the caller's). Returns the count logged."""
     log1p = _LOG1P  # (a global array: a constant of the compiled code)
     # (the parameters read once: numba cannot tell that ``vals`` does not overlap ``tp``,
     # so a read in the loop would be made again after every store)
@@ -275,6 +279,8 @@ def _weights(
                     table[t] = col
                     if df[slot, col] < _INT32_MAX:
                         df[slot, col] += 1
+                        undo[n_undo] = slot * df.shape[1] + col
+                        n_undo += 1
             for k in range(u):  # each run of slots from a home slot on held only these
                 t = (so[HASH, k] & mask) & tmask
                 while table[t] >= 0:
@@ -289,3 +295,4 @@ def _weights(
         norm = np.sqrt(sq)
         for k in range(u):
             vals[at + k] /= norm
+    return n_undo

@@ -343,7 +343,8 @@ class RecordEncoder:
         if cps.flags.writeable:  # one compiled kernel for both readers (the scanner's are
             cps = cps.view()  # writable, the encoder's read-only): the row kernel takes
             cps.flags.writeable = False  # minutes to compile, per argument type
-        df, docs = (state.df.copy(), state.docs.copy()) if update else (state.df, state.docs)
+        # Counted in place and taken back by the kernel unless kept (``commit``)
+        df, docs = state.df, state.docs
         status, err_row, err_field, ip, cols, vals_out, names, noff = K.encode_rows(
             n_rows,
             cps,
@@ -365,6 +366,7 @@ class RecordEncoder:
             df,
             docs,
             update,
+            commit,
             self.dim - 1,
             cfg.max_features_per_record,
             mode,

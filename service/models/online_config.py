@@ -91,9 +91,10 @@ def records_spec(features: dict[str, Any], settings: Settings) -> FeatureSpec:
         )
     from learners.records.state import idf_fields
 
-    # idf's document frequencies: an int32 table of (idf fields, 2**bits), copied on every
-    # learning call so that a refused entry leaves it as it was: a sixteenth of the
-    # model budget (256 MiB by default: 4 idf fields at bits 24, 64 at bits 20)
+    # idf's document frequencies: an int32 table of (idf fields, 2**bits) held by every
+    # worker (counted in place: learners.records._row_kernel.encode_rows) and read whole
+    # into each checkpoint: a sixteenth of the model budget (256 MiB by default: 4 idf
+    # fields at bits 24, 64 at bits 20)
     idf_bytes = 4 * len(idf_fields(spec.encoder.config)) * spec.dim
     if idf_bytes > settings.max_model_bytes // 16:
         raise invalid(

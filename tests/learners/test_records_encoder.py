@@ -312,6 +312,32 @@ def test_idf_counts_documents_and_columns() -> None:
     assert got == pytest.approx({"t^a": 2 * idf["a"], "t^b": idf["b"], "t^c": idf["c"]})
 
 
+def test_idf_counts_in_place_and_taken_back_when_not_kept() -> None:
+    """Learning counts into the encoder's own table (no copy of a (fields, 2**bits)
+    table per call: 64 MB a field at bits 24, issue 32 item 8); a dry run (sequential
+    encode) and a refused batch leave the counts as they were, with the same table."""
+    enc = enc_of(
+        {"t": {"type": "text", "idf": True}, "u": {"type": "text", "idf": True}},
+        max_features_per_record=40,
+    )
+    enc.learn([{"t": "a b", "u": "x"}, {"t": "b c"}])
+    df, docs = enc._state.df, enc._state.docs
+    before = (df.copy(), docs.copy(), enc.state_digest())
+    long_text = " ".join(f"w{i}" for i in range(200))  # words 50.. trip the limit
+    many = [{"t": f"n{i} m{i} k{i}", "u": f"v{i}"} for i in range(300)]  # > 64 counts
+    dry = enc.encode(many, sequential=True)  # statistics of the rows before each row
+    assert dry.values.shape[0] > 0
+    with pytest.raises(FeatureError, match="max_features_per_record"):
+        enc.learn([*many, {"t": long_text}])  # the refusal comes after 300 counted rows
+    assert enc._state.df is df and enc._state.docs is docs
+    assert np.array_equal(df, before[0]) and np.array_equal(docs, before[1])
+    assert enc.state_digest() == before[2]
+    learned = enc.learn(many)  # as the dry run said, and now kept in the same table
+    assert np.array_equal(learned.values, dry.values)
+    assert enc._state.df is df and int(docs[0]) == int(before[1][0]) + 300
+    assert enc.to_state()["idf"]["t"]["documents"] == 302
+
+
 def test_state_round_trip_is_bit_exact() -> None:
     enc = RecordEncoder(STATEFUL)
     recs = stream(200, seed=9)
