@@ -125,6 +125,7 @@ class RecordEncoder:
             INTERCEPT_NAME.encode() if cfg.intercept else b"", dtype=np.uint8
         )
         self._scan: ScanTables | None = None
+        self._known = frozenset(f.name for f in cfg.fields)
 
     # ------------------------------------------------------------------ public
 
@@ -147,6 +148,24 @@ class RecordEncoder:
     def learn(self, records: Sequence[Any], *, where: str = "examples", field: str = "x") -> Batch:
         """``encode(records, sequential=True)`` then ``observe(records)``, in one pass."""
         return self._run(records, True, True, where, field)[0]
+
+    def ignored_fields(self, records: Sequence[Any]) -> dict[str, int]:
+        """The fields of ``records`` the config does not read (``unknown_fields``
+        ``"ignore"``), each with how many records hold it, first met first.
+
+        >>> enc = RecordEncoder({"kind": "records", "bits": 4, "fields": {
+        ...     "age": {"type": "numeric"}}})
+        >>> enc.ignored_fields([{"age": 1, "sexx": "M"}, {"age": 2, "sexx": "F", "id": 7}])
+        {'sexx': 2, 'id': 1}
+        """
+        known = self._known
+        out: dict[str, int] = {}
+        for r in records:
+            if isinstance(r, Mapping) and not r.keys() <= known:
+                for k in r:
+                    if k not in known:
+                        out[k] = out.get(k, 0) + 1
+        return out
 
     def explain(self, record: Any) -> list[tuple[str, int, float]]:
         """The features of one record with the current statistics, in order of generation
@@ -272,12 +291,21 @@ class RecordEncoder:
                 raise FeatureError(
                     f"{where}[{i}].{field}", f"must be an object, got {type(r).__name__}"
                 )
-        if cfg.unknown_fields == "refuse":
-            known = {f.name for f in cfg.fields}
-            for i, r in enumerate(records):
-                if not r.keys() <= known:
-                    extra = next(k for k in r if k not in known)
-                    raise FeatureError(C.field_loc(where, i, field, str(extra)), "unknown field")
+        known = self._known
+        for i, r in enumerate(records):
+            if r.keys() <= known:
+                continue
+            if cfg.unknown_fields == "refuse":
+                extra = next(k for k in r if k not in known)
+                raise FeatureError(C.field_loc(where, i, field, str(extra)), "unknown field")
+            if r.keys().isdisjoint(known):  # every field a typo: the intercept alone
+                shown = ", ".join(repr(str(k)[:40]) for k in list(r)[:5])
+                raise FeatureError(
+                    f"{where}[{i}].{field}",
+                    f"none of its fields is one of the model's ({shown}"
+                    f"{', ...' if len(r) > 5 else ''} are not; it reads "
+                    f"{', '.join(sorted(known)[:10])}{', ...' if len(known) > 10 else ''})",
+                )
         state = self._state
         atoms = C.Atoms(self._constants)
         welford = dict(state.welford)

@@ -111,6 +111,13 @@ class UpdateResponse(BaseModel):
         "just before it learned it (progressive), an {id, y} one by the prediction served "
         "with that id; null for rankers, or when this worker did not apply the batch itself",
     )
+    ignored_fields: list[str] | None = Field(
+        None,
+        description="raw records (unknown_fields ignore): the fields of the examples' x "
+        "that the model's config does not read, left out of what was learned (first met "
+        "first, at most 50; counted in learnserve_ignored_fields_total); absent when none. "
+        "A record none of whose fields the model reads is refused (422 naming examples[i].x)",
+    )
 
 
 class Instance(BaseModel):

@@ -56,6 +56,7 @@ async def update_body(
     # Validate + encode everything before anything is written: a bad batch never
     # reaches the log, so it can never change a model on any replica.
     parsed = await _parse_raw(engine, settings, raw, state.get("path_model"))
+    ignored: dict[str, int] = {}
     if parsed is not None:
         h, payload, n = parsed
     else:  # the general path: every body, with errors naming the field
@@ -84,6 +85,8 @@ async def update_body(
         payload, n = await _off_loop_if_big(
             settings, raw, h.adapter.parse_update, body, settings, raw
         )
+        # (the scanners take no body with a field the model does not read)
+        ignored = h.adapter.ignored_fields(body.get("examples") or [])
     state["model"] = h.name
     # A dry run on the current state (no await: no update lands meanwhile): a batch
     # that would make the weights non-finite is refused before the log sees it.
@@ -110,7 +113,11 @@ async def update_body(
     finally:  # applied, or never to be by this object: what the dry run kept goes
         h.adapter.forget_checked(payload)
     M.examples_accepted(h.name).inc(n)
-    return {"model": h.name, "applied": n, "version": version, "correct": correct}
+    out = {"model": h.name, "applied": n, "version": version, "correct": correct}
+    if ignored:  # a typo is not learned silently: the client is told what was left out
+        M.IGNORED_FIELDS.labels(h.name).inc(sum(ignored.values()))
+        out["ignored_fields"] = list(ignored)[:MAX_IGNORED_SHOWN]
+    return out
 
 
 def answer(h: ModelHandle, n: int, version: int) -> dict[str, Any]:
@@ -119,6 +126,9 @@ def answer(h: ModelHandle, n: int, version: int) -> dict[str, Any]:
     this worker did not apply itself)."""
     return {"model": h.name, "applied": n, "version": version, "correct": h.correct_at.get(version)}
 
+
+# The ignored field names an /update answer lists at most (first met first).
+MAX_IGNORED_SHOWN = 50
 
 # Printable ASCII (space to tilde), 1 to 200 characters.
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,200}")

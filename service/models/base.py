@@ -96,6 +96,12 @@ class ModelAdapter(ABC):
         self, body: dict[str, Any], settings: Settings, raw: bytes = b""
     ) -> tuple[bytes, int]: ...
 
+    def ignored_fields(self, examples: list[Any]) -> dict[str, int]:
+        """The fields of the examples' ``x`` this model does not read and ignores, each
+        with how many examples hold it (a raw-records model with ``unknown_fields``
+        ``"ignore"``); empty for every other kind (which refuses what it cannot read)."""
+        return {}
+
     def parse_update_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
         """``parse_update`` straight from the body's bytes, for the bodies a kind can
         prove well-formed without building Python objects; ``None`` for any other

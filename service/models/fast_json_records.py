@@ -21,9 +21,10 @@ general path's bit for bit.
 Anything else gives ``None`` and the caller takes the general path (orjson, the encoder),
 which also words the 4xx errors: a config with ``standardize`` or ``idf`` (their records
 go to the log raw, read at apply time), a key with an escape, a key repeated within a
-record, an unknown field under ``"unknown_fields": "refuse"`` (or, ignored, whose value
-is an object or array), a value of the wrong type (a bool, a string for a number, a
-number for a string, a list holding a non-string), a number outside the exact fast paths
+record, an unknown field (refused: a 422 naming it; ignored: the general path lists it in
+the ``/update`` answer and refuses a record with no known field), a value of the wrong
+type (a bool, a string for a number, a number for a string, a list holding a
+non-string), a number outside the exact fast paths
 or not finite, a lone surrogate, a text over ``max_text_bytes``, a record over
 ``max_features_per_record``. The scanner never raises on bad input.
 
@@ -282,7 +283,7 @@ def _scan_body(
     rows, na, ns, ms, me, nu, nw = _scan(
         raw, examples, max_rows, _EXAMPLES if examples else _INSTANCES,
         t.names, t.offsets, t.kinds, t.const_base, t.edges, t.edge_off,
-        t.refuse_unknown, t.max_text_bytes, t.n_const,
+        True, t.max_text_bytes, t.n_const,  # (an unknown field: the general path, below)
         cps, s_off, s_field, s_raw, table, seen, follow, a_row, a_field, a_sidx, a_val, meta, W,
     )  # fmt: skip
     if rows <= 0:
@@ -344,7 +345,7 @@ def warmup_scanner() -> None:
         "t": {"type": "text", "chars": {"ngrams": [2, 3]}}}})  # fmt: skip
     body = (
         b'{"model": "m", "examples": [{"x": {"a": 1.5, "b": -2, "c": 1, "d": ["x", "y"], '
-        rb'"t": "some w\u00f6rds", "e": null}, "y": "a"}, {"y": 3, "weight": 0.5, "x": {}}]}'
+        rb'"t": "some w\u00f6rds"}, "y": "a"}, {"y": 3, "weight": 0.5, "x": {}}]}'
     )
     scanned = _scan_body(body, enc, True, 10)
     assert scanned is not None

@@ -182,6 +182,11 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         dense = self.spec.kind == "dense"
         return encode_payload(batch, labels, dense=dense, **extra), len(labels)
 
+    def ignored_fields(self, examples: list[Any]) -> dict[str, int]:
+        if self.spec.kind != "records":
+            return {}
+        return self.spec.encoder.ignored_fields([e.get("x") for e in examples])
+
     def parse_update_raw(self, raw: bytes, settings: Settings) -> FastUpdate | None:
         if self.spec.kind == "records":
             return self._records_raw(raw, settings)

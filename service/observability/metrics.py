@@ -61,6 +61,12 @@ EXAMPLES_ACCEPTED = Counter(
     "Examples accepted through POST /update on this worker (counted once cluster-wide).",
     ["model"],
 )
+IGNORED_FIELDS = Counter(
+    "learnserve_ignored_fields_total",
+    "Fields of raw records that the model's config does not read, left out of accepted "
+    "POST /update examples (one per example and field; unknown_fields ignore).",
+    ["model"],
+)
 ONLINE_ACCURACY = Gauge(
     "learnserve_online_accuracy",
     "Progressive (predict-then-learn) accuracy over the recent window.",
@@ -489,6 +495,7 @@ PER_MODEL = (
     REQUEST_LATENCY,
     EXAMPLES_LEARNED,
     EXAMPLES_ACCEPTED,
+    IGNORED_FIELDS,
     ONLINE_ACCURACY,
     ONLINE_LOSS,
     ONLINE_NDCG,

@@ -190,13 +190,13 @@ def fuzz_value(rng: random.Random, kind: str) -> str:
     return json_string(rng, rng.choice(pool))
 
 
-def fuzz_record(rng: random.Random, cfg: dict[str, Any]) -> str:
+def fuzz_record(rng: random.Random, cfg: dict[str, Any], others: bool = False) -> str:
     members = [
         (name, fuzz_value(rng, f["type"]))
         for name, f in cfg["fields"].items()
         if rng.random() < 0.8
     ]
-    for k in range(rng.randrange(0, 3)):  # fields the config ignores
+    for k in range(rng.randrange(0, 3) if others else 0):  # fields the config ignores
         other = rng.choice(['"x"', "1.5e3", "true", "false", "null", json_string(rng, "ü\n")])
         members.append((f"other{k}", other))
     rng.shuffle(members)
@@ -210,9 +210,12 @@ def fuzz_record(rng: random.Random, cfg: dict[str, Any]) -> str:
 
 def fuzz_body(rng: random.Random, cfg: dict[str, Any], n: int) -> bytes:
     examples = []
+    # fields the config does not read, in a tenth of the bodies: the general path takes
+    # those (it lists them in the answer, or refuses a record of nothing else)
+    others = rng.random() < 0.1
     for _ in range(n):
         label = rng.choice(['"a"', "1", '"b"'])
-        parts = [f'"x":{ws(rng)}{fuzz_record(rng, cfg)}', f'"y": {label}']
+        parts = [f'"x":{ws(rng)}{fuzz_record(rng, cfg, others)}', f'"y": {label}']
         if rng.random() < 0.2:
             parts.append(f'"weight": {rng.choice(["0.5", "2", "1e-3"])}')
         rng.shuffle(parts)
@@ -230,7 +233,9 @@ def test_fuzzed_bodies_read_as_the_general_path_reads_them(c: int) -> None:
         raw = fuzz_body(rng, cfg, rng.choice([1, 2, 5, 30]))
         orjson.loads(raw)  # the fuzz writes valid JSON
         taken += check_body(enc, raw)
-    assert taken >= 200  # bodies with a key written with an escape go the general way
+    # bodies with a key written with an escape, or a field the config does not read, go
+    # the general way
+    assert taken >= 200
 
 
 # ---------------------------------------------------------------- declined bodies
@@ -332,8 +337,13 @@ def test_adapter_writes_the_general_paths_log_entry() -> None:
             if fast is None:
                 continue
             assert (fast.model, fast.n, fast.payload) == ("m", n, slow)
-            fast_side.apply(fast.payload)
-            slow_side.apply(slow)
+            refused = []
+            for side, payload in ((fast_side, fast.payload), (slow_side, slow)):
+                try:  # (a fuzzed value may overflow PA's weights: refused alike)
+                    side.apply(payload)
+                except ValueError as e:
+                    refused.append(str(e))
+            assert len(refused) in (0, 2) and len(set(refused)) <= 1, refused
             assert fast_side.state_digest() == slow_side.state_digest()
 
 
