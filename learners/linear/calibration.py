@@ -79,8 +79,9 @@ _Z = {
 # How each algorithm's pre-update margin becomes the probability of the true label
 # (``GET /models/{name}``: ``online_metrics.probability``).
 PROBABILITY = {
-    algorithm: f"1 / (1 + exp(-(a·z + b))), {z}; (a, b): the logistic regression of the "
-    f"last {CALIBRATION_EXAMPLES} progressive scores (GET /models/{{name}}: calibration)"
+    algorithm: f"1 / (1 + exp(-a·z)), {z}; a >= 0: the logistic regression (no intercept) "
+    f"of the last {CALIBRATION_EXAMPLES} progressive scores (GET /models/{{name}}: "
+    "calibration)"
     for algorithm, z in _Z.items()
 }
 

@@ -15,12 +15,11 @@ CONFIDENCE_DOC = (
 )
 PROBABILITY_DOC = (
     "binary online classifiers (all seven algorithms): the calibrated probability that "
-    "the predicted label is right: 1 / (1 + exp(-(a·z + b))) of the link's score z "
-    "(GET /models/{name}: online_metrics.probability), with (a, b) the logistic "
-    "regression of the model's last 1,000 progressive (scored before learned) examples, "
-    "refit as it learns (GET /models/{name}: calibration). Expected calibration error on "
-    "a9a.t after one pass over a9a: 0.010 (AROW) to 0.021 (CW); PA's last model 0.053 "
-    "(its accuracy swings between updates), 0.022 over its recent models. May be below "
-    "0.5 when the margin is small. Absent for multiclass models (no calibrated per-label "
-    "probability) and while the model knows one label"
+    "the predicted label is right: 1 / (1 + exp(-a·z)) of the link's score z "
+    "(GET /models/{name}: online_metrics.probability), with a >= 0 the logistic "
+    "regression (no intercept) of the model's last 1,000 progressive (scored before "
+    "learned) examples, refit as it learns (GET /models/{name}: calibration). Never below "
+    "0.5: the predicted label is the more probable. Expected calibration error on a9a.t "
+    "after one pass over a9a: 0.011 (AROW) to 0.023 (PA, CW). Absent for multiclass "
+    "models (no calibrated per-label probability) and while the model knows one label"
 )

@@ -279,19 +279,20 @@ class ModelInfo(BaseModel):
                 "loss": 0.429, "log_loss": 0.368, "ndcg_at_10": None, "roc_auc": 0.888,
                 "cumulative": {"examples": 6000, "accuracy": 0.832, "loss": 0.433,
                                "log_loss": 0.379, "ndcg_at_10": None},
-                "probability": "1 / (1 + exp(-(a·z + b))), z = m / sqrt(v + r), "
-                               "m = y·(mu·x), v = x'Sigma x; (a, b): the logistic regression "
-                               "of the last 1000 progressive scores (GET /models/{name}: "
-                               "calibration)",
+                "probability": "1 / (1 + exp(-a·z)), z = m / sqrt(v + r), "
+                               "m = y·(mu·x), v = x'Sigma x; a >= 0: the logistic regression "
+                               "(no intercept) of the last 1000 progressive scores "
+                               "(GET /models/{name}: calibration)",
             }]
         },
     )  # fmt: skip
     calibration: dict[str, Any] | None = Field(
         None,
         description="binary online classifiers: the map from the link's score z to the "
-        "probability /predict serves, P(labels[0]) = 1 / (1 + exp(-(a*z + b))): a, b, "
-        "fit_on (the progressive examples it is fit on, at most 1000) and examples (all it "
-        "has learned); absent for other models",
+        "probability /predict serves, P(labels[0]) = 1 / (1 + exp(-a*z)): a (>= 0), b "
+        "(always 0: no intercept, so the answered label is the more probable), fit_on (the "
+        "progressive examples it is fit on, at most 1000) and examples (all it has "
+        "learned); absent for other models",
     )
     drift: dict[str, Any] | None = Field(
         None,

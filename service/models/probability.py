@@ -72,8 +72,8 @@ def describe(model: Any, pmap: ProbabilityMap) -> dict[str, Any] | None:
     if len(model.labels_) != 2:
         return None
     return {
-        "map": "P(labels[0]) = 1 / (1 + exp(-(a*z + b))), z = the link's score "
-        "(online_metrics.probability)",
+        "map": "P(labels[0]) = 1 / (1 + exp(-a*z)), z = the link's score "
+        "(online_metrics.probability); a >= 0, no intercept (b is 0)",
         "a": pmap.a,
         "b": pmap.b,
         "fit_on": pmap.count,
