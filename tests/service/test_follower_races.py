@@ -9,6 +9,9 @@ one in-process server on SQLite.
    leader is gone and the follower never created, or the follower exists and the
    leader's delete is a 409); never an orphan follower, never a 5xx.
 3. ``DELETE`` of a follower racing its promotion: never both.
+4. A follower created on one worker while the other, which does not know it yet (its
+   catalog poll), checkpoints the leader and trims its log: the trim keeps what the
+   follower needs (the store knows it), and the other worker loads it (no FollowerLost).
 """
 
 from __future__ import annotations
@@ -45,8 +48,11 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, redis_server: Any) -> 
     redis_server.flushall()
     env = {**os.environ, "LEARNSERVE_REDIS_URL": redis_server.url,
            "LEARNSERVE_DATA_DIR": str(tmp_path_factory.mktemp("races")),
-           # a promotion must not wait for the catalog poll (it wakes every worker)
-           "LEARNSERVE_CATALOG_POLL_SECONDS": "5"}  # fmt: skip
+           # a promotion must not wait for the catalog poll (it wakes every worker), nor
+           # a follower created on one worker for the other's to keep its leader's log
+           "LEARNSERVE_CATALOG_POLL_SECONDS": "5",
+           "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "2",
+           "LEARNSERVE_LOG_RETAIN_ENTRIES": "0"}  # fmt: skip
     ports = [free_port(), free_port()]
     procs = [start_learnserve(p, env) for p in ports]
     try:
@@ -229,3 +235,41 @@ def test_deleting_a_follower_racing_its_promotion_never_both_sqlite(
     sqlite_server: list[str],
 ) -> None:
     assert asyncio.run(_delete_follower_vs_promote(sqlite_server)) == []
+
+
+# ------------------------------------------------------------------ 4: trim vs new follower
+def test_a_trim_by_a_worker_that_does_not_know_a_follower_keeps_its_entries(
+    two_workers: list[str],
+) -> None:
+    async def run() -> list[str]:
+        a, b = clients(two_workers)
+        problems = []
+        for i in range(10):
+            lead, f = f"lead{i}", f"f{i}"
+            await fresh_leader(a, lead)  # a checkpoints it (and holds its lease)
+            r = await b.put(f"/models/{f}", json=follower(lead))
+            assert r.status_code == 201, r.text
+            for _ in range(4):  # a checkpoints and trims, not knowing f (its poll: 5 s)
+                r = await a.post("/update", json={**EXAMPLES, "model": lead})
+                assert r.status_code == 200, r.text
+            version = r.json()["version"]
+            wait = {"model": f, "instances": [{"x": X}], "min_version": version}
+            digests = []
+            for c in (a, b):
+                r = await c.post("/predict", json=wait)
+                if r.status_code != 200:
+                    problems.append(f"round {i}: {f} {r.status_code} {r.text}")
+                    continue
+                digests.append((await c.get(f"/models/{f}")).json()["state_digest"])
+                if found := await orphans(c):
+                    problems.append(f"round {i}: failed {found}")
+            if len(set(digests)) > 1:
+                problems.append(f"round {i}: {f} differs between the workers: {digests}")
+            for name in (f, lead):
+                r = await a.delete(f"/models/{name}")
+                assert r.status_code in (204, 404), r.text
+        await a.aclose()
+        await b.aclose()
+        return problems
+
+    assert asyncio.run(run()) == []
