@@ -83,14 +83,24 @@ async def restore_follower_locked(
     config: dict[str, Any],
 ) -> ModelHandle:
     """The follower ``name`` from its checkpoint (or new, at ``from_version``), brought to
-    the leader's version from the leader's log, attached to it."""
-    h = await _from_checkpoint(registry, name, cls, config)
-    h.leader = leader
-    h.lock = leader.lock
-    h.owned = leader.owned
-    await _catch_up_locked(registry, leader, h)
-    leader.followers[name] = h
-    return h
+    the leader's version from the leader's log, attached to it. A log trimmed past the
+    state read is read again from the follower's newer checkpoint, if there is one: the
+    worker that trims writes it first (the checkpoint was read before it was written)."""
+    while True:
+        h = await _from_checkpoint(registry, name, cls, config)
+        basis = h.version  # the checkpoint's position, or from_version
+        h.leader = leader
+        h.lock = leader.lock
+        h.owned = leader.owned
+        try:
+            await _catch_up_locked(registry, leader, h)
+        except FollowerLost:
+            cp = await registry.store.get_checkpoint(name)
+            if cp is None or cp.position <= basis:
+                raise
+            continue  # from the newer one (checkpoints only move on: this ends)
+        leader.followers[name] = h
+        return h
 
 
 async def _from_checkpoint(
