@@ -219,8 +219,12 @@ CHECKPOINT_NOTES = {
 @router.delete(
     "/models/{name}",
     summary="Delete a model and everything stored for it",
+    description="A leader with followers (409 `has_followers`) and a promoted follower (409 "
+    "`promoted`) are not deleted: the store checks it in the step that deletes, so a delete "
+    "racing the creation or the promotion of a follower never leaves an orphan follower nor "
+    "a promotion of a deleted model.",
     status_code=204,
-    responses=error_responses(401, 403, 404, 503),
+    responses=error_responses(401, 403, 404, 409, 503),
 )
 async def delete_model(name: str, request: Request, engine: EngineDep, _: AdminScope) -> Response:
     check_name(name)

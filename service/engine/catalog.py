@@ -31,7 +31,13 @@ from service.models import config_compare
 from service.models.base import ModelAdapter
 from service.models.kinds import adapter_class
 from service.observability import metrics as M
-from service.store.base import ConfigConflict, StoreUnavailable, ValueTooLarge
+from service.store.base import (
+    ConfigConflict,
+    LeaderGone,
+    ModelInUse,
+    StoreUnavailable,
+    ValueTooLarge,
+)
 
 log = logging.getLogger("learnserve.registry")
 
@@ -176,11 +182,12 @@ async def create(
     model of that name is the answer when it is the same model (its config with
     defaults filled in, ``service.models.config_compare``), else a 409 naming the
     first field that differs."""
-    if isinstance(config.get("follows"), str):  # a challenger: from the leader's log now
-        config = await followers.follower_config(registry, name, config)
+    asked = config
     try:
         try:
-            if checkpoint is None:
+            if isinstance(asked.get("follows"), str):  # a challenger: from the leader's log
+                config, created = await _create_follower(registry, name, asked)
+            elif checkpoint is None:
                 created = await registry.store.create_model(name, config)
             else:
                 created = await registry.store.create_model_from_checkpoint(
@@ -225,6 +232,25 @@ async def create(
     return h, created
 
 
+async def _create_follower(
+    registry: Registry, name: str, asked: dict[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """The follower ``asked`` for, created in one atomic step with the check that its
+    leader exists (``Store.create_follower``): a 409 when the leader was deleted
+    meanwhile; its ``from_version`` read again when the leader's log was trimmed past
+    it meanwhile."""
+    for _ in range(5):
+        config, generation = await followers.follower_config(registry, name, asked)
+        try:
+            return config, await registry.store.create_follower(name, config, generation)
+        except ConfigConflict:
+            return await _same_model(registry, name, config), False
+        except LeaderGone as e:
+            if not e.trimmed:
+                raise followers.leader_gone(name, e.leader) from None
+    raise followers.leader_gone(name, asked["follows"])
+
+
 async def _same_model(registry: Registry, name: str, config: dict[str, Any]) -> dict[str, Any]:
     """The stored config of ``name`` when it is the model ``config`` asks for (the two
     differ in spelled-out defaults only); else a 409 naming the field and both values."""
@@ -248,6 +274,8 @@ async def delete(registry: Registry, name: str) -> None:
         await followers.check_delete(registry, name)
         try:
             existed = await registry.store.delete_model(name)
+        except ModelInUse as e:  # the store's atomic check (a race the one above missed)
+            raise followers.in_use(name, e) from None
         except StoreUnavailable as e:
             registry.health.failed("delete_model", e)
             raise store_unavailable() from e

@@ -83,8 +83,12 @@ async def checkpoint(registry: Registry, h: ModelHandle) -> bool:
             f.checkpoint_position = position
             f.checkpoint_at = time.time()
         upto = position - registry.settings.log_retain_entries
-        # Not while a follower of the catalog has no checkpoint at this position (one
-        # not held here, or behind here): it would need the entries trimmed.
+        # The store never trims past what a follower it knows needs (its checkpoint's
+        # position, or its from_version), read atomically with the trim: a follower
+        # created by another worker moments ago, unknown here yet, keeps its entries.
+        # Here too, not while a follower this worker knows has no checkpoint at this
+        # position (one not held here, or behind here): a store that cannot check it
+        # (a Redis Cluster, where a leader and a follower are two slots) relies on it.
         followed = {f for f, lead in registry.leader_names.items() if lead == h.name}
         if upto > 0 and followed <= {f.name for f, _, _ in fs}:
             await registry.store.trim_log(h.name, upto)

@@ -172,7 +172,8 @@ class Engine:
         if follower not in (None, name) and follower not in h.followers:
             await self.sync_catalog()  # created by another worker moments ago
         payload = followers.control_for(h, follower)
-        return h, await self.submit_update(h, payload)
+        target = None if follower in (None, name) else follower
+        return h, await update_submission.submit_serving(self.registry, h, payload, target)
 
     async def sync_catalog(self) -> None:
         """Pick up models created or deleted by other workers (cheap when nothing changed)."""

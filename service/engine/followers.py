@@ -30,16 +30,16 @@ from typing import Any
 
 from service.engine.model_handle import ModelHandle, unpack_checkpoint
 from service.engine.registry import Registry
-from service.errors import conflict, invalid, store_unavailable
+from service.errors import ServiceError, conflict, invalid, store_unavailable
 from service.models.base import ModelAdapter
 from service.models.payload import encode_control
-from service.store.base import StoreUnavailable
+from service.store.base import ModelInUse, StoreUnavailable
 
 log = logging.getLogger("learnserve.registry")
 
 __all__ = [
-    "FollowerLost", "check_delete", "control_for", "follower_config", "follows", "leader_names",
-    "leader_of", "rebuild", "restore_follower_locked", "serving",
+    "FollowerLost", "check_delete", "control_for", "follower_config", "follows", "in_use",
+    "leader_gone", "leader_names", "leader_of", "rebuild", "restore_follower_locked", "serving",
 ]  # fmt: skip
 
 
@@ -83,14 +83,24 @@ async def restore_follower_locked(
     config: dict[str, Any],
 ) -> ModelHandle:
     """The follower ``name`` from its checkpoint (or new, at ``from_version``), brought to
-    the leader's version from the leader's log, attached to it."""
-    h = await _from_checkpoint(registry, name, cls, config)
-    h.leader = leader
-    h.lock = leader.lock
-    h.owned = leader.owned
-    await _catch_up_locked(registry, leader, h)
-    leader.followers[name] = h
-    return h
+    the leader's version from the leader's log, attached to it. A log trimmed past the
+    state read is read again from the follower's newer checkpoint, if there is one: the
+    worker that trims writes it first (the checkpoint was read before it was written)."""
+    while True:
+        h = await _from_checkpoint(registry, name, cls, config)
+        basis = h.version  # the checkpoint's position, or from_version
+        h.leader = leader
+        h.lock = leader.lock
+        h.owned = leader.owned
+        try:
+            await _catch_up_locked(registry, leader, h)
+        except FollowerLost:
+            cp = await registry.store.get_checkpoint(name)
+            if cp is None or cp.position <= basis:
+                raise
+            continue  # from the newer one (checkpoints only move on: this ends)
+        leader.followers[name] = h
+        return h
 
 
 async def _from_checkpoint(
@@ -154,15 +164,20 @@ async def rebuild(registry: Registry, leader: ModelHandle) -> None:
 
 
 # ---------------------------------------------------------------------- the catalog
-async def follower_config(registry: Registry, name: str, config: dict[str, Any]) -> dict[str, Any]:
+async def follower_config(
+    registry: Registry, name: str, config: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
     """A new follower's config to store: ``follows`` (the leader's name, as sent) checked
     against the leader (an online model of the same kind and features, itself no
-    follower) and given the leader's log position now (``from_version``)."""
+    follower) and given the leader's log position now (``from_version``); and the
+    leader's generation, which the store checks again when it creates the follower
+    (``Store.create_follower``: the leader deleted meanwhile is a 409 then)."""
     lead = config["follows"]
     where = "follows"
     if lead == name:
         raise invalid(f"follows: a model cannot follow itself ({name!r})", where)
-    try:
+    try:  # the generation first: a leader created again after it is refused by the store
+        generation = await registry.store.get_generation(lead)
         leader = await registry.store.get_config(lead)
         start = await registry.store.last_position(lead) if leader is not None else 0
     except StoreUnavailable as e:
@@ -182,7 +197,29 @@ async def follower_config(registry: Registry, name: str, config: dict[str, Any])
             f"features: a follower reads its leader's entries, so its features must be "
             f"{lead!r}'s: {leader.get('features')}", "features"
         )  # fmt: skip
-    return {**config, "follows": {"model": lead, "from_version": int(start)}}
+    return {**config, "follows": {"model": lead, "from_version": int(start)}}, generation or ""
+
+
+def leader_gone(name: str, lead: str) -> ServiceError:
+    """The 409 of a follower whose leader was deleted while it was being created."""
+    return conflict(
+        "leader_gone",
+        f"follows: model {lead!r} was deleted while {name!r} was being created; nothing was stored",
+        "follows",
+    )
+
+
+def in_use(name: str, e: ModelInUse) -> ServiceError:
+    """The 409 of a delete the store refused (``ModelInUse``)."""
+    if e.reason == "has_followers":
+        message = f"model {name!r} has followers {e.others}; delete them first"
+        return conflict("has_followers", message, "name")
+    return conflict(
+        "promoted",
+        f"model {name!r} answers /predict for {e.others[0]!r} (promoted); promote another "
+        "model (or none) first",
+        "name",
+    )
 
 
 async def check_delete(registry: Registry, name: str) -> None:

@@ -43,8 +43,20 @@ async def catch_up(registry: Registry, h: ModelHandle, target: int | None = None
 
 async def catch_up_locked(registry: Registry, h: ModelHandle, target: int | None = None) -> None:
     """Apply every entry past ``h.version`` (up to ``target`` if given), checking that
-    each one continues the chain of heads of the entries applied before it."""
+    each one continues the chain of heads of the entries applied before it. An entry
+    that promotes a follower not held here (created by another worker moments ago)
+    asks for a catalog sync now (``registry.catalog_wanted``): the promotion answers
+    ``/predict`` here as soon as an update would, not at the next catalog poll."""
     h = h.leader or h
+    serving = h.serving
+    try:
+        await _catch_up_locked(registry, h, target)
+    finally:
+        if h.serving != serving and h.serving is not None and h.serving not in h.followers:
+            registry.catalog_wanted.set()
+
+
+async def _catch_up_locked(registry: Registry, h: ModelHandle, target: int | None) -> None:
     while target is None or h.version < target:
         nxt = h.local.pop(h.version + 1, None)
         if nxt is not None:

@@ -61,6 +61,10 @@ class Registry:
         self.epoch: int | None = None  # the store's catalog epoch last synced
         self.health = StoreHealth(store.name)
         self.catalog_lock = asyncio.Lock()  # rule 2
+        # Set: a catalog sync is due now, not at the next poll (an entry applied here
+        # promotes a follower not held here yet; the apply-loop's task syncs).
+        self.catalog_wanted = asyncio.Event()
+        self.installs = 0  # handles installed so far (the apply-loop's late wakes)
         self.batch_locks: dict[str, asyncio.Lock] = {}  # rule 3
         self.tasks: set[asyncio.Task[Any]] = set()
         # This process's name in the store's leases (unique per process and start).
@@ -101,6 +105,7 @@ class Registry:
     def install(self, h: ModelHandle) -> None:
         """Put ``h`` in the table (replacing the model's previous handle, if any)."""
         self.models[h.name] = h
+        self.installs += 1
 
     def drop(self, name: str) -> bool:
         """Take ``name`` out of the table; False when it was not held here."""

@@ -28,6 +28,7 @@ from service.store.base import (
     KeyGuard,
     KeyReplayed,
     ModelNotFound,
+    NotAFollower,
     StoreUnavailable,
     payload_digest,
 )
@@ -78,6 +79,28 @@ async def submit_update(
         await apply_own(registry, h, position, payload, head, digest)
     finally:
         h.local_group.pop(position, None)
+    return position
+
+
+async def submit_serving(
+    registry: Registry, h: ModelHandle, payload: bytes, follower: str | None
+) -> int:
+    """``submit_update`` of a promotion's control entry (``payload``), appended only
+    while ``follower`` (None: the model itself) follows the model, in one atomic step
+    with the check (``Store.append_serving``): a follower deleted meanwhile is a 409,
+    and then cannot be promoted and deleted both."""
+    try:
+        with _appending(registry, h):
+            position, head = await registry.store.append_serving(h.name, payload, follower)
+    except NotAFollower:
+        raise ServiceError(
+            Kind.CONFLICT,
+            "not_a_follower",
+            f"follower: {follower!r} does not follow {h.name!r} (deleted meanwhile)",
+            "follower",
+        ) from None
+    _store_ok(registry)
+    await apply_own(registry, h, position, payload, head)
     return position
 
 

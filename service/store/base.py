@@ -96,6 +96,31 @@ class ArtifactActive(RuntimeError):
         self.version = version
 
 
+class ModelInUse(RuntimeError):
+    """``delete_model`` refused, nothing deleted: the model is a leader that ``followers``
+    follow (``reason`` "has_followers"), or a follower its leader's promotion makes
+    answer ``/predict`` (``reason`` "promoted"; ``followers`` names the leader)."""
+
+    def __init__(self, name: str, reason: str, others: list[str]) -> None:
+        super().__init__(f"model {name!r}: {reason} {others}")
+        self.reason, self.others = reason, others
+
+
+class LeaderGone(RuntimeError):
+    """``create_follower`` refused, nothing stored: the leader is gone (deleted, or
+    deleted and created again: another generation), or its log no longer holds the
+    entries after the follower's ``from_version`` (trimmed meanwhile: read it again)."""
+
+    def __init__(self, leader: str, trimmed: bool = False) -> None:
+        super().__init__(f"leader {leader!r} {'trimmed' if trimmed else 'gone'}")
+        self.leader, self.trimmed = leader, trimmed
+
+
+class NotAFollower(RuntimeError):
+    """``append_serving`` refused, nothing appended: the model named is not (or no
+    longer: deleted) a follower of the model whose log it was to be appended to."""
+
+
 class ModelNotFound(KeyError):
     """The model does not exist (never created, or deleted). Raised by writes that
     need the model (``append``, ``add_artifact``, ``set_active_version``); reads of a
@@ -271,7 +296,37 @@ class Store(ABC):
 
     @abstractmethod
     async def delete_model(self, name: str) -> bool:
-        """Remove the model and everything stored for it. False if it did not exist."""
+        """Remove the model and everything stored for it. False if it did not exist.
+        ``ModelInUse`` (nothing deleted) for a leader with followers, or a follower that
+        answers for its leader (see ``create_follower``)."""
+
+    # -------------------------------------------------------------- followers
+    # A follower (a config with ``"follows": {"model": leader, "from_version": p}``) and
+    # its leader are kept consistent by the store, each step atomic against the others:
+    # a follower is created only while its leader (that generation) exists and its log
+    # holds the entries after ``p``; a leader with followers is not deleted (delete its
+    # followers first); a follower that answers for its leader (promoted) is not
+    # deleted, and a follower is promoted only while it exists; the leader's log is
+    # never trimmed past what a follower still needs. ``delete_model`` and ``trim_log``
+    # hold these rules for every model.
+    async def create_follower(
+        self, name: str, config: dict[str, Any], leader_generation: str
+    ) -> bool:
+        """``create_model`` of a follower (``config["follows"]`` as above), in one atomic
+        step with the check of its leader: ``LeaderGone`` when the leader does not exist
+        with ``leader_generation`` or its log lost the entries after ``from_version``;
+        nothing is stored then."""
+        raise NotImplementedError
+
+    async def append_serving(
+        self, name: str, payload: bytes, serving: str | None
+    ) -> tuple[int, str]:
+        """``append_entry`` of a promotion (``payload``: the control entry) that also
+        records ``serving`` (a follower of ``name``, or None: the model itself) as the
+        follower that answers for ``name``, in the same atomic step. ``NotAFollower``
+        when ``serving`` is not a follower of ``name`` (nothing appended);
+        ``ModelNotFound`` like ``append``."""
+        raise NotImplementedError
 
     @abstractmethod
     async def get_generation(self, name: str) -> str | None:
@@ -416,7 +471,9 @@ class Store(ABC):
 
     @abstractmethod
     async def trim_log(self, name: str, upto: int) -> None:
-        """Drop entries with position <= ``upto`` (they are covered by a checkpoint)."""
+        """Drop entries with position <= ``upto`` (they are covered by a checkpoint), but
+        none that a follower of the model needs: past its checkpoint's position, or its
+        ``from_version`` when it has none (read atomically with the trim)."""
 
     async def wait_for_changes(
         self, after: dict[str, int], timeout: float

@@ -18,6 +18,8 @@ every per-model Lua script touches one slot only)::
     ls:{NAME}:idempos   hash    "<position>" -> the idempotency key appended there
     ls:{NAME}:idemout   hash    idempotency key -> outcome of an entry that failed to apply
     ls:{NAME}:fb, fbexp, fblab  delayed labels: see service.store.redis_feedback
+    ls:{NAME}:followers set     names of the models that follow it (service.store.redis_followers)
+    ls:{NAME}:serving   string  the follower its last promotion made answer for it
     ls:{catalog}:models set     names of all models (an index; configs are authoritative)
     ls:{catalog}:epoch  string  catalog change counter
 
@@ -56,6 +58,8 @@ The class is put together from one module per responsibility, each a base class 
     redis_idempotency   append_once, record_outcome, key_recorded, get_outcome
     redis_checkpoints   put_checkpoint, get_checkpoint (in chunks), try_lease
     redis_catalog       create_model(_from_checkpoint), delete_model, list_models, ...
+    redis_followers     create_follower, append_serving; delete_model, trim_log that hold
+                        the rules between leaders and followers
     redis_artifacts     add/put/delete/list/get_artifact, get/set_active_version
     redis_feedback      delayed labels (functions; the methods below delegate)
     redis_wakes         the wake streams
@@ -77,7 +81,7 @@ import redis.asyncio as aioredis
 from service.store import redis_feedback
 from service.store.base import Feedback, KeyGuard
 from service.store.redis_artifacts import RedisArtifacts
-from service.store.redis_catalog import RedisCatalog
+from service.store.redis_followers import RedisFollowers
 from service.store.redis_idempotency import RedisIdempotency
 from service.store.redis_keys import EPOCH_KEY, MODELS_KEY, _keys
 from service.store.redis_log import _Pending
@@ -86,7 +90,7 @@ from service.store.redis_wakes import WakeStreams
 __all__ = ["EPOCH_KEY", "MODELS_KEY", "RedisStore", "_keys"]
 
 
-class RedisStore(RedisCatalog, RedisIdempotency, RedisArtifacts):
+class RedisStore(RedisFollowers, RedisIdempotency, RedisArtifacts):
     name = "redis"
 
     def __init__(

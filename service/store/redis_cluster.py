@@ -104,6 +104,7 @@ class RedisClusterStore(RedisStore):
         self.wakes = WakeStreams(one_reader_per_stream=True)
         self.wake_in_script = False  # the wake stream is in another slot: sent after
         self.wakes_complete = False  # an appender that dies in between loses its wake
+        self.followers_atomic = False  # a leader's and a follower's keys: two slots
         if poll_interval <= 0 or refresh_interval < 0:
             raise ValueError("poll_interval must be > 0 and refresh_interval >= 0 seconds")
         self.poll_interval = poll_interval

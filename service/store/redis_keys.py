@@ -39,6 +39,8 @@ def _keys(name: str) -> dict[str, str]:
             "fb",
             "fbexp",
             "fblab",
+            "followers",
+            "serving",
         )
     }
 

@@ -60,8 +60,8 @@ from service.store.base import (
     check_ttl,
 )
 from service.store.sqlite_artifacts import SQLiteArtifacts
-from service.store.sqlite_catalog import SQLiteCatalog
 from service.store.sqlite_checkpoints import CHECKPOINT_CHUNK
+from service.store.sqlite_followers import SQLiteFollowers
 from service.store.sqlite_idempotency import SQLiteIdempotency
 from service.store.sqlite_log import _Pending
 from service.store.sqlite_schema import SCHEMA_VERSION
@@ -69,7 +69,7 @@ from service.store.sqlite_schema import SCHEMA_VERSION
 __all__ = ["CHECKPOINT_CHUNK", "SCHEMA_VERSION", "SQLiteStore"]
 
 
-class SQLiteStore(SQLiteCatalog, SQLiteIdempotency, SQLiteArtifacts):
+class SQLiteStore(SQLiteFollowers, SQLiteIdempotency, SQLiteArtifacts):
     name = "sqlite"
     wakes_complete = True  # each poll reads every position
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 import time
 from typing import Any
 
@@ -84,12 +85,16 @@ class SQLiteCatalog(SQLiteCheckpoints):
 
     def _delete_sync(self, name: str) -> bool:
         with self._tx() as db:
-            if db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount == 0:
-                return False
-            tables = ("log", "checkpoints", "checkpoint_chunks", "artifacts", "idempotency")
-            for table in (*tables, "leases", "feedback"):
-                db.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
-            self._bump_epoch(db)
+            return self._delete_rows(db, name)
+
+    def _delete_rows(self, db: sqlite3.Connection, name: str) -> bool:
+        """Inside a write transaction: the model's rows deleted; False if none."""
+        if db.execute("DELETE FROM models WHERE name = ?", (name,)).rowcount == 0:
+            return False
+        tables = ("log", "checkpoints", "checkpoint_chunks", "artifacts", "idempotency")
+        for table in (*tables, "leases", "feedback", "serving"):
+            db.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
+        self._bump_epoch(db)
         return True
 
     async def catalog_epoch(self) -> int:

@@ -100,6 +100,10 @@ CREATE TABLE IF NOT EXISTS feedback (
     PRIMARY KEY (name, id)
 );
 CREATE INDEX IF NOT EXISTS feedback_expiry ON feedback (expires_at);
+-- A leader's followers (service.store.sqlite_followers), found without reading every config.
+CREATE INDEX IF NOT EXISTS models_leader ON models (json_extract(config, '$.follows.model'));
+-- Promotions (append_serving): the follower a leader's last promotion made answer for it.
+CREATE TABLE IF NOT EXISTS serving (name TEXT PRIMARY KEY, follower TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('epoch', 0);
 """
