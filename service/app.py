@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import artifacts, explain, followers, learn, model_state, models, ops, v2
 from service.api.auth import KeyRing
+from service.api.docs_pages import install_docs
 from service.api.errors import install_handlers
 from service.api.hot import HotRoutes, route_path
 from service.api.openapi import install_openapi
@@ -226,6 +227,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "In `scores`, label keys are strings (JSON object keys); `label` keeps its type."
         ),
         lifespan=lifespan,
+        # /docs and /redoc with their assets served here, not from a CDN (install_docs)
+        docs_url=None,
+        redoc_url=None,
         # FastAPI's built-in OpenTelemetry hooks look up the providers on every request;
         # our metrics are Prometheus (service/observability/metrics.py);
         # LEARNSERVE_OTEL=true keeps them.
@@ -247,6 +251,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ]
     _add_routes(app, routers)
     install_openapi(app, settings)
+    install_docs(app)
     return app
 
 

@@ -18,6 +18,13 @@ from service.api.auth import AdminScope, PredictScope
 from service.api.deps import EngineDep, SettingsDep
 from service.api.errors import invalid, json_response
 from service.api.models import check_name
+from service.api.ops_schemas import (
+    ActivateRequest,
+    ActivateResponse,
+    ArtifactList,
+    DeployResponse,
+    RollbackResponse,
+)
 from service.api.request_bodies import (
     OCTETS_TYPE,
     check_content_type,
@@ -25,15 +32,7 @@ from service.api.request_bodies import (
     read_body,
     read_json_object,
 )
-from service.api.schemas import (
-    ActivateRequest,
-    ActivateResponse,
-    ArtifactList,
-    DeployResponse,
-    RollbackResponse,
-    body_doc,
-    error_responses,
-)
+from service.api.schemas import body_doc, error_responses
 
 router = APIRouter(tags=["batch models"])
 

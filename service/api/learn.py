@@ -16,15 +16,17 @@ from service.api.request_bodies import (
     read_body,
 )
 from service.api.schemas import (
-    IDEMPOTENCY_KEY_PARAM,
-    IDEMPOTENT_REPLAYED_HEADER,
-    UPDATE_DESCRIPTION,
     PredictRequest,
     PredictResponse,
     UpdateRequest,
     UpdateResponse,
     body_doc,
     error_responses,
+)
+from service.api.update_docs import (
+    IDEMPOTENCY_KEY_PARAM,
+    IDEMPOTENT_REPLAYED_HEADER,
+    UPDATE_DESCRIPTION,
 )
 from service.engine.requests import predict_body, update_body
 from service.settings import Settings

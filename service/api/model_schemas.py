@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from service.api.records_schemas import RecordsFeatures
+
 # ------------------------------------------------------------------ features
 
 
@@ -58,7 +60,7 @@ class HashedFeatures(BaseModel):
 
 
 FeaturesConfig = Annotated[
-    DenseFeatures | SparseFeatures | HashedFeatures, Field(discriminator="kind")
+    DenseFeatures | SparseFeatures | HashedFeatures | RecordsFeatures, Field(discriminator="kind")
 ]
 
 # ------------------------------------------------------------------ params

@@ -18,14 +18,9 @@ from service.api.auth import AdminScope, PredictScope
 from service.api.deps import EngineDep, SettingsDep
 from service.api.descriptions import describe
 from service.api.errors import ApiError, invalid, json_response, store_unavailable
+from service.api.ops_schemas import CheckpointResponse
 from service.api.request_bodies import OCTETS_TYPE, read_body, read_json_object
-from service.api.schemas import (
-    CheckpointResponse,
-    ModelInfo,
-    ModelList,
-    body_doc,
-    error_responses,
-)
+from service.api.schemas import ModelInfo, ModelList, body_doc, error_responses
 from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
 from service.errors import Kind, ServiceError

@@ -172,7 +172,8 @@ def _within(features: dict[str, Any], settings: Settings) -> bool:
 def _write_limits(schemas: dict[str, Any], settings: Settings) -> None:
     for kind in ("DenseFeatures", "SparseFeatures"):
         schemas[kind]["properties"]["dim"]["maximum"] = settings.max_dim
-    schemas["HashedFeatures"]["properties"]["bits"]["maximum"] = _max_bits(settings)
+    for kind in ("HashedFeatures", "RecordsFeatures"):
+        schemas[kind]["properties"]["bits"]["maximum"] = _max_bits(settings)
     for name, key in (("UpdateRequest", "examples"), ("UpdateRequest", "queries"),
                       ("PredictRequest", "instances"), ("PredictRequest", "queries")):  # fmt: skip
         # Optional, but never null: an absent list is fine, a null one is refused.

@@ -10,7 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import PlainTextResponse, Response
 
 from service.api.errors import json_response
-from service.api.schemas import Health, Readiness, error_responses
+from service.api.ops_schemas import Health, Readiness
+from service.api.schemas import error_responses
 from service.observability import metrics as M
 
 router = APIRouter(tags=["operations"])

@@ -9,18 +9,47 @@ itself keeps its type (``1`` stays ``1``, ``"+1"`` stays ``"+1"``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.api.ops_schemas import ActivateRequest
 from service.api.prediction_docs import CONFIDENCE_DOC, PROBABILITY_DOC
 
-Features = list[float] | dict[str, float | str]
+DenseX = Annotated[list[float], Field(title="DenseX", description="dense: dim numbers")]
+SparseX = Annotated[
+    dict[str, float | str],
+    Field(
+        title="SparseX",
+        description='sparse {"index": number}; hashed {"name": number, or a category string}',
+    ),
+]
+RecordX = Annotated[
+    dict[str, Any],
+    Field(
+        title="RecordX",
+        description="a raw record (records models, docs/guides/raw-records.md): "
+        "{field: number | string | [strings] | null}, read as the model's config says; "
+        "a field the config does not name is ignored whatever its value (or refused, "
+        'with "unknown_fields": "refuse"): a value of the wrong type for its field is '
+        "a 422 naming x.<field>",
+        json_schema_extra={
+            "examples": [{"age": 39, "job": "clerk", "tags": ["a", "b"], "note": None}]
+        },
+    ),
+]
+# What x may be for some model kind; which one a model reads is its config's
+# ``features.kind`` (a shape the model does not read is a 422 naming x).
+Features = DenseX | SparseX | RecordX
 Label = str | int
+_X_DOC = (
+    "dense list, sparse {index: value}, hashed {name: value} or a raw record "
+    "{field: number | string | [strings] | null}, as the model's features.kind says"
+)
 
 
 class Example(BaseModel):
-    x: Features = Field(description="dense list, sparse {index: value} or named {name: value}")
+    x: Features = Field(description=_X_DOC)
     y: Label
     weight: float = Field(
         1.0,
@@ -48,7 +77,7 @@ class LabelById(BaseModel):
 
 
 class RankedItem(BaseModel):
-    x: Features
+    x: Features = Field(description=_X_DOC)
     relevance: int = Field(ge=0, le=30, description="graded relevance (update only)")
 
 
@@ -121,7 +150,7 @@ class UpdateResponse(BaseModel):
 
 
 class Instance(BaseModel):
-    x: Features
+    x: Features = Field(description=_X_DOC)
     id: str = Field(None, min_length=1, max_length=200, description=FEEDBACK_ID_DOC)  # type: ignore[assignment]  # optional, never null
 
 
@@ -364,137 +393,8 @@ def body_doc(model: type[BaseModel] | str) -> dict[str, Any]:
     }
 
 
-UPDATE_DESCRIPTION = """\
-Validates and encodes the batch, appends it to the model's log (durable in the
-store), applies it on this worker and answers with the model's new version.
-
-**Group commit**: plain batches (no `Idempotency-Key`, no delayed labels) that reach the
-same model while its previous append is in flight are appended together as one log
-entry, after it: one store round trip for all of them, each batch still validated and
-refused on its own, learned once in arrival order, answered only once durable and
-applied, with its own `applied` and `correct` and the version of the shared entry.
-
-**Retries without double-learning**: send an `Idempotency-Key` header (1-200
-printable ASCII characters, e.g. a UUID per batch). The first request with a key
-appends as usual; a repeat with the same key for the same model within
-`idempotency_ttl_seconds` (default 24 h) appends nothing and answers the first
-request's `{"model", "applied", "version"}` (once this worker has applied that
-version) with the header `Idempotent-Replayed: true`. The same key with a
-different body is 409 `idempotency_key_reused`. Deleting a model forgets its keys.
-
-**Delayed labels**: an example `{"id", "y"}` (no `x`) labels the prediction made
-with that `id` on `/predict` (any worker): the features kept with it are learned
-with `y`, and its progressive metrics score the prediction that was served. An id
-is learned once: the same label again changes nothing and is answered as before,
-another label is 409 `id_labelled`; an unknown id, or one older than
-`feedback_ttl_seconds` (default 7 days), is 422; both name `examples[i].id`, and a
-refused batch changes nothing. Examples with and without `x` mix in one batch; an
-`Idempotency-Key` makes such a batch learned at most once as a whole (its `x`
-examples too), as for any batch.
-
-`applied` and `correct` in the answer count what the batch learned: examples
-predicted right (progressive for `{x, y}`, the served prediction for `{id, y}`); an
-id labelled before is not learned again and not counted (a batch of nothing but such
-repeats is answered as the first time).
-"""
-
-IDEMPOTENCY_KEY_PARAM: dict[str, Any] = {
-    "name": "Idempotency-Key",
-    "in": "header",
-    "required": False,
-    "description": "Makes the update happen at most once per key and model (a retry "
-    "answers the first result). 1-200 printable ASCII characters; else 422.",
-    "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[ -~]+$"},
-    "example": "3f2b9c1e-7d4a-4f7e-9a51-0c2d8e6b1a77",
-}
-
-IDEMPOTENT_REPLAYED_HEADER: dict[str, Any] = {
-    "Idempotent-Replayed": {
-        "description": "`true` when the answer is that of an earlier request with the "
-        "same Idempotency-Key (nothing was appended this time); absent otherwise.",
-        "schema": {"type": "string", "enum": ["true"]},
-    }
-}
-
-
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorBody} for c in codes}
-
-
-class ActivateRequest(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"version": 3}]})
-    version: int = Field(ge=1, le=2**63 - 1, description="a stored artifact version of the model")
-
-
-class CheckpointResponse(BaseModel):
-    model: str
-    written: bool = Field(description="false when this call wrote nothing (see note)")
-    position: int = Field(description="the log position the stored checkpoint covers")
-    duration_seconds: float
-    note: str | None = Field(
-        None,
-        description="why nothing was written: nothing new since the stored checkpoint, "
-        "another worker holds the checkpoint lease (it writes it), or a follower behind "
-        "its leader's checkpoint (a follower is written with its leader)",
-    )
-
-
-class DeployResponse(BaseModel):
-    model: str
-    kind: str
-    version: int
-    checksum: str
-    size: int = Field(description="bytes of the artifact")
-    created: bool = Field(description="true when this deploy created the model")
-    stored: bool = Field(
-        description="true when stored as a new version (201); false when the same bytes "
-        "(checksum) as a stored version, which is made active instead (200)"
-    )
-
-
-class ArtifactVersion(BaseModel):
-    version: int
-    size: int
-    checksum: str
-    created_at: float
-    kind: str
-
-
-class ArtifactList(BaseModel):
-    model: str
-    active: int | None = Field(description="the version stored as active")
-    serving: int = Field(description="the version this worker serves")
-    versions: list[ArtifactVersion]
-
-
-class ActivateResponse(BaseModel):
-    model: str
-    version: int
-    checksum: str
-
-
-class RollbackResponse(ActivateResponse):
-    previous: int = Field(description="the version served before")
-
-
-class Health(BaseModel):
-    status: Literal["ok"]
-    worker: int = Field(description="the process id of the worker that answered")
-
-
-class Readiness(BaseModel):
-    ready: bool
-    models: int
-    store: str
-    store_up: bool
-    failed_models: dict[str, str] = Field(
-        description="models whose stored state could not be loaded (the others are served)"
-    )
-    pending_models: dict[str, str] = Field(
-        default_factory=dict,
-        description="models waiting for numba kernels still compiling, and what compiles "
-        "(they answer 503 with Retry-After; the others are served)",
-    )
 
 
 DOC_MODELS: list[type[BaseModel]] = [UpdateRequest, PredictRequest, ActivateRequest]

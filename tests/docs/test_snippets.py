@@ -29,12 +29,13 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import shared_data_dir
+from tests.docs.figures import model_names, stale_figures
 from tests.docs.markdown import DOCS, REPO, Block, code_blocks, pages
 from tests.service.procs import free_port, start_service, stop_process, wait_http_ok
 
@@ -160,6 +161,8 @@ class LiveService:
     port: int
     proc: subprocess.Popen[bytes]
     work: Path  # the reader's terminal: the top of a checkout, with .venv
+    # model name -> the page that first used it (tests.docs.figures)
+    first_used: dict[str, Path] = field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +221,9 @@ def test_snippets_run(page: Path, live_service: LiveService) -> None:
             f"--- stdout ---\n{r.stdout[-3000:]}\n--- stderr ---\n{r.stderr[-3000:]}\n"
             f"--- server log: {getattr(live_service.proc, 'log_path', '?')}"
         )
+        # the figures its comments quote are what it printed (issue 31 item 9), on the
+        # page that first uses its models (a later page's model was taught before)
+        first = [live_service.first_used.setdefault(n, page) for n in model_names(b.text)]
+        if all(p == page for p in first):
+            stale = stale_figures(b.text, r.stdout)
+            assert not stale, f"{b.where}: figures out of date:\n" + "\n".join(stale)

@@ -226,3 +226,39 @@ def test_regression_schemas_default_to_the_learners_defaults(spec: dict[str, Any
     for algorithm, schema in schemas.items():
         documented = {k: v.get("default") for k, v in comps[schema]["properties"].items()}
         assert documented == make_regressor(algorithm, 4, {}).params, algorithm
+
+
+def test_records_features_are_in_the_document(spec: dict[str, Any], client: httpx.Client) -> None:
+    """Issue 32 item 10: a raw-records model's config (``features.kind = "records"``) is
+    in ``ModelCreate``, with its field kinds, transforms and text options typed."""
+    validator = jsonschema.Draft202012Validator(
+        resolve(spec, {"$ref": "#/components/schemas/ModelCreate"})
+    )
+    fields = {
+        "age": {"type": "numeric", "transform": {"bins": [25, 30, 35]}},
+        "hours": {"type": "numeric", "transform": "log1p"},
+        "job": {"type": "categorical", "namespace": "c"},
+        "note": {"type": "text", "lowercase": True, "words": {"ngrams": 2},
+                 "chars": {"ngrams": [3, 5]}, "weighting": "log_tf"},
+    }  # fmt: skip
+    features = {"kind": "records", "bits": 12, "intercept": True, "fields": fields,
+                "interactions": [["c", "c"]], "unknown_fields": "ignore",
+                "max_features_per_record": 1000, "max_text_bytes": 100000}  # fmt: skip
+    body = {"algorithm": "arow", "features": features}
+    assert validator.is_valid(body), [e.message for e in validator.iter_errors(body)]
+    assert client.put("/models/records-doc", json=body).status_code == 201
+    bad = [
+        {**features, "bits": 13},  # over max_dim (4096)
+        {**features, "fields": {}},
+        {**features, "unknown_fields": "keep"},
+        {**features, "fields": {"age": {"type": "numeric", "transform": "log"}}},
+        {**features, "fields": {"job": {"type": "categorical", "transform": "log1p"}}},
+        {**features, "fields": {"note": {"type": "text", "weighting": "bm25"}}},
+        {**features, "fields": {"note": {"type": "text", "chars": {"ngrams": [3, 11]}}}},
+        {**features, "interactions": [["c"]]},
+        {**features, "dim": 5},
+    ]
+    for features_bad in bad:
+        body = {"algorithm": "arow", "features": features_bad}
+        assert not validator.is_valid(body), features_bad
+        assert client.put("/models/records-bad", json=body).status_code == 422, features_bad

@@ -159,10 +159,20 @@ expected-statuses = ["400", "401", "403", "404", "405", "406", "408", "409", "41
 """
 
 
-def run_schemathesis(url: str, report_dir: Path, max_examples: int, seed: int = 10) -> None:
+def run_schemathesis(
+    url: str,
+    report_dir: Path,
+    max_examples: int,
+    seed: int = 10,
+    config_text: str = CONFIG,
+    phases: str = "examples,coverage,fuzzing,stateful",
+    extra: tuple[str, ...] = (),
+) -> str:
+    """schemathesis's CLI (every check, a fixed seed) against ``url``; fails the test on
+    any failure, with the report in the message; returns the output."""
     exe = Path(sys.executable).with_name("schemathesis")
     config = report_dir / "schemathesis.toml"
-    config.write_text(CONFIG)
+    config.write_text(config_text)
     cmd = [
         str(exe) if exe.exists() else "schemathesis",
         "--config-file", str(config),
@@ -170,7 +180,7 @@ def run_schemathesis(url: str, report_dir: Path, max_examples: int, seed: int = 
         "run",
         f"{url}/openapi.json",
         "--checks", "all",
-        "--phases", "examples,coverage,fuzzing,stateful",
+        "--phases", phases,
         "--seed", str(seed),
         "--max-examples", str(max_examples),
         "--workers", "1",
@@ -179,6 +189,7 @@ def run_schemathesis(url: str, report_dir: Path, max_examples: int, seed: int = 
         "--suppress-health-check", "all",
         "--report", "ndjson",
         "--report-dir", str(report_dir),
+        *extra,
     ]  # fmt: skip
     env = {**os.environ, "SCHEMATHESIS_HOOKS": ""}
     # cwd: schemathesis keeps a cache (.schemathesis/) in its working directory.
@@ -189,6 +200,7 @@ def run_schemathesis(url: str, report_dir: Path, max_examples: int, seed: int = 
     (report_dir / "schemathesis.out").write_text(out)
     assert r.returncode == 0, out[-20000:]
     print(out[-3000:])  # the summary, with -s
+    return out
 
 
 def test_schemathesis_finds_nothing(server: str, tmp_path: Path) -> None:

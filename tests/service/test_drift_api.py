@@ -10,6 +10,7 @@ shortly after the flip (the delay is printed).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ import pytest
 from learners.features import FeatureSpec
 from learners.linear import make_classifier
 from service.settings import Settings
+from tests.docs.figures import tolerance
+from tests.docs.markdown import DOCS, code_blocks
 from tests.service.procs import free_port, stop_process
 from tests.service.serving import ServerThread, start_learnserve
 from tests.service.test_delayed_labels import SPARSE, a9a, info, ok
@@ -35,6 +38,15 @@ def stream() -> tuple[list[dict[str, float]], list[int]]:
     _, rows, y = a9a("a9a")
     labels = [v if i < FLIP_AT else -v for i, v in enumerate(y[:N])]
     return rows[:N], labels
+
+
+def guide_drift_example() -> dict[str, Any]:
+    """The ``drift`` answer the drift guide shows under "Read"."""
+    page = DOCS / "guides" / "drift-detection.md"
+    shown = [b.text for b in code_blocks(page) if b.lang == "json" and "values_seen" in b.text]
+    assert len(shown) == 1, shown
+    example: dict[str, Any] = json.loads(shown[0])
+    return example
 
 
 def river_detections(errors: np.ndarray, **params: Any) -> list[int]:
@@ -96,6 +108,15 @@ def test_detections_are_rivers_on_a9a_made_to_drift(stream: Any, tmp_path: Path)
     assert seen == list(zip(by_batch, counts, strict=True))
     assert d["last_detection_version"] == -(-expected[-1] // BATCH)  # one entry per batch
     assert 0.0 < d["estimate"] < 1.0
+    print(f"the model's drift: {d}")
+    # The drift guide's "Read" example is this run's answer (issue 31 item 9: its
+    # estimate had gone stale): every member as printed, the estimate to its last digit.
+    guide = guide_drift_example()
+    for key, value in guide.items():
+        if key == "estimate":
+            assert abs(d[key] - value) <= tolerance(str(value)), (key, value, d[key])
+        elif key != "digest":  # shown shortened
+            assert d[key] == value, (key, value, d[key])
 
 
 def test_page_hinkley_and_none(stream: Any, tmp_path: Path) -> None:
