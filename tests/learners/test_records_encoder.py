@@ -157,8 +157,17 @@ def test_long_records_grow_every_buffer_and_keep_their_rows() -> None:
 def test_missing_null_and_unknown_fields() -> None:
     fields = {"a": {"type": "numeric"}, "t": {"type": "text"}}
     enc = enc_of(fields)
-    b = enc.encode([{}, {"a": None, "t": None}, {"zzz": [1, 2]}])
+    b = enc.encode([{}, {"a": None, "t": None}, {"a": None, "zzz": [1, 2]}])
     assert b.indptr.tolist() == [0, 0, 0, 0]
+    assert enc.ignored_fields([{"a": 1, "zzz": 0}, {"t": "x", "zzz": 1, "b": 2}]) == {
+        "zzz": 2,
+        "b": 1,
+    }
+    # a record of nothing but unknown fields (every name a typo) is refused, not learned
+    # as the intercept alone (issue 31 item 2); {} stays the explicit "nothing known"
+    with pytest.raises(FeatureError, match=r"^examples\[1\]\.x: none of its fields") as e:
+        enc.encode([{"a": 1}, {"A": 1, "tt": "x"}])
+    assert "'A', 'tt'" in str(e.value) and "it reads a, t" in str(e.value)
     strict = enc_of(fields, unknown_fields="refuse")
     with pytest.raises(FeatureError, match=r"^examples\[1\]\.x\.zzz: unknown field"):
         strict.encode([{"a": 1}, {"a": 1, "zzz": 0}])

@@ -69,14 +69,20 @@ def wanted(text: str) -> dict[tuple[str, str], str]:
 
 
 def scrape_until_complete(url: str, timeout: float = 10.0) -> dict[tuple[str, str], str]:
-    """Every learnserve_online_* gauge once each expected one is there (or at
-    ``timeout``)."""
+    """Every learnserve_online_* gauge once each expected one is there and two scrapes
+    1.5 s apart agree (or at ``timeout``): ROC AUC is published about once a second
+    (``service.engine.checkpoints.periodic``), so a scrape right after the last update
+    may show the AUC of the window before it."""
     deadline = time.monotonic() + timeout
+    last: dict[tuple[str, str], str] | None = None
     while True:
         text = httpx.get(f"{url}/metrics").text
-        if len(wanted(text)) == sum(map(len, EXPECTED.values())) or time.monotonic() > deadline:
-            return gauges(text)
-        time.sleep(0.2)
+        now = gauges(text)
+        complete = len(wanted(text)) == sum(map(len, EXPECTED.values()))
+        if (complete and now == last) or time.monotonic() > deadline:
+            return now
+        last = now if complete else None
+        time.sleep(1.5 if complete else 0.2)
 
 
 def test_learning_gauges_are_published_at_restore(tmp_path: Path) -> None:
