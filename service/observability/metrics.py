@@ -61,6 +61,26 @@ EXAMPLES_ACCEPTED = Counter(
     "Examples accepted through POST /update on this worker (counted once cluster-wide).",
     ["model"],
 )
+DECISIONS = Counter(
+    "learnserve_decisions_total",
+    "Decisions made and kept by POST /models/{name}/rank on this worker (a retry of an "
+    "event kept already is not counted).",
+    ["model"],
+)
+REWARDS = Counter(
+    "learnserve_rewards_accepted_total",
+    "Rewards accepted through POST /models/{name}/reward on this worker (each learned once "
+    "cluster-wide).",
+    ["model"],
+)
+DECISION_VALUE = Gauge(
+    "learnserve_decision_policy_value",
+    "Progressive off-policy estimate of a decision model's policies' value (mean reward) "
+    "on its logged decisions, by policy (served, learned, first, uniform) and estimator "
+    "(ips, snips, dr); model state, the same on every replica.",
+    ["model", "policy", "estimator"],
+    multiprocess_mode="livemax",
+)
 ONLINE_ACCURACY = Gauge(
     "learnserve_online_accuracy",
     "Progressive (predict-then-learn) accuracy over the recent window.",
@@ -489,6 +509,9 @@ PER_MODEL = (
     REQUEST_LATENCY,
     EXAMPLES_LEARNED,
     EXAMPLES_ACCEPTED,
+    DECISIONS,
+    REWARDS,
+    DECISION_VALUE,
     ONLINE_ACCURACY,
     ONLINE_LOSS,
     ONLINE_NDCG,

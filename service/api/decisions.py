@@ -1,0 +1,127 @@
+"""``POST /models/{name}/rank`` and ``POST /models/{name}/reward``: decisions (contextual
+bandits), documented. Served by the hot path (:mod:`service.api.hot`) like
+``/models/{name}/predict``; these FastAPI routes document them in OpenAPI and run the
+same pipeline and handlers (:mod:`service.engine.decisions`) when a request reaches them.
+Scopes: ``rank`` needs ``predict``, ``reward`` needs ``update``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
+
+from service.api.learn import _serve
+from service.api.schemas import (
+    IDEMPOTENCY_KEY_PARAM,
+    IDEMPOTENT_REPLAYED_HEADER,
+    body_doc,
+    error_responses,
+)
+from service.engine.decisions import rank_body, reward_body
+
+router = APIRouter(tags=["decisions"])
+
+
+class ActionIn(BaseModel):
+    id: str = Field(min_length=1, max_length=200)
+    features: dict[str, float | str] = Field(default_factory=dict)
+
+
+class RankRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{
+            "context": {"country": "fr", "hour": 20},
+            "actions": [{"id": "news", "features": {"topic": "politics"}},
+                        {"id": "sport", "features": {"topic": "football", "len": 2.5}}],
+            "excluded": [], "event_id": "ev-8f3a"}]},
+    )  # fmt: skip
+    model: str | None = Field(None, description="if given, the model of the path")
+    context: dict[str, float | str] = Field(default_factory=dict)
+    actions: list[ActionIn] = Field(min_length=1, description="at most the model's max_actions")
+    excluded: list[str] = Field(default_factory=list, description="ids never to choose")
+    event_id: str | None = Field(
+        None, min_length=1, max_length=200, description="generated when absent; the same "
+        "event id again answers the same decision and logs nothing new")  # fmt: skip
+
+
+class RankedAction(BaseModel):
+    id: str
+    probability: float
+    score: float = Field(description="the reward model's estimate")
+
+
+class RankResponse(BaseModel):
+    model: str
+    event_id: str
+    action: str = Field(description="the chosen action's id")
+    probability: float = Field(description="the probability it was chosen with")
+    ranking: list[RankedAction] = Field(description="the chosen action first, then by probability")
+    version: int = Field(description="the model version that decided")
+    rewarded: bool | None = Field(None, description="true when the event was rewarded already")
+
+
+class RewardIn(BaseModel):
+    event_id: str = Field(min_length=1, max_length=200)
+    reward: float = Field(description="finite, within the model's reward_range")
+
+
+class RewardRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"rewards": [{"event_id": "ev-8f3a", "reward": 1.0}]},
+                                        {"event_id": "ev-8f3a", "reward": 1.0}]})  # fmt: skip
+    model: str | None = None
+    rewards: list[RewardIn] | None = None
+    event_id: str | None = None
+    reward: float | None = None
+
+
+class RewardOutcome(BaseModel):
+    event_id: str
+    learned: bool = Field(description="false: rewarded before with this reward (not again)")
+
+
+class RewardResponse(BaseModel):
+    model: str
+    applied: int = Field(description="rewards this request learned")
+    version: int
+    events: list[RewardOutcome]
+
+
+_RANK = (
+    "Choose one of the actions for the context with the model's exploration policy; the "
+    "decision (every action's features and probability) is kept for "
+    "`feedback_ttl_seconds` under the event id until its reward arrives."
+)
+_REWARD = (
+    "Learn the reward of one or many events, each once: the chosen action's features "
+    "with the reward as target, importance weight 1/p (`weighting: ips`). An unknown or "
+    "expired event is a 404, another reward for a rewarded event a 409 (both naming "
+    "`rewards[i].event_id`); the same reward again is answered as the first time."
+)
+
+
+@router.post(
+    "/models/{name}/rank",
+    summary="Choose an action for a context (a decision model)",
+    description=_RANK,
+    responses={200: {"model": RankResponse}, **error_responses(401, 403, 404, 409, 413, 422, 503)},
+    openapi_extra=body_doc(RankRequest),
+)
+async def rank(name: str, request: Request) -> Response:
+    return await _serve(request, "predict", rank_body, name)
+
+
+@router.post(
+    "/models/{name}/reward",
+    summary="Learn the rewards of earlier decisions, each once",
+    description=_REWARD,
+    responses={
+        200: {"model": RewardResponse, "headers": IDEMPOTENT_REPLAYED_HEADER},
+        **error_responses(401, 403, 404, 409, 413, 422, 503),
+    },
+    openapi_extra={**body_doc(RewardRequest), "parameters": [IDEMPOTENCY_KEY_PARAM]},
+)
+async def reward(name: str, request: Request) -> Response:
+    return await _serve(request, "update", reward_body, name)

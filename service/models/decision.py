@@ -1,0 +1,370 @@
+"""Adapter for decision models (contextual bandits): rank actions for a context with an
+exploration policy, learn the chosen action's reward later.
+
+Config (``PUT /models/{name}``)::
+
+    {"algorithm": "decision",
+     "features": {"kind": "hashed", "bits": 20},
+     "reward_model": {"algorithm": "arow_regression", "params": {}},
+     "exploration": {"policy": "squarecb", "params": {"gamma": 10, "gamma_exponent": 0.5}},
+     "seed": 0, "max_actions": 256, "reward_range": [-1e6, 1e6], "weighting": "ips"}
+
+The reward model is one online regressor (:mod:`service.models.regression`'s algorithms,
+AROW by default: it gives a variance, which Thompson and UCB need) shared over every
+action, on the rows of :mod:`service.models.decision_features` (action id, action
+features, context x action id, context x action features), hashed. The policy is one of
+:mod:`learners.decisions.explore` (``epsilon_greedy``, ``softmax``, ``squarecb``,
+``thompson``, ``ucb``); the default is SquareCB with γ_t = 10·√t (t: rewards learned + 1),
+the best measured on a9a as a 2-action bandit (``bench/decisions_offline.py``: 0.836,
+with softmax at τ = 0.05, whose log leaves almost no mass off the best action and so
+makes poor off-policy estimates). The draw is
+:func:`~learners.decisions.explore.event_uniform` of the event id and ``seed``.
+
+A reward learns the chosen action's row with the reward as target and importance
+weight 1/p (``"weighting": "ips"``, VW's ``mtr``), or weight 1 (``"none"``). Each
+applied reward also updates, before the reward model learns it, the progressive
+off-policy estimates (IPS, SNIPS, DR with 95 % intervals,
+:class:`learners.decisions.estimators.Evaluation`) of four policies on the logged
+decisions: ``served`` (the logging policy itself: its value is the mean reward),
+``learned`` (greedy on the reward model as it is at that point), ``first`` (the first
+eligible action) and ``uniform``. They are model state: applied in log order, kept in
+checkpoints, part of the state digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import orjson
+
+from learners.base import UpdateResult
+from learners.decisions.estimators import Evaluation, dr_parts
+from learners.decisions.explore import Policy, decide, make_policy
+from learners.features import Batch
+from service.errors import ServiceError, conflict, invalid
+from service.models import decision_features as df
+from service.models.json_fields import type_name
+from service.models.payload import decode_payload
+from service.models.regression import ALGORITHMS as REWARD_ALGORITHMS
+from service.models.regression import RegressionAdapter, _with_targets
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+DECISION_KEYS = ("reward_model", "exploration", "seed", "max_actions", "reward_range",
+                 "weighting")  # fmt: skip
+MAX_ACTIONS = 1024  # the most a config may allow
+DEFAULT_RANGE = (-1e6, 1e6)
+TARGETS = ("served", "learned", "first", "uniform")
+_VARIANCE_POLICIES = ("thompson", "ucb")
+
+
+class DecisionAdapter(RegressionAdapter):
+    kind: ClassVar[str] = "decision"
+    tensor_task: ClassVar[str | None] = None
+
+    def __init__(self, config: dict[str, Any], model: Any) -> None:
+        super().__init__(config, model)
+        d = config["decision"]
+        self.policy: Policy = make_policy(d["policy"], d["policy_params"])
+        self.rewards_learned = 0
+        self.evaluations = {t: Evaluation() for t in TARGETS}
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
+        rest = {k: v for k, v in body.items() if k not in DECISION_KEYS and k != "algorithm"}
+        if "follows" in rest:
+            raise invalid("follows: decision models do not follow other models yet", "follows")
+        features = rest.get("features")
+        if not isinstance(features, dict) or features.get("kind") != "hashed":
+            raise invalid('features: a decision model takes {"kind": "hashed", "bits": n} '
+                          "(named context and action features)", "features")  # fmt: skip
+        reward = body.get("reward_model", {})
+        _only(reward, ("algorithm", "params"), "reward_model")
+        algorithm = reward.get("algorithm", "arow_regression")
+        if algorithm not in REWARD_ALGORITHMS:
+            loc = "reward_model.algorithm"
+            raise invalid(f"{loc}: must be one of {list(REWARD_ALGORITHMS)}, got {algorithm!r}",
+                          loc)  # fmt: skip
+        reg_body = {**rest, "algorithm": algorithm, "params": reward.get("params", {})}
+        try:
+            config = super().normalize_config(reg_body, settings)
+        except ServiceError as e:
+            if e.field and e.field.startswith("params"):
+                e.field = f"reward_model.{e.field}"
+            raise
+        config["decision"] = _decision_config(body, algorithm)
+        return config
+
+    @classmethod
+    def create(cls, config: dict[str, Any]) -> DecisionAdapter:
+        adapter = super().create(config)
+        assert isinstance(adapter, DecisionAdapter)
+        return adapter
+
+    @classmethod
+    def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> DecisionAdapter:
+        from learners.artifact import read_header
+
+        adapter = super().from_checkpoint(config, blob)
+        assert isinstance(adapter, DecisionAdapter)
+        saved = (read_header(blob).get("meta") or {}).get("decisions") or {}
+        adapter.rewards_learned = int(saved.get("t", 0))
+        for t, d in (saved.get("ope") or {}).items():
+            adapter.evaluations[t] = Evaluation.from_dict(d)
+        return adapter
+
+    def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes | memoryview]:
+        return super().snapshot({**(meta or {}), "decisions": self._state()})
+
+    def _state(self) -> dict[str, Any]:
+        ope = {t: e.to_dict() for t, e in self.evaluations.items()}
+        return {"t": self.rewards_learned, "ope": ope}
+
+    def state_digest(self) -> str:
+        both = super().state_digest().encode() + orjson.dumps(
+            self._state(), option=orjson.OPT_SORT_KEYS
+        )
+        return hashlib.sha256(both).hexdigest()
+
+    @classmethod
+    def warmup(cls) -> None:
+        RegressionAdapter.warmup()
+
+    # ------------------------------------------------------------ not for this kind
+    def parse_update(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> tuple[bytes, int]:
+        raise conflict("decision_model", "a decision model learns from POST "
+                       "/models/{name}/reward, not from /update", "model")  # fmt: skip
+
+    def parse_update_raw(self, raw: bytes, settings: Settings) -> Any:
+        return None
+
+    def predict(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> list[dict[str, Any]]:
+        raise conflict("decision_model", "a decision model answers POST "
+                       "/models/{name}/rank, not /predict", "model")  # fmt: skip
+
+    def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
+        raise conflict("decision_model", "a decision model answers POST /models/{name}/rank")
+
+    # ------------------------------------------------------------ rank
+    @property
+    def settings_of(self) -> dict[str, Any]:
+        d: dict[str, Any] = self.config["decision"]
+        return d
+
+    def rank(
+        self, body: dict[str, Any], settings: Settings, event_id: str, version: int
+    ) -> tuple[dict[str, Any], bytes]:
+        """The decision for ``body`` (context, actions, excluded) and the record to keep
+        for its reward. Reads the model, changes nothing."""
+        d = self.settings_of
+        actions = df.check_actions(body, int(d["max_actions"]))
+        ids = [str(a["id"]) for a in actions]
+        excluded = df.excluded_rows(body, ids)
+        context = df.named_values(body.get("context", {}), "context")
+        limit = settings.max_features_per_example
+        batch = df.encode_rows(self.spec, df.action_rows(context, actions, limit), limit)
+        scores, variances = self.model.predict_details(batch)
+        if variances is not None:  # the mean's variance: less the noise part (empty row)
+            empty = Batch(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), batch.dim)
+            _, noise = self.model.predict_details(empty)
+            variances = np.maximum(variances - float(noise[0]), 0.0)
+        if d["policy"] in _VARIANCE_POLICIES and variances is None:
+            raise conflict("no_variance", f"{d['policy']} needs a reward model with a "
+                           "variance (arow_regression)", "exploration")  # fmt: skip
+        if not np.isfinite(scores).all():
+            raise conflict("nonfinite_scores", "the reward model scores an action non-finite")
+        dec = decide(self.policy, scores, variances, event_id=event_id, seed=int(d["seed"]),
+                     excluded=excluded, t=self.rewards_learned + 1)  # fmt: skip
+        probs = [float(p) for p in dec.probabilities.tolist()]
+        event = {
+            "id": event_id, "ids": ids, "p": probs, "a": dec.action, "v": version,
+            "ctx": body.get("context") or {},
+            "feat": [a.get("features") or {} for a in actions],
+        }  # fmt: skip
+        return answer_of(event, [float(s) for s in scores.tolist()], dec.ranking), df.encode_event(
+            batch, {**event, "s": [float(s) for s in scores.tolist()], "rank": dec.ranking}
+        )
+
+    def check_reward(self, r: Any, loc: str) -> float:
+        lo, hi = self.settings_of["reward_range"]
+        if type(r) not in (int, float):
+            raise invalid(f"{loc}: must be a finite number, got {type_name(r)}", loc)
+        try:
+            f = float(r)
+        except OverflowError:
+            f = math.inf
+        if not (math.isfinite(f) and lo <= f <= hi):
+            raise invalid(f"{loc}: must be a finite number in [{lo:g}, {hi:g}] (the model's "
+                          f"reward_range), got {r!r}", loc)  # fmt: skip
+        return f + 0.0
+
+    # ------------------------------------------------------------ learn
+    def check_update(self, payload: bytes) -> None:
+        x, y, w, _ = self._learned_rows(payload)
+        checked = self.model.check(x, y, w)
+        row = self.model.first_nonfinite_row(x, y, w, checked)
+        if row is not None:
+            loc = f"rewards[{row}].reward"
+            raise invalid(f"{loc}: learning it would make the reward model's weights "
+                          "non-finite", loc)  # fmt: skip
+
+    def forget_checked(self, payload: bytes) -> None:
+        return None
+
+    def _learned_rows(
+        self, payload: bytes
+    ) -> tuple[Batch, list[float], list[float], tuple[Batch, list[dict[str, Any]]]]:
+        """The chosen rows, their rewards and weights; the entry's batch and events."""
+        batch, meta = decode_payload(payload, self.spec.dim)
+        events = meta.get("ev")
+        if type(events) is not list or len(events) != len(meta["y"]):
+            raise ValueError("not a decision reward entry")
+        rows, start = [], 0
+        for ev in events:
+            k = len(ev["ids"])
+            if not 0 <= int(ev["a"]) < k or not 0.0 < float(ev["p"][ev["a"]]) <= 1.0:
+                raise ValueError("a decision with a bad chosen action or probability")
+            rows.append(start + int(ev["a"]))
+            start += k
+        if start != batch.n_rows:
+            raise ValueError(f"a reward entry of {batch.n_rows} rows for {start} actions")
+        y = [float(r) for r in meta["y"]]
+        ips = self.settings_of["weighting"] == "ips"
+        w = [1.0 / float(ev["p"][ev["a"]]) if ips else 1.0 for ev in events]
+        return batch.take(rows), y, w, (batch, events)
+
+    def apply(self, payload: bytes) -> UpdateResult:
+        """Each event in order: its off-policy estimates from the reward model as it is,
+        then the chosen action's row learned. Refused whole (the state unchanged) when
+        it would make the weights non-finite."""
+        x, y, w, (batch, events) = self._learned_rows(payload)
+        checked = self.model.check(x, y, w)
+        if self.model.first_nonfinite_row(x, y, w, checked) is not None:
+            raise ValueError("rewards: learning them would make the weights non-finite")
+        results, start = [], 0
+        for i, ev in enumerate(events):
+            k = len(ev["ids"])
+            scores, _ = self.model.predict_details(batch.take(list(range(start, start + k))))
+            self._evaluate(ev, y[i], [float(s) for s in scores.tolist()])
+            results.append(self.model.update(x.take([i]), [y[i]], [w[i]]))
+            self.rewards_learned += 1
+            start += k
+        result = _merge(results)
+        return _with_targets(result, y, None, self.model.y_std_)
+
+    def _evaluate(self, ev: dict[str, Any], reward: float, scores: list[float]) -> None:
+        p = [float(v) for v in ev["p"]]
+        a = int(ev["a"])
+        eligible = [j for j, v in enumerate(p) if v > 0.0]
+        best = max(eligible, key=lambda j: (scores[j], -j))
+        greedy = [1.0 if j == best else 0.0 for j in range(len(p))]
+        first = [1.0 if j == eligible[0] else 0.0 for j in range(len(p))]
+        uniform = [1.0 / len(eligible) if v > 0.0 else 0.0 for v in p]
+        for name, q in (("served", p), ("learned", greedy), ("first", first),
+                        ("uniform", uniform)):  # fmt: skip
+            self.evaluations[name].update(p[a], reward, *dr_parts(q, scores, a))
+
+    # ------------------------------------------------------------ reading
+    def policy_values(self) -> dict[tuple[str, str], float]:
+        """Each (policy, estimator)'s estimate, for the gauges (after an applied entry)."""
+        out = {}
+        for t, e in self.evaluations.items():
+            for est in (e.ips, e.snips, e.dr):
+                if est.n:
+                    out[(t, est.kind)] = float(est.estimate)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        d = self.settings_of
+        return {
+            **super().describe(),
+            "policy": {"name": d["policy"], "params": d["policy_params"]},
+            "reward_model": d["reward_algorithm"],
+            "rewards_learned": self.rewards_learned,
+            "evaluation": {t: e.summary() for t, e in self.evaluations.items()},
+        }
+
+
+def answer_of(event: dict[str, Any], scores: list[float], ranking: list[int]) -> dict[str, Any]:
+    """The rank answer of a decision (its record's ``ev``)."""
+    ids, p = event["ids"], event["p"]
+    return {
+        "event_id": event["id"],
+        "action": ids[event["a"]],
+        "probability": p[event["a"]],
+        "ranking": [{"id": ids[j], "probability": p[j], "score": scores[j]} for j in ranking],
+        "version": event["v"],
+    }
+
+
+def _merge(results: list[UpdateResult]) -> UpdateResult:
+    import dataclasses
+
+    first = results[0]
+    if len(results) == 1:
+        return first
+
+    def cat(name: str) -> Any:
+        parts = [getattr(r, name) for r in results]
+        return None if any(v is None for v in parts) else np.concatenate(parts)
+
+    return dataclasses.replace(
+        first, applied=sum(r.applied for r in results), correct=sum(r.correct for r in results),
+        loss_sum=sum(r.loss_sum for r in results), updates=sum(r.updates for r in results),
+        predicted=cat("predicted"), variance=cat("variance"), errors=cat("errors"),
+    )  # fmt: skip
+
+
+def _only(obj: Any, keys: tuple[str, ...], loc: str) -> None:
+    if type(obj) is not dict:
+        raise invalid(f"{loc}: must be an object, got {type_name(obj)}", loc)
+    for k in obj:
+        if k not in keys:
+            raise invalid(f"{loc}.{k}: unknown field ({loc} has {', '.join(keys)})", f"{loc}.{k}")
+
+
+def _decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, Any]:
+    exploration = body.get("exploration", {})
+    _only(exploration, ("policy", "params"), "exploration")
+    name = exploration.get("policy", "squarecb")
+    params = exploration.get("params")
+    if params is None:
+        params = {"gamma": 10.0, "gamma_exponent": 0.5} if name == "squarecb" else {}
+    try:
+        policy = make_policy(name, params)
+    except ValueError as e:
+        field = "exploration.policy" if str(e).startswith("policy") else "exploration.params"
+        raise invalid(f"{field}: {e}", field) from None
+    if name in _VARIANCE_POLICIES and reward_algorithm != "arow_regression":
+        raise invalid(f"exploration.policy: {name} needs a reward model with a variance "
+                      "(arow_regression)", "exploration.policy")  # fmt: skip
+    seed = body.get("seed", 0)
+    if type(seed) is not int or not 0 <= seed < 2**63:
+        raise invalid(f"seed: must be an integer >= 0, got {seed!r}", "seed")
+    max_actions = body.get("max_actions", 256)
+    if type(max_actions) is not int or not 1 <= max_actions <= MAX_ACTIONS:
+        raise invalid(f"max_actions: must be an integer in 1..{MAX_ACTIONS}, got "
+                      f"{max_actions!r}", "max_actions")  # fmt: skip
+    rng = body.get("reward_range", list(DEFAULT_RANGE))
+    ok = type(rng) is list and len(rng) == 2 and all(type(v) in (int, float) for v in rng)
+    if not ok or not (math.isfinite(rng[0]) and math.isfinite(rng[1]) and rng[0] < rng[1]):
+        raise invalid("reward_range: must be [low, high], finite numbers with low < high",
+                      "reward_range")  # fmt: skip
+    weighting = body.get("weighting", "ips")
+    if weighting not in ("ips", "none"):
+        raise invalid(f"weighting: must be 'ips' or 'none', got {weighting!r}", "weighting")
+    return {
+        "reward_algorithm": reward_algorithm, "policy": name, "policy_params": policy.params,
+        "seed": seed, "max_actions": max_actions,
+        "reward_range": [float(rng[0]), float(rng[1])], "weighting": weighting,
+    }  # fmt: skip
