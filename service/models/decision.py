@@ -78,6 +78,9 @@ class DecisionAdapter(RegressionAdapter):
     @classmethod
     def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
         rest = {k: v for k, v in body.items() if k not in DECISION_KEYS and k != "algorithm"}
+        if "params" in rest:
+            raise invalid("params: a decision model's regressor takes its params under "
+                          "reward_model.params", "params")  # fmt: skip
         if "follows" in rest:
             raise invalid("follows: decision models do not follow other models yet", "follows")
         features = rest.get("features")
