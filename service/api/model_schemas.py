@@ -322,6 +322,10 @@ class DecisionCreate(_PlainCreate):
     max_actions: int = Field(256, ge=1, le=1024)
     reward_range: list[float] = Field([-1e6, 1e6], min_length=2, max_length=2)
     weighting: Literal["ips", "none"] = "ips"
+    default_reward: float | None = Field(
+        None, description="learned for an event with no reward within reward_wait_seconds"
+    )
+    reward_wait_seconds: float = Field(600.0, gt=0, description="at most feedback_ttl_seconds")
 
 
 ModelCreate = Annotated[

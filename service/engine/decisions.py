@@ -102,7 +102,7 @@ async def rank_body(
     answer, record = adapter.rank(body, settings, event_id, h.version)
     try:
         taken = await engine.store.put_feedback(
-            h.name, [(event_id, record)], settings.feedback_ttl_seconds
+            h.name, [(event_id, record)], adapter.record_seconds(settings)
         )
     except StoreUnavailable as e:
         engine.health.failed("put_feedback", e)
@@ -184,7 +184,7 @@ async def reward_body(
                                    f"feedback_ttl_seconds = {settings.feedback_ttl_seconds:g})",
                                    at(i))  # fmt: skip
             if fb.mark is not None:
-                _repeat(fb, rewards[i], at(i))
+                _repeat(h, fb, rewards[i], at(i))
                 repeated.append(fb.position)
                 learned.append(False)
                 continue
@@ -231,9 +231,20 @@ async def reward_body(
                    "again", "rewards")  # fmt: skip
 
 
-def _repeat(fb: Feedback, reward: float, loc: str) -> None:
-    """A rewarded event: the same reward again is a no-op; another is refused."""
-    first = orjson.loads(fb.mark or "{}").get("r")
+def _repeat(h: ModelHandle, fb: Feedback, reward: float, loc: str) -> None:
+    """A rewarded event: the same reward again is a no-op; another is refused; any
+    reward after the default reward was learned is refused and counted."""
+    mark = orjson.loads(fb.mark or "{}")
+    first = mark.get("r")
+    if mark.get("d"):
+        M.LATE_REWARDS.labels(h.name).inc()
+        raise conflict(
+            "default_reward_applied",
+            f"{loc}: no reward came within reward_wait_seconds, so this event learned the "
+            f"default reward {first!r} (version {fb.position}); {reward!r} is counted as "
+            "late and not learned",
+            loc,
+        )
     if first != reward:
         raise conflict(
             "event_rewarded",

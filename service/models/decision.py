@@ -47,6 +47,12 @@ from learners.decisions.explore import Policy, decide, make_policy
 from learners.features import Batch
 from service.errors import ServiceError, conflict, invalid
 from service.models import decision_features as df
+from service.models.decision_config import (
+    VARIANCE_POLICIES,
+    decision_config,
+    default_config,
+    only_fields,
+)
 from service.models.json_fields import type_name
 from service.models.payload import decode_payload
 from service.models.regression import ALGORITHMS as REWARD_ALGORITHMS
@@ -56,11 +62,8 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 DECISION_KEYS = ("reward_model", "exploration", "seed", "max_actions", "reward_range",
-                 "weighting")  # fmt: skip
-MAX_ACTIONS = 1024  # the most a config may allow
-DEFAULT_RANGE = (-1e6, 1e6)
+                 "weighting", "default_reward", "reward_wait_seconds")  # fmt: skip
 TARGETS = ("served", "learned", "first", "uniform")
-_VARIANCE_POLICIES = ("thompson", "ucb")
 
 
 class DecisionAdapter(RegressionAdapter):
@@ -88,7 +91,7 @@ class DecisionAdapter(RegressionAdapter):
             raise invalid('features: a decision model takes {"kind": "hashed", "bits": n} '
                           "(named context and action features)", "features")  # fmt: skip
         reward = body.get("reward_model", {})
-        _only(reward, ("algorithm", "params"), "reward_model")
+        only_fields(reward, ("algorithm", "params"), "reward_model")
         algorithm = reward.get("algorithm", "arow_regression")
         if algorithm not in REWARD_ALGORITHMS:
             loc = "reward_model.algorithm"
@@ -101,7 +104,8 @@ class DecisionAdapter(RegressionAdapter):
             if e.field and e.field.startswith("params"):
                 e.field = f"reward_model.{e.field}"
             raise
-        config["decision"] = _decision_config(body, algorithm)
+        config["decision"] = decision_config(body, algorithm)
+        config["decision"].update(default_config(body, config["decision"], settings))
         return config
 
     @classmethod
@@ -181,7 +185,7 @@ class DecisionAdapter(RegressionAdapter):
             empty = Batch(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), batch.dim)
             _, noise = self.model.predict_details(empty)
             variances = np.maximum(variances - float(noise[0]), 0.0)
-        if d["policy"] in _VARIANCE_POLICIES and variances is None:
+        if d["policy"] in VARIANCE_POLICIES and variances is None:
             raise conflict("no_variance", f"{d['policy']} needs a reward model with a "
                            "variance (arow_regression)", "exploration")  # fmt: skip
         if not np.isfinite(scores).all():
@@ -197,6 +201,16 @@ class DecisionAdapter(RegressionAdapter):
         return answer_of(event, [float(s) for s in scores.tolist()], dec.ranking), df.encode_event(
             batch, {**event, "s": [float(s) for s in scores.tolist()], "rank": dec.ranking}
         )
+
+    def record_seconds(self, settings: Settings) -> float:
+        """How long an event's decision is kept for its reward: with a default reward,
+        the wait and then a grace (the time the sweep has to learn the default: see
+        :mod:`service.engine.decision_defaults`); else ``feedback_ttl_seconds``."""
+        d = self.settings_of
+        if d.get("default_reward") is None:
+            return float(settings.feedback_ttl_seconds)
+        wait = float(d["reward_wait_seconds"])
+        return wait + default_grace(wait)
 
     def check_reward(self, r: Any, loc: str) -> float:
         lo, hi = self.settings_of["reward_range"]
@@ -298,6 +312,11 @@ class DecisionAdapter(RegressionAdapter):
         }
 
 
+def default_grace(wait: float) -> float:
+    """How late the default-reward sweep may be before an unrewarded event expires."""
+    return max(60.0, wait)
+
+
 def answer_of(event: dict[str, Any], scores: list[float], ranking: list[int]) -> dict[str, Any]:
     """The rank answer of a decision (its record's ``ev``)."""
     ids, p = event["ids"], event["p"]
@@ -326,48 +345,3 @@ def _merge(results: list[UpdateResult]) -> UpdateResult:
         loss_sum=sum(r.loss_sum for r in results), updates=sum(r.updates for r in results),
         predicted=cat("predicted"), variance=cat("variance"), errors=cat("errors"),
     )  # fmt: skip
-
-
-def _only(obj: Any, keys: tuple[str, ...], loc: str) -> None:
-    if type(obj) is not dict:
-        raise invalid(f"{loc}: must be an object, got {type_name(obj)}", loc)
-    for k in obj:
-        if k not in keys:
-            raise invalid(f"{loc}.{k}: unknown field ({loc} has {', '.join(keys)})", f"{loc}.{k}")
-
-
-def _decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, Any]:
-    exploration = body.get("exploration", {})
-    _only(exploration, ("policy", "params"), "exploration")
-    name = exploration.get("policy", "squarecb")
-    params = exploration.get("params")
-    if params is None:
-        params = {"gamma": 10.0, "gamma_exponent": 0.5} if name == "squarecb" else {}
-    try:
-        policy = make_policy(name, params)
-    except ValueError as e:
-        field = "exploration.policy" if str(e).startswith("policy") else "exploration.params"
-        raise invalid(f"{field}: {e}", field) from None
-    if name in _VARIANCE_POLICIES and reward_algorithm != "arow_regression":
-        raise invalid(f"exploration.policy: {name} needs a reward model with a variance "
-                      "(arow_regression)", "exploration.policy")  # fmt: skip
-    seed = body.get("seed", 0)
-    if type(seed) is not int or not 0 <= seed < 2**63:
-        raise invalid(f"seed: must be an integer >= 0, got {seed!r}", "seed")
-    max_actions = body.get("max_actions", 256)
-    if type(max_actions) is not int or not 1 <= max_actions <= MAX_ACTIONS:
-        raise invalid(f"max_actions: must be an integer in 1..{MAX_ACTIONS}, got "
-                      f"{max_actions!r}", "max_actions")  # fmt: skip
-    rng = body.get("reward_range", list(DEFAULT_RANGE))
-    ok = type(rng) is list and len(rng) == 2 and all(type(v) in (int, float) for v in rng)
-    if not ok or not (math.isfinite(rng[0]) and math.isfinite(rng[1]) and rng[0] < rng[1]):
-        raise invalid("reward_range: must be [low, high], finite numbers with low < high",
-                      "reward_range")  # fmt: skip
-    weighting = body.get("weighting", "ips")
-    if weighting not in ("ips", "none"):
-        raise invalid(f"weighting: must be 'ips' or 'none', got {weighting!r}", "weighting")
-    return {
-        "reward_algorithm": reward_algorithm, "policy": name, "policy_params": policy.params,
-        "seed": seed, "max_actions": max_actions,
-        "reward_range": [float(rng[0]), float(rng[1])], "weighting": weighting,
-    }  # fmt: skip

@@ -73,6 +73,18 @@ REWARDS = Counter(
     "cluster-wide).",
     ["model"],
 )
+DEFAULT_REWARDS = Counter(
+    "learnserve_default_rewards_total",
+    "Events of a decision model that got no reward within reward_wait_seconds and were "
+    "learned with the default reward, by the worker that appended them.",
+    ["model"],
+)
+LATE_REWARDS = Counter(
+    "learnserve_late_rewards_total",
+    "Rewards refused because their event had learned the default reward already (409 "
+    "default_reward_applied), on this worker.",
+    ["model"],
+)
 DECISION_VALUE = Gauge(
     "learnserve_decision_policy_value",
     "Progressive off-policy estimate of a decision model's policies' value (mean reward) "
@@ -511,6 +523,8 @@ PER_MODEL = (
     EXAMPLES_ACCEPTED,
     DECISIONS,
     REWARDS,
+    DEFAULT_REWARDS,
+    LATE_REWARDS,
     DECISION_VALUE,
     ONLINE_ACCURACY,
     ONLINE_LOSS,

@@ -401,6 +401,13 @@ class Store(ABC):
         ``IdempotencyKeyReused``; else the key is recorded with the append, as
         ``append_once`` records it (and its outcome recorded alike)."""
 
+    async def due_feedback(self, name: str, within_seconds: float, limit: int) -> list[str]:
+        """Ids whose record is stored and unlabelled and whose expiry is within
+        ``within_seconds`` from now (the soonest first, at most ``limit``): a decision
+        model's events due for their default reward (``service.engine.decision_defaults``
+        keeps their records ``reward_wait_seconds`` + that much). [] for an unknown model."""
+        raise NotImplementedError(f"{type(self).__name__} does not list due feedback")
+
     async def sweep_feedback(self) -> int:
         """Drop expired feedback records now (stores that keep them past expiry until
         swept); how many went. The service calls it now and then."""

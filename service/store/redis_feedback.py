@@ -95,6 +95,15 @@ async def get_feedback(store: RedisStore, name: str, ids: list[str]) -> list[Fee
     return out
 
 
+async def due_feedback(
+    store: RedisStore, name: str, within_seconds: float, limit: int
+) -> list[str]:
+    k = _keys(name)
+    args = [max(0, int(within_seconds * 1000)), max(0, int(limit))]
+    ids = await store._script(scripts.DUE_FEEDBACK, [k["gen"], *feedback_keys(k)], args)
+    return [_text(i) for i in ids]
+
+
 async def append_labelled(
     store: RedisStore,
     name: str,

@@ -71,6 +71,30 @@ fb_expire({KEYS[3], KEYS[4], KEYS[5]}, KEYS[4])
 return 0
 """
 )
+# KEYS: gen, fb, fbexp, fblab   ARGV: within ms, limit  ->  the ids stored and unlabelled
+# whose expiry is within ms from now, soonest first (a decision's default reward is due)
+DUE_FEEDBACK = (
+    _FB_NOW
+    + _FB_READ
+    + """
+local gen = redis.call('GET', KEYS[1]) or ''
+local limit = tonumber(ARGV[2])
+local out, offset = {}, 0
+-- labelled ids in the window take no room in the answer: pages of the window until
+-- limit ids are found (at most 10 * limit scanned, so a script stays short)
+while #out < limit and offset < 10 * limit do
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, now + tonumber(ARGV[1]),
+                         'LIMIT', offset, limit)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local rec, mark = fb_read(id, gen, now, KEYS[2], KEYS[3], KEYS[4])
+    if rec ~= '' and mark == '' and #out < limit then out[#out + 1] = id end
+  end
+  offset = offset + #ids
+end
+return out
+"""
+)
 # KEYS: gen, fb, fbexp, fblab   ARGV: ids  ->  per id: record, "<position> <mark>"
 GET_FEEDBACK = (
     _FB_NOW

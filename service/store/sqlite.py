@@ -133,5 +133,8 @@ class SQLiteStore(SQLiteCatalog, SQLiteIdempotency, SQLiteArtifacts):
         self._wake_waiters()
         return done
 
+    async def due_feedback(self, name: str, within_seconds: float, limit: int) -> list[str]:
+        return await self._run(sqlite_feedback.due, self._db, name, within_seconds, limit)
+
     async def sweep_feedback(self) -> int:
         return await self._run(sqlite_feedback.sweep, self._tx, 10_000)

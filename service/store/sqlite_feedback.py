@@ -102,6 +102,23 @@ def get(db: sqlite3.Connection | None, name: str, ids: list[str]) -> list[Feedba
     return out
 
 
+def due(db: sqlite3.Connection | None, name: str, within: float, limit: int) -> list[str]:
+    assert db is not None
+    row = db.execute("SELECT generation FROM models WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return []
+    now = time.time()
+    return [
+        str(fid)
+        for (fid,) in db.execute(
+            "SELECT id FROM feedback WHERE name = ? AND generation = ? AND mark IS NULL"
+            " AND record IS NOT NULL AND expires_at > ? AND expires_at <= ?"
+            " ORDER BY expires_at LIMIT ?",
+            (name, str(row[0]), now, now + within, int(limit)),
+        )
+    ]
+
+
 def append(
     tx: Tx,
     append_row: Callable[[sqlite3.Connection, str, bytes], Any],

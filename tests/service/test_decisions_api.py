@@ -7,6 +7,7 @@ fed the same decisions and rewards; a restart keeps the state (SQLite and Redis)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,53 @@ def test_a_restart_keeps_the_state_sqlite(tmp_path: Path) -> None:
 
 def test_a_restart_keeps_the_state_redis(tmp_path: Path, redis_server: Any, redis_url: str) -> None:
     _restart(Settings(data_dir=str(tmp_path), redis_url=redis_url))
+
+
+def _default_vs_late(settings: Settings, name: str) -> None:
+    acts = actions(6)
+    with ServerThread(settings) as srv, srv.client() as c:
+        put(c, name, default_reward=0.0, reward_wait_seconds=1)
+        ranked = {e: ok(rank(c, name, context={"country": 1}, actions=acts, event_id=e))
+                  for e in ("e1", "e2", "e3")}  # fmt: skip
+        ok(c.post(f"/models/{name}/reward", json={"event_id": "e1", "reward": 1.0}))
+        info: dict[str, Any] = {}
+        for _ in range(100):  # the sweep runs about once a second
+            info = ok(c.get(f"/models/{name}"))
+            if info["rewards_learned"] == 3:
+                break
+            time.sleep(0.1)
+        assert info["rewards_learned"] == 3, info
+        late = refused(c.post(f"/models/{name}/reward", json={"event_id": "e2", "reward": 1.0}),
+                       409, "event_id")  # fmt: skip
+        assert late["error"] == "default_reward_applied"
+        again = ok(rank(c, name, actions=acts, event_id="e3"))
+        assert again["action"] == ranked["e3"]["action"] and again["rewarded"] is True
+        time.sleep(1.5)  # another sweep or two: nothing more to learn
+        after = ok(c.get(f"/models/{name}"))
+        assert after["rewards_learned"] == 3 and after["state_digest"] == info["state_digest"]
+        text = c.get("/metrics").text
+        assert f'learnserve_late_rewards_total{{model="{name}"}} 1.0' in text, [
+            x for x in text.splitlines() if "rewards" in x
+        ]
+    # in process: e1's reward, then e2 and e3 with the default, in one entry
+    s = Settings(data_dir="/tmp/unused")
+    model = DecisionAdapter.create(DecisionAdapter.normalize_config(
+        {**BODY, "default_reward": 0.0, "reward_wait_seconds": 1}, s))  # fmt: skip
+    kept = {}
+    for e in ("e1", "e2", "e3"):
+        _, record = model.rank({"context": {"country": 1}, "actions": acts}, s, e, 0)
+        batch, ev = df.decode_event(record, model.spec.dim)
+        kept[e] = (batch, {k: v for k, v in ev.items() if k not in ("s", "rank")})
+    model.apply(df.reward_entry([kept["e1"]], [1.0]))
+    model.apply(df.reward_entry([kept["e2"], kept["e3"]], [0.0, 0.0]))
+    assert model.state_digest() == info["state_digest"]
+
+
+def test_default_reward_and_a_late_reward_never_both_learn_sqlite(tmp_path: Path) -> None:
+    _default_vs_late(Settings(data_dir=str(tmp_path)), "dec-def-sqlite")
+
+
+def test_default_reward_and_a_late_reward_never_both_learn_redis(
+    tmp_path: Path, redis_server: Any, redis_url: str
+) -> None:
+    _default_vs_late(Settings(data_dir=str(tmp_path), redis_url=redis_url), "dec-def-redis")

@@ -209,3 +209,21 @@ def test_bad_arguments(backend: Backend) -> None:
         assert await s.get_feedback("m", []) == []
 
     backend.run(t)
+
+
+def test_due_feedback_lists_unlabelled_ids_expiring_soon(backend: Backend) -> None:
+    """A decision model's default reward (service.engine.decision_defaults): the ids
+    stored and unlabelled whose expiry is within the window, soonest first."""
+
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        await s.put_feedback("m", [("late", b"L")], 50.0)
+        await s.put_feedback("m", [("soon", b"S"), ("labelled", b"X")], 20.0)
+        await s.put_feedback("m", [("far", b"F")], DAY)
+        await s.append_labelled("m", b"e", [label("labelled", b"X", "m")], keep_seconds=10.0)
+        assert await s.due_feedback("m", 100.0, 10) == ["soon", "late"]
+        assert await s.due_feedback("m", 100.0, 1) == ["soon"]
+        assert await s.due_feedback("m", 1.0, 10) == []
+        assert await s.due_feedback("nope", 100.0, 10) == []
+
+    backend.run(t)
