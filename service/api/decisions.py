@@ -7,10 +7,14 @@ Scopes: ``rank`` needs ``predict``, ``reward`` needs ``update``.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from service.api.auth import AdminScope
+from service.api.deps import EngineDep
 from service.api.learn import _serve
 from service.api.schemas import (
     IDEMPOTENCY_KEY_PARAM,
@@ -18,7 +22,8 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
-from service.engine.decisions import rank_body, reward_body
+from service.engine.decision_log import dsjson_page
+from service.engine.decisions import rank_body, require_decision, reward_body
 
 router = APIRouter(tags=["decisions"])
 
@@ -125,3 +130,40 @@ async def rank(name: str, request: Request) -> Response:
 )
 async def reward(name: str, request: Request) -> Response:
     return await _serve(request, "update", reward_body, name)
+
+
+_LOG = (
+    "The decisions rewarded in the model's log past position `after` (at most `limit` log "
+    "entries read), as DSJSON lines (`application/x-ndjson`: VW's `--dsjson`, Personalizer "
+    "and learning-loop read them): context and actions as sent (each action's id as `_id`), "
+    "every probability, the chosen action, the reward (`_label_cost` = −reward), the "
+    "version that decided (`VWState.m`). `X-Next-After` is the position to ask from next "
+    "(the same as `after` when there was nothing more). Entries covered by a checkpoint "
+    "are trimmed from the store: page through the log before that to keep every decision."
+)
+
+
+@router.get(
+    "/models/{name}/decisions",
+    summary="The decision log as DSJSON lines (decisions and their rewards)",
+    description=_LOG,
+    responses={
+        200: {"description": "DSJSON lines", "content": {"application/x-ndjson": {}}},
+        **error_responses(401, 403, 404, 409, 503),
+    },
+    response_class=Response,
+)
+async def decision_log(
+    name: str,
+    request: Request,
+    engine: EngineDep,
+    _: AdminScope,
+    after: Annotated[int, Query(ge=0, le=2**63 - 1, description="a log position")] = 0,
+    limit: Annotated[int, Query(ge=1, le=100_000, description="log entries to read")] = 10_000,
+) -> Response:
+    h = await engine.find(name)
+    request.state.model = name
+    require_decision(h)
+    body, next_after = await dsjson_page(engine, h, after, limit)
+    headers = {"X-Next-After": str(next_after)}
+    return Response(body, media_type="application/x-ndjson", headers=headers)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import typer
 
 from service.cli import (
+    decisions,
     deploy,
     evaluate,
     export,
@@ -56,6 +57,7 @@ def _root(
 
 
 # Commands (Typer lists them before the groups, each in the order registered).
+app.command("decisions")(decisions.decisions)
 app.command("deploy")(deploy.deploy)
 app.command("evaluate")(evaluate.evaluate)
 app.command("export")(export.export)

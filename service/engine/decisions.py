@@ -47,7 +47,7 @@ REWARD_MEMBERS = ("model", "rewards", "event_id", "reward")
 _TRIES = 3
 
 
-def _decision(h: ModelHandle) -> DecisionAdapter:
+def require_decision(h: ModelHandle) -> DecisionAdapter:
     if not isinstance(h.adapter, DecisionAdapter):
         raise conflict(
             "not_a_decision_model",
@@ -70,7 +70,7 @@ async def _read(engine: Engine, h: ModelHandle, ids: list[str]) -> list[Feedback
 
 def _kept_answer(h: ModelHandle, fb: Feedback) -> dict[str, Any] | None:
     """The decision kept for an event (its record, or once rewarded its mark)."""
-    adapter = _decision(h)
+    adapter = require_decision(h)
     if fb.record is not None:
         try:
             _, ev = df.decode_event(fb.record, adapter.spec.dim)
@@ -90,7 +90,7 @@ async def rank_body(
     body = parse_json_object(raw)
     only_known(body, RANK_MEMBERS, "/rank")
     h = await engine.find(model_name(body, state))
-    adapter = _decision(h)
+    adapter = require_decision(h)
     state["model"] = h.name
     given = body.get("event_id") is not None
     event_id = df.event_id_of(body)
@@ -145,7 +145,7 @@ async def reward_body(
     body = parse_json_object(raw)
     only_known(body, REWARD_MEMBERS, "/reward")
     h = await engine.find(model_name(body, state))
-    adapter = _decision(h)
+    adapter = require_decision(h)
     state["model"] = h.name
     where = "rewards" if "rewards" in body else None
     items = _items(body, settings)

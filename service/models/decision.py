@@ -36,12 +36,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import orjson
 
 from learners.base import UpdateResult
+from learners.decisions.dsjson import format_timestamp
 from learners.decisions.estimators import Evaluation, dr_parts
 from learners.decisions.explore import Policy, decide, make_policy
 from learners.features import Batch
@@ -195,6 +197,7 @@ class DecisionAdapter(RegressionAdapter):
         probs = [float(p) for p in dec.probabilities.tolist()]
         event = {
             "id": event_id, "ids": ids, "p": probs, "a": dec.action, "v": version,
+            "ts": format_timestamp(datetime.now(UTC)),
             "ctx": body.get("context") or {},
             "feat": [a.get("features") or {} for a in actions],
         }  # fmt: skip

@@ -258,3 +258,31 @@ def test_default_reward_and_a_late_reward_never_both_learn_redis(
     tmp_path: Path, redis_server: Any, redis_url: str
 ) -> None:
     _default_vs_late(Settings(data_dir=str(tmp_path), redis_url=redis_url), "dec-def-redis")
+
+
+def test_the_decision_log_as_dsjson(service: httpx.Client) -> None:
+    from learners.decisions.dsjson import from_dsjson
+
+    put(service, "dec-log")
+    acts = actions(5)
+    chosen = {}
+    for i in range(4):
+        a = ok(rank(service, "dec-log", context={"country": i % 2, "u": f"u{i}"}, actions=acts,
+                    event_id=f"L{i}"))  # fmt: skip
+        chosen[f"L{i}"] = a
+        if i != 2:  # L2 gets no reward: not in the log
+            ok(service.post("/models/dec-log/reward", json={"event_id": f"L{i}", "reward": i}))
+    r = service.get("/models/dec-log/decisions")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    recs = [from_dsjson(line) for line in r.text.splitlines()]
+    assert [x.event_id for x in recs] == ["L0", "L1", "L3"]
+    for x in recs:
+        a = chosen[x.event_id]
+        assert x.reward == float(x.event_id[1:])
+        assert x.actions[x.chosen]["_id"] == a["action"] and x.probability == a["probability"]
+        assert x.context["u"] == f"u{x.event_id[1:]}" and x.version is not None
+    nxt = r.headers["x-next-after"]
+    r2 = service.get(f"/models/dec-log/decisions?after={nxt}")
+    assert r2.status_code == 200 and r2.text == "" and r2.headers["x-next-after"] == nxt
+    assert service.get("/models/plain/decisions").status_code in (404, 409)
