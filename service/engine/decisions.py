@@ -17,6 +17,7 @@ or expired event a 404, each naming ``rewards[i].event_id``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -84,6 +85,21 @@ def _kept_answer(h: ModelHandle, fb: Feedback) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------------- rank
+_THREAD_FEATURES = 20_000  # about 4 ms of encoding: more goes to a thread
+
+
+def _big(body: dict[str, Any]) -> bool:
+    """Whether encoding the body's actions is too much work for the event loop (the
+    crosses: about actions x (1 + context) x (1 + action features))."""
+    actions, context = body.get("actions"), body.get("context")
+    if type(actions) is not list:
+        return False
+    width = 1 + (len(context) if type(context) is dict else 0)
+    per = [1 + len(f) if type(a) is dict and type(f := a.get("features")) is dict else 1
+           for a in actions]  # fmt: skip
+    return width * sum(per) > _THREAD_FEATURES
+
+
 async def rank_body(
     engine: Engine, settings: Settings, raw: bytes, state: dict[str, Any], key: str | None
 ) -> dict[str, Any]:
@@ -99,7 +115,10 @@ async def rank_body(
         kept = None if fb is None else _kept_answer(h, fb)
         if kept is not None:
             return kept
-    answer, record = adapter.rank(body, settings, event_id, h.version)
+    encoded: Any = body
+    if len(raw) > settings.parse_in_thread_bytes or _big(body):  # (reads no learned state)
+        encoded = await asyncio.to_thread(adapter.encode_rank, body, settings)
+    answer, record = adapter.rank(encoded, settings, event_id, h.version)
     try:
         taken = await engine.store.put_feedback(
             h.name, [(event_id, record)], adapter.record_seconds(settings)

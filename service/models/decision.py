@@ -37,7 +37,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 import orjson
@@ -66,6 +66,17 @@ if TYPE_CHECKING:
 DECISION_KEYS = ("reward_model", "exploration", "seed", "max_actions", "reward_range",
                  "weighting", "default_reward", "reward_wait_seconds")  # fmt: skip
 TARGETS = ("served", "learned", "first", "uniform")
+
+
+class RankInput(NamedTuple):
+    """A rank body checked and encoded: action ids, excluded rows, every action's row,
+    the context and actions' features as sent."""
+
+    ids: list[str]
+    excluded: list[int]
+    batch: Batch
+    context: dict[str, Any]
+    features: list[dict[str, Any]]
 
 
 class DecisionAdapter(RegressionAdapter):
@@ -170,21 +181,28 @@ class DecisionAdapter(RegressionAdapter):
         d: dict[str, Any] = self.config["decision"]
         return d
 
-    def rank(
-        self, body: dict[str, Any], settings: Settings, event_id: str, version: int
-    ) -> tuple[dict[str, Any], bytes]:
-        """The decision for ``body`` (context, actions, excluded) and the record to keep
-        for its reward. Reads the model, changes nothing."""
-        d = self.settings_of
-        actions = df.check_actions(body, int(d["max_actions"]))
+    def encode_rank(self, body: dict[str, Any], settings: Settings) -> RankInput:
+        """A rank body checked and encoded (its actions' rows): reads nothing of the
+        learned state, so it may run in a thread while the model learns."""
+        actions = df.check_actions(body, int(self.settings_of["max_actions"]))
         ids = [str(a["id"]) for a in actions]
         excluded = df.excluded_rows(body, ids)
         context = df.named_values(body.get("context", {}), "context")
         limit = settings.max_features_per_example
         batch = df.encode_rows(self.spec, df.action_rows(context, actions, limit), limit)
-        scores, variances = self.model.predict_details(batch)
+        feats = [a.get("features") or {} for a in actions]
+        return RankInput(ids, excluded, batch, body.get("context") or {}, feats)
+
+    def rank(
+        self, body: dict[str, Any] | RankInput, settings: Settings, event_id: str, version: int
+    ) -> tuple[dict[str, Any], bytes]:
+        """The decision for ``body`` (context, actions, excluded; or its ``encode_rank``)
+        and the record to keep for its reward. Reads the model, changes nothing."""
+        x = body if isinstance(body, RankInput) else self.encode_rank(body, settings)
+        d = self.settings_of
+        scores, variances = self.model.predict_details(x.batch)
         if variances is not None:  # the mean's variance: less the noise part (empty row)
-            empty = Batch(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), batch.dim)
+            empty = Batch(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), x.batch.dim)
             _, noise = self.model.predict_details(empty)
             variances = np.maximum(variances - float(noise[0]), 0.0)
         if d["policy"] in VARIANCE_POLICIES and variances is None:
@@ -193,17 +211,15 @@ class DecisionAdapter(RegressionAdapter):
         if not np.isfinite(scores).all():
             raise conflict("nonfinite_scores", "the reward model scores an action non-finite")
         dec = decide(self.policy, scores, variances, event_id=event_id, seed=int(d["seed"]),
-                     excluded=excluded, t=self.rewards_learned + 1)  # fmt: skip
+                     excluded=x.excluded, t=self.rewards_learned + 1)  # fmt: skip
         probs = [float(p) for p in dec.probabilities.tolist()]
         event = {
-            "id": event_id, "ids": ids, "p": probs, "a": dec.action, "v": version,
-            "ts": format_timestamp(datetime.now(UTC)),
-            "ctx": body.get("context") or {},
-            "feat": [a.get("features") or {} for a in actions],
+            "id": event_id, "ids": x.ids, "p": probs, "a": dec.action, "v": version,
+            "ts": format_timestamp(datetime.now(UTC)), "ctx": x.context, "feat": x.features,
         }  # fmt: skip
-        return answer_of(event, [float(s) for s in scores.tolist()], dec.ranking), df.encode_event(
-            batch, {**event, "s": [float(s) for s in scores.tolist()], "rank": dec.ranking}
-        )
+        listed = [float(v) for v in scores.tolist()]
+        record = df.encode_event(x.batch, {**event, "s": listed, "rank": dec.ranking})
+        return answer_of(event, listed, dec.ranking), record
 
     def record_seconds(self, settings: Settings) -> float:
         """How long an event's decision is kept for its reward: with a default reward,

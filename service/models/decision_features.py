@@ -130,7 +130,8 @@ def action_rows(
     actions: list[dict[str, Any]],
     max_features: int,
 ) -> list[dict[str, float]]:
-    """Each action's named features (the module's doc), summed where names meet."""
+    """Each action's named features (the module's doc); where two names meet (a string
+    value ``"k=v"`` and a feature named ``k=v``), the later one is kept."""
     rows = []
     for i, a in enumerate(actions):
         aid = a["id"]
@@ -145,18 +146,14 @@ def action_rows(
                 loc,
             )
         row: dict[str, float] = {f"id={aid}": 1.0}
-        for name, v in feats:
-            _add(row, f"a:{name}", v)
+        row.update({"a:" + name: v for name, v in feats})
+        tail = f"|id={aid}"
+        row.update({"c:" + cname + tail: cv for cname, cv in context})
         for cname, cv in context:
-            _add(row, f"c:{cname}|id={aid}", cv)
-            for name, v in feats:
-                _add(row, f"c:{cname}|a:{name}", cv * v)
+            head = "c:" + cname + "|a:"
+            row.update({head + name: cv * v for name, v in feats})
         rows.append(row)
     return rows
-
-
-def _add(row: dict[str, float], name: str, v: float) -> None:
-    row[name] = row.get(name, 0.0) + v
 
 
 def encode_rows(spec: FeatureSpec, rows: list[dict[str, float]], max_features: int) -> Batch:

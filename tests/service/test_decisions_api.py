@@ -286,3 +286,19 @@ def test_the_decision_log_as_dsjson(service: httpx.Client) -> None:
     r2 = service.get(f"/models/dec-log/decisions?after={nxt}")
     assert r2.status_code == 200 and r2.text == "" and r2.headers["x-next-after"] == nxt
     assert service.get("/models/plain/decisions").status_code in (404, 409)
+
+
+def test_many_actions_are_encoded_off_the_loop_alike(service: httpx.Client) -> None:
+    """256 actions x 10 features x 20 context features (59 000 crossed features: encoded
+    in a thread) decide as the in-process model does."""
+    put(service, "dec-big", features={"kind": "hashed", "bits": 20})
+    ctx = {f"c{j}": j / 10 for j in range(20)}
+    acts = [{"id": f"a{i}", "features": {f"f{j}": (i + j) % 5 for j in range(10)}}
+            for i in range(256)]  # fmt: skip
+    a = ok(rank(service, "dec-big", context=ctx, actions=acts, event_id="big"))
+    assert len(a["ranking"]) == 256
+    s = Settings(data_dir="/tmp/unused")
+    body = {**BODY, "features": {"kind": "hashed", "bits": 20}}
+    model = DecisionAdapter.create(DecisionAdapter.normalize_config(body, s))
+    mine, _ = model.rank({"context": ctx, "actions": acts}, s, "big", 0)
+    assert mine == {k: v for k, v in a.items() if k != "model"}
