@@ -7,15 +7,17 @@ Scopes: ``rank`` needs ``predict``, ``reward`` needs ``update``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from service.api.auth import AdminScope
-from service.api.deps import EngineDep
+from service.api.deps import EngineDep, SettingsDep
+from service.api.errors import json_response
 from service.api.learn import _serve
+from service.api.request_bodies import read_json_object
 from service.api.schemas import (
     IDEMPOTENCY_KEY_PARAM,
     IDEMPOTENT_REPLAYED_HEADER,
@@ -23,7 +25,8 @@ from service.api.schemas import (
     error_responses,
 )
 from service.engine.decision_log import dsjson_page
-from service.engine.decisions import rank_body, require_decision, reward_body
+from service.engine.decisions import rank_body, require_decision, reward_body, set_mode
+from service.errors import invalid
 
 router = APIRouter(tags=["decisions"])
 
@@ -167,3 +170,41 @@ async def decision_log(
     body, next_after = await dsjson_page(engine, h, after, limit)
     headers = {"X-Next-After": str(next_after)}
     return Response(body, media_type="application/x-ndjson", headers=headers)
+
+
+class ModeRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"mode": "learning"}]}
+    )
+    mode: Literal["learning", "apprentice"]
+
+
+class ModeResponse(BaseModel):
+    model: str
+    mode: str
+    version: int = Field(description="the log entry that switched it")
+
+
+@router.post(
+    "/models/{name}/mode",
+    summary="Switch a decision model between apprentice and learning mode",
+    description=(
+        "`apprentice`: rank serves the first eligible action (the caller's own choice, "
+        "probability 1) while the reward model learns from its rewards; `GET "
+        "/models/{name}` shows how often the learned policy agrees (`agreement`) and the "
+        "estimated values. `learning`: rank explores with the model's policy. A log entry, "
+        "so every replica switches at the same point."
+    ),
+    responses={200: {"model": ModeResponse}, **error_responses(401, 403, 404, 409, 422, 503)},
+    openapi_extra=body_doc(ModeRequest),
+)
+async def switch_mode(
+    name: str, request: Request, engine: EngineDep, settings: SettingsDep, _: AdminScope
+) -> Response:
+    body = await read_json_object(request, settings.max_body_bytes)
+    h = await engine.find(name)
+    request.state.model = name
+    extra = [k for k in body if k != "mode"]
+    if extra:
+        raise invalid(f"{extra[0]}: unknown field (a mode body has only mode)", extra[0])
+    return json_response(await set_mode(engine, h, body.get("mode")))

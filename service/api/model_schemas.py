@@ -326,6 +326,7 @@ class DecisionCreate(_PlainCreate):
         None, description="learned for an event with no reward within reward_wait_seconds"
     )
     reward_wait_seconds: float = Field(600.0, gt=0, description="at most feedback_ttl_seconds")
+    mode: Literal["learning", "apprentice"] = "learning"
 
 
 ModelCreate = Annotated[

@@ -26,7 +26,7 @@ import orjson
 from service.engine import update_submission
 from service.errors import ServiceError
 from service.models import decision_features as df
-from service.models.decision import DecisionAdapter, answer_of, default_grace
+from service.models.decision import DecisionAdapter, default_grace
 from service.observability import metrics as M
 from service.store.base import FeedbackConflict, record_digest
 
@@ -76,7 +76,7 @@ async def sweep(registry: Registry, h: ModelHandle) -> int:
         except ValueError:
             log.warning("model %r: event %r has an unreadable decision; skipped", h.name, eid)
             continue
-        ans = answer_of(ev, ev["s"], ev["rank"])
+        ans = df.answer_of(ev, ev["s"], ev["rank"])
         events.append((batch, {k: v for k, v in ev.items() if k not in ("s", "rank")} | {"d": 1}))
         mark = {"r": default, "d": 1, "ans": ans}
         marks.append((eid, record_digest(fb.record), orjson.dumps(mark).decode()))

@@ -29,7 +29,7 @@ from service.engine.model_handle import ModelHandle
 from service.engine.requests import check_idempotency_key, model_name, only_known
 from service.errors import Kind, ServiceError, conflict, invalid, not_found, store_unavailable
 from service.models import decision_features as df
-from service.models.decision import DecisionAdapter, answer_of
+from service.models.decision import DecisionAdapter
 from service.models.json_fields import parse_json_object, type_name
 from service.models.payload import PayloadError
 from service.observability import metrics as M
@@ -77,7 +77,7 @@ def _kept_answer(h: ModelHandle, fb: Feedback) -> dict[str, Any] | None:
             _, ev = df.decode_event(fb.record, adapter.spec.dim)
         except (PayloadError, ValueError, KeyError):
             return None
-        return {"model": h.name, **answer_of(ev, ev["s"], ev["rank"])}
+        return {"model": h.name, **df.answer_of(ev, ev["s"], ev["rank"])}
     if fb.mark is not None:
         ans = orjson.loads(fb.mark).get("ans")
         return None if ans is None else {"model": h.name, **ans, "rewarded": True}
@@ -213,7 +213,7 @@ async def reward_body(
             except (PayloadError, ValueError):
                 raise invalid(f"{at(i)}: the decision kept for this event cannot be read",
                               at(i)) from None  # fmt: skip
-            ans = answer_of(ev, ev["s"], ev["rank"])
+            ans = df.answer_of(ev, ev["s"], ev["rank"])
             events.append((batch, {k: v for k, v in ev.items() if k not in ("s", "rank")}))
             new_rewards.append(rewards[i])
             marks.append((eid, record_digest(fb.record),
@@ -271,3 +271,16 @@ def _repeat(h: ModelHandle, fb: Feedback, reward: float, loc: str) -> None:
             f"reward is learned once, so {reward!r} is refused",
             loc,
         )
+
+
+# ---------------------------------------------------------------------- mode
+async def set_mode(engine: Engine, h: ModelHandle, mode: Any) -> dict[str, Any]:
+    """Switch a decision model to ``mode`` (``learning``, ``apprentice``) with a log entry,
+    so every replica switches at the same point of its log; the answer once applied."""
+    adapter = require_decision(h)
+    if mode not in df.MODES:
+        raise invalid(f"mode: must be one of {list(df.MODES)}, got {mode!r}", "mode")
+    if h.leader is not None:
+        raise conflict("follower", f"model {h.name!r} follows another model", "model")
+    version = await engine.submit_update(h, df.mode_entry(str(mode), adapter.spec.dim))
+    return {"model": h.name, "mode": adapter.mode, "version": version}

@@ -45,7 +45,7 @@ import orjson
 from learners.base import UpdateResult
 from learners.decisions.dsjson import format_timestamp
 from learners.decisions.estimators import Evaluation, dr_parts
-from learners.decisions.explore import Policy, decide, make_policy
+from learners.decisions.explore import Decision, Policy, decide, make_policy
 from learners.features import Batch
 from service.errors import ServiceError, conflict, invalid
 from service.models import decision_features as df
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 DECISION_KEYS = ("reward_model", "exploration", "seed", "max_actions", "reward_range",
-                 "weighting", "default_reward", "reward_wait_seconds")  # fmt: skip
+                 "weighting", "default_reward", "reward_wait_seconds", "mode")  # fmt: skip
 TARGETS = ("served", "learned", "first", "uniform")
 
 
@@ -89,6 +89,10 @@ class DecisionAdapter(RegressionAdapter):
         self.policy: Policy = make_policy(d["policy"], d["policy_params"])
         self.rewards_learned = 0
         self.evaluations = {t: Evaluation() for t in TARGETS}
+        # "apprentice": serve the first eligible action (the caller's own choice) while
+        # learning; "learning": explore. Model state, switched by a log entry.
+        self.mode: str = d.get("mode", "learning")
+        self.agreement = [0, 0]  # rewards evaluated, of which the learned greedy = served
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -135,6 +139,8 @@ class DecisionAdapter(RegressionAdapter):
         assert isinstance(adapter, DecisionAdapter)
         saved = (read_header(blob).get("meta") or {}).get("decisions") or {}
         adapter.rewards_learned = int(saved.get("t", 0))
+        adapter.mode = str(saved.get("mode", adapter.mode))
+        adapter.agreement = [int(v) for v in saved.get("agree", [0, 0])]
         for t, d in (saved.get("ope") or {}).items():
             adapter.evaluations[t] = Evaluation.from_dict(d)
         return adapter
@@ -144,7 +150,7 @@ class DecisionAdapter(RegressionAdapter):
 
     def _state(self) -> dict[str, Any]:
         ope = {t: e.to_dict() for t, e in self.evaluations.items()}
-        return {"t": self.rewards_learned, "ope": ope}
+        return {"t": self.rewards_learned, "ope": ope, "mode": self.mode, "agree": self.agreement}
 
     def state_digest(self) -> str:
         both = super().state_digest().encode() + orjson.dumps(
@@ -210,8 +216,11 @@ class DecisionAdapter(RegressionAdapter):
                            "variance (arow_regression)", "exploration")  # fmt: skip
         if not np.isfinite(scores).all():
             raise conflict("nonfinite_scores", "the reward model scores an action non-finite")
-        dec = decide(self.policy, scores, variances, event_id=event_id, seed=int(d["seed"]),
-                     excluded=x.excluded, t=self.rewards_learned + 1)  # fmt: skip
+        if self.mode == "apprentice":  # the first eligible action, surely
+            dec = _first(scores, x.excluded)
+        else:
+            dec = decide(self.policy, scores, variances, event_id=event_id, seed=int(d["seed"]),
+                         excluded=x.excluded, t=self.rewards_learned + 1)  # fmt: skip
         probs = [float(p) for p in dec.probabilities.tolist()]
         event = {
             "id": event_id, "ids": x.ids, "p": probs, "a": dec.action, "v": version,
@@ -219,7 +228,7 @@ class DecisionAdapter(RegressionAdapter):
         }  # fmt: skip
         listed = [float(v) for v in scores.tolist()]
         record = df.encode_event(x.batch, {**event, "s": listed, "rank": dec.ranking})
-        return answer_of(event, listed, dec.ranking), record
+        return df.answer_of(event, listed, dec.ranking), record
 
     def record_seconds(self, settings: Settings) -> float:
         """How long an event's decision is kept for its reward: with a default reward,
@@ -283,6 +292,10 @@ class DecisionAdapter(RegressionAdapter):
         """Each event in order: its off-policy estimates from the reward model as it is,
         then the chosen action's row learned. Refused whole (the state unchanged) when
         it would make the weights non-finite."""
+        mode = df.mode_of(payload, self.spec.dim)
+        if mode is not None:  # a switch of mode (POST /models/{name}/mode)
+            self.mode = mode
+            return UpdateResult(applied=0)
         x, y, w, (batch, events) = self._learned_rows(payload)
         checked = self.model.check(x, y, w)
         if self.model.first_nonfinite_row(x, y, w, checked) is not None:
@@ -306,6 +319,8 @@ class DecisionAdapter(RegressionAdapter):
         greedy = [1.0 if j == best else 0.0 for j in range(len(p))]
         first = [1.0 if j == eligible[0] else 0.0 for j in range(len(p))]
         uniform = [1.0 / len(eligible) if v > 0.0 else 0.0 for v in p]
+        self.agreement[0] += 1
+        self.agreement[1] += int(best == a)
         for name, q in (("served", p), ("learned", greedy), ("first", first),
                         ("uniform", uniform)):  # fmt: skip
             self.evaluations[name].update(p[a], reward, *dr_parts(q, scores, a))
@@ -327,25 +342,28 @@ class DecisionAdapter(RegressionAdapter):
             "policy": {"name": d["policy"], "params": d["policy_params"]},
             "reward_model": d["reward_algorithm"],
             "rewards_learned": self.rewards_learned,
+            "mode": self.mode,
+            "agreement": {
+                "n": self.agreement[0],
+                "rate": self.agreement[1] / self.agreement[0] if self.agreement[0] else None,
+            },
             "evaluation": {t: e.summary() for t, e in self.evaluations.items()},
         }
+
+
+def _first(scores: np.ndarray, excluded: list[int]) -> Decision:
+    """Apprentice mode's decision: the first eligible action, with probability 1."""
+    out = set(excluded)
+    first = next(j for j in range(scores.size) if j not in out)
+    p = np.zeros(scores.size)
+    p[first] = 1.0
+    rest = sorted((j for j in range(scores.size) if j != first), key=lambda j: (-scores[j], j))
+    return Decision(first, 1.0, p, [first, *rest])
 
 
 def default_grace(wait: float) -> float:
     """How late the default-reward sweep may be before an unrewarded event expires."""
     return max(60.0, wait)
-
-
-def answer_of(event: dict[str, Any], scores: list[float], ranking: list[int]) -> dict[str, Any]:
-    """The rank answer of a decision (its record's ``ev``)."""
-    ids, p = event["ids"], event["p"]
-    return {
-        "event_id": event["id"],
-        "action": ids[event["a"]],
-        "probability": p[event["a"]],
-        "ranking": [{"id": ids[j], "probability": p[j], "score": scores[j]} for j in ranking],
-        "version": event["v"],
-    }
 
 
 def _merge(results: list[UpdateResult]) -> UpdateResult:

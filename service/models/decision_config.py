@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from learners.decisions.explore import make_policy
 from service.errors import invalid
+from service.models.decision_features import MODES
 from service.models.json_fields import type_name
 
 if TYPE_CHECKING:
@@ -57,7 +58,11 @@ def decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, An
     weighting = body.get("weighting", "ips")
     if weighting not in ("ips", "none"):
         raise invalid(f"weighting: must be 'ips' or 'none', got {weighting!r}", "weighting")
+    mode = body.get("mode", "learning")
+    if mode not in MODES:
+        raise invalid(f"mode: must be one of {list(MODES)}, got {mode!r}", "mode")
     return {
+        "mode": mode,
         "reward_algorithm": reward_algorithm, "policy": name, "policy_params": policy.params,
         "seed": seed, "max_actions": max_actions,
         "reward_range": [float(rng[0]), float(rng[1])], "weighting": weighting,

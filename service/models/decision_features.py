@@ -32,10 +32,11 @@ import numpy as np
 from learners.features import Batch, FeatureError, FeatureSpec
 from service.errors import invalid, too_large
 from service.models.json_fields import type_name
-from service.models.payload import PayloadError, decode_payload, encode_payload
+from service.models.payload import MAGIC, PayloadError, decode_payload, encode_payload
 
 MAX_ID_CHARS = 200
 ACTION_KEYS = ("id", "features")
+MODES = ("learning", "apprentice")
 
 
 def check_id(value: Any, loc: str) -> str:
@@ -192,3 +193,31 @@ def reward_entry(events: list[tuple[Batch, dict[str, Any]]], rewards: list[float
     )
     evs = [{**ev, "r": r} for (_, ev), r in zip(events, rewards, strict=True)]
     return encode_payload(merged, rewards, ev=evs)
+
+
+def answer_of(event: dict[str, Any], scores: list[float], ranking: list[int]) -> dict[str, Any]:
+    """The rank answer of a decision (its record's ``ev``)."""
+    ids, p = event["ids"], event["p"]
+    return {
+        "event_id": event["id"],
+        "action": ids[event["a"]],
+        "probability": p[event["a"]],
+        "ranking": [{"id": ids[j], "probability": p[j], "score": scores[j]} for j in ranking],
+        "version": event["v"],
+    }
+
+
+def mode_entry(mode: str, dim: int) -> bytes:
+    """The log entry switching a decision model to ``mode``."""
+    empty = Batch(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0), dim)
+    return encode_payload(empty, [], mode=mode)
+
+
+def mode_of(payload: bytes, dim: int) -> str | None:
+    if payload[:4] != MAGIC:
+        return None
+    _, meta = decode_payload(payload, dim)
+    mode = meta.get("mode")
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"mode: {mode!r} is not one of {MODES}")
+    return None if mode is None else str(mode)

@@ -302,3 +302,26 @@ def test_many_actions_are_encoded_off_the_loop_alike(service: httpx.Client) -> N
     model = DecisionAdapter.create(DecisionAdapter.normalize_config(body, s))
     mine, _ = model.rank({"context": ctx, "actions": acts}, s, "big", 0)
     assert mine == {k: v for k, v in a.items() if k != "model"}
+
+
+def test_apprentice_mode_serves_the_first_action_and_reports_agreement(
+    service: httpx.Client,
+) -> None:
+    put(service, "dec-app", mode="apprentice")
+    acts = actions(10)
+    for i in range(20):
+        ctx = {"country": i % 2}
+        a = ok(rank(service, "dec-app", context=ctx, actions=acts, excluded=["a0"],
+                    event_id=f"p{i}"))  # fmt: skip
+        assert a["action"] == "a1" and a["probability"] == 1.0
+        ok(service.post("/models/dec-app/reward",
+                        json={"event_id": f"p{i}", "reward": true_reward(ctx, "a1")}))  # fmt: skip
+    info = ok(service.get("/models/dec-app"))
+    assert info["mode"] == "apprentice" and info["agreement"]["n"] == 20
+    assert 0.0 <= info["agreement"]["rate"] <= 1.0
+    refused(service.post("/models/dec-app/mode", json={"mode": "greedy"}), 422, "mode")
+    switched = ok(service.post("/models/dec-app/mode", json={"mode": "learning"}))
+    assert switched["mode"] == "learning" and switched["version"] == info["version"] + 1
+    a = ok(rank(service, "dec-app", context={"country": 0}, actions=acts, event_id="q"))
+    assert a["probability"] < 1.0  # exploring now (SquareCB over 10 actions)
+    assert ok(service.get("/models/dec-app"))["mode"] == "learning"
