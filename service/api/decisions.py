@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 from starlette.responses import Response
 
 from service.api.auth import AdminScope
@@ -24,6 +24,7 @@ from service.api.schemas import (
     body_doc,
     error_responses,
 )
+from service.api.v2_docs import Absent
 from service.engine.decision_log import dsjson_page
 from service.engine.decisions import rank_body, require_decision, reward_body, set_mode
 from service.errors import invalid
@@ -45,11 +46,13 @@ class RankRequest(BaseModel):
                         {"id": "sport", "features": {"topic": "football", "len": 2.5}}],
             "excluded": [], "event_id": "ev-8f3a"}]},
     )  # fmt: skip
-    model: str | None = Field(None, description="if given, the model of the path")
+    model: str | Absent = Field(None, description="if given, the model of the path")
     context: dict[str, float | str] = Field(default_factory=dict)
-    actions: list[ActionIn] = Field(min_length=1, description="at most the model's max_actions")
-    excluded: list[str] = Field(default_factory=list, description="ids never to choose")
-    event_id: str | None = Field(
+    actions: list[ActionIn] = Field(
+        min_length=1, max_length=1024, description="distinct ids, at most the model's max_actions"
+    )
+    excluded: list[str] = Field(default_factory=list, description="ids of actions never to choose")
+    event_id: str | Absent = Field(
         None, min_length=1, max_length=200, description="generated when absent; the same "
         "event id again answers the same decision and logs nothing new")  # fmt: skip
 
@@ -71,18 +74,31 @@ class RankResponse(BaseModel):
 
 
 class RewardIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     event_id: str = Field(min_length=1, max_length=200)
-    reward: float = Field(description="finite, within the model's reward_range")
+    reward: float = Field(ge=-1e6, le=1e6, description="within the model's reward_range")
 
 
-class RewardRequest(BaseModel):
+class RewardOne(BaseModel):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"rewards": [{"event_id": "ev-8f3a", "reward": 1.0}]},
-                                        {"event_id": "ev-8f3a", "reward": 1.0}]})  # fmt: skip
-    model: str | None = None
-    rewards: list[RewardIn] | None = None
-    event_id: str | None = None
-    reward: float | None = None
+        extra="forbid", json_schema_extra={"examples": [{"event_id": "ev-8f3a", "reward": 1.0}]}
+    )
+    model: str | Absent = Field(None, description="if given, the model of the path")
+    event_id: str = Field(min_length=1, max_length=200)
+    reward: float = Field(ge=-1e6, le=1e6, description="within the model's reward_range")
+
+
+class RewardMany(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"rewards": [{"event_id": "ev-8f3a", "reward": 1.0}]}]},
+    )
+    model: str | Absent = Field(None, description="if given, the model of the path")
+    rewards: list[RewardIn] = Field(min_length=1, description="distinct event ids")
+
+
+class RewardRequest(RootModel[RewardOne | RewardMany]):
+    """One ``{event_id, reward}`` or ``{"rewards": [...]}``."""
 
 
 class RewardOutcome(BaseModel):

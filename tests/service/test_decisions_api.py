@@ -84,6 +84,10 @@ def test_rank_reward_round_trip_and_the_in_process_model(service: httpx.Client) 
     assert info["kind"] == "decision" and info["rewards_learned"] == 40
     served = info["evaluation"]["served"]["ips"]
     assert served["n"] == 40
+    mean = sum(true_reward(ctx, a) for a, ctx, _ in chosen) / 40
+    assert abs(served["estimate"] - mean) < 1e-12  # on-policy: the mean reward
+    gauge = 'learnserve_decision_policy_value{estimator="ips",model="dec",policy="served"}'
+    assert f"{gauge} {served['estimate']!r}" in service.get("/metrics").text
     # in process: the same rows (the chosen action's features), rewards and weights 1/p
     spec = FeatureSpec.hashed(14, intercept=True)
     reg = make_regressor("arow", spec.dim, {})
