@@ -121,14 +121,14 @@ async def rank_body(
     answer, record = adapter.rank(encoded, settings, event_id, h.version)
     try:
         taken = await engine.store.put_feedback(
-            h.name, [(event_id, record)], adapter.record_seconds(settings)
+            h.name, [(event_id, record)], adapter.record_seconds(settings), replace=False
         )
     except StoreUnavailable as e:
         engine.health.failed("put_feedback", e)
         raise store_unavailable("the store is unreachable; the decision was not kept") from e
     except ModelNotFound:
         raise not_found(h.name) from None
-    if taken is not None:  # rewarded meanwhile (a retry that raced its own reward)
+    if taken is not None:  # kept or rewarded meanwhile (a retry racing its first attempt)
         (fb,) = await _read(engine, h, [event_id])
         kept = None if fb is None else _kept_answer(h, fb)
         if kept is None:

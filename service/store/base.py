@@ -357,16 +357,22 @@ class Store(ABC):
     # -------------------------------------------------------------- delayed labels
     @abstractmethod
     async def put_feedback(
-        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+        self,
+        name: str,
+        records: list[tuple[str, bytes]],
+        ttl_seconds: float,
+        replace: bool = True,
     ) -> int | None:
         """Keep each ``(id, record)`` (distinct ids) for ``ttl_seconds`` under the model.
 
         One atomic step: if an id is already labelled (and not expired), nothing is
         stored and its index in ``records`` comes back; else every record is stored
         (replacing an unlabelled one of the same id, whose expiry starts again) and
-        None comes back. Expired records are swept as it goes. Deleting the model
-        removes its records; a model created again never sees the old ones. Raises
-        ModelNotFound."""
+        None comes back. With ``replace=False`` an id that holds an unexpired record is
+        taken as a labelled one is (its index back, nothing stored): a decision kept
+        once is never replaced by a retry racing it. Expired records are swept as it
+        goes. Deleting the model removes its records; a model created again never sees
+        the old ones. Raises ModelNotFound."""
 
     @abstractmethod
     async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:

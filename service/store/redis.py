@@ -126,9 +126,13 @@ class RedisStore(RedisCatalog, RedisIdempotency, RedisArtifacts):
 
     # ------------------------------------------------------------------ delayed labels
     async def put_feedback(
-        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+        self,
+        name: str,
+        records: list[tuple[str, bytes]],
+        ttl_seconds: float,
+        replace: bool = True,
     ) -> int | None:
-        return await redis_feedback.put_feedback(self, name, records, ttl_seconds)
+        return await redis_feedback.put_feedback(self, name, records, ttl_seconds, replace)
 
     async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
         return await redis_feedback.get_feedback(self, name, ids)

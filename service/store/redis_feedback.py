@@ -62,14 +62,18 @@ def feedback_keys(k: dict[str, str]) -> list[str]:
 
 
 async def put_feedback(
-    store: RedisStore, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+    store: RedisStore,
+    name: str,
+    records: list[tuple[str, bytes]],
+    ttl_seconds: float,
+    replace: bool = True,
 ) -> int | None:
     check_ttl(ttl_seconds)
     check_feedback_records(records)
     if not records:
         return None
     k = _keys(name)
-    args: list[Any] = [max(1, int(ttl_seconds * 1000))]
+    args: list[Any] = [max(1, int(ttl_seconds * 1000)) * (1 if replace else -1)]
     for i, rec in records:
         args += [i, bytes(rec)]
     keys = [k["config"], k["gen"], *feedback_keys(k)]

@@ -40,8 +40,10 @@ local function fb_expire(keys, fbexp)
   end
 end
 """
-# KEYS: config, gen, fb, fbexp, fblab   ARGV: ttl ms, then id, record for each
-#   ->  0 stored, -1 no model, j (1-based) the j-th id is labelled already (none stored)
+# KEYS: config, gen, fb, fbexp, fblab   ARGV: ttl ms (negative: keep a stored record, do
+#   not replace it), then id, record for each
+#   ->  0 stored, -1 no model, j (1-based) the j-th id is labelled already, or holds a
+#       record not to be replaced (none stored)
 # Expired ids are dropped first (at most 100 + 2 per id stored: faster than they come).
 PUT_FEEDBACK = (
     _FB_NOW
@@ -56,11 +58,12 @@ for _, id in ipairs(old) do
   redis.call('HDEL', KEYS[5], id)
   redis.call('ZREM', KEYS[4], id)
 end
+local ttl = tonumber(ARGV[1])
 for j = 1, n do
-  local _, mark = fb_read(ARGV[2 * j], gen, now, KEYS[3], KEYS[4], KEYS[5])
-  if mark ~= '' then return j end
+  local rec, mark = fb_read(ARGV[2 * j], gen, now, KEYS[3], KEYS[4], KEYS[5])
+  if mark ~= '' or (ttl < 0 and rec ~= '') then return j end
 end
-local exp = now + tonumber(ARGV[1])
+local exp = now + math.abs(ttl)
 for j = 1, n do
   local id = ARGV[2 * j]
   redis.call('HSET', KEYS[3], id, gen .. '\\n' .. ARGV[2 * j + 1])

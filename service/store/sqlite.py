@@ -98,13 +98,17 @@ class SQLiteStore(SQLiteCatalog, SQLiteIdempotency, SQLiteArtifacts):
 
     # ------------------------------------------------------------------ delayed labels
     async def put_feedback(
-        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+        self,
+        name: str,
+        records: list[tuple[str, bytes]],
+        ttl_seconds: float,
+        replace: bool = True,
     ) -> int | None:
         check_ttl(ttl_seconds)
         check_feedback_records(records)
         if not records:
             return None
-        return await self._run(sqlite_feedback.put, self._tx, name, records, ttl_seconds)
+        return await self._run(sqlite_feedback.put, self._tx, name, records, ttl_seconds, replace)
 
     async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
         return await self._run(sqlite_feedback.get, self._db, name, list(ids))

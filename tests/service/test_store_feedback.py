@@ -227,3 +227,18 @@ def test_due_feedback_lists_unlabelled_ids_expiring_soon(backend: Backend) -> No
         assert await s.due_feedback("nope", 100.0, 10) == []
 
     backend.run(t)
+
+
+def test_put_feedback_without_replacing(backend: Backend) -> None:
+    """replace=False (a decision's record, service.engine.decisions): an id holding a
+    record is taken as a labelled one is; nothing of the call is stored."""
+
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        assert await s.put_feedback("m", [("a", b"first")], DAY, replace=False) is None
+        assert await s.put_feedback("m", [("b", b"B"), ("a", b"again")], DAY, replace=False) == 1
+        assert await s.get_feedback("m", ["a", "b"]) == [Feedback(b"first"), None]
+        assert await s.put_feedback("m", [("a", b"replaced")], DAY) is None  # the default
+        assert (await s.get_feedback("m", ["a"]))[0] == Feedback(b"replaced")
+
+    backend.run(t)
