@@ -329,3 +329,22 @@ def test_apprentice_mode_serves_the_first_action_and_reports_agreement(
     a = ok(rank(service, "dec-app", context={"country": 0}, actions=acts, event_id="q"))
     assert a["probability"] < 1.0  # exploring now (SquareCB over 10 actions)
     assert ok(service.get("/models/dec-app"))["mode"] == "learning"
+
+
+def test_racing_retries_answer_one_decision(service: httpx.Client) -> None:
+    """Two ranks of one event at once (a client's retry racing its first attempt), with
+    different actions: both answer the one decision kept, whichever wrote first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    put(service, "dec-race")
+    url = str(service.base_url)
+
+    def send(body: dict[str, Any]) -> dict[str, Any]:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            return ok(rank(c, "dec-race", **body))
+
+    with ThreadPoolExecutor(4) as pool:
+        for i in range(15):
+            bodies = [{"actions": actions(k), "event_id": f"race{i}"} for k in (3, 7)]
+            first, second = pool.map(send, bodies)
+            assert first == second
