@@ -14,6 +14,7 @@ from service.cli import (
     decisions,
     deploy,
     evaluate,
+    evaluate_policy,
     export,
     import_model,
     ingest,
@@ -60,6 +61,7 @@ def _root(
 app.command("decisions")(decisions.decisions)
 app.command("deploy")(deploy.deploy)
 app.command("evaluate")(evaluate.evaluate)
+app.command("evaluate-policy")(evaluate_policy.evaluate_policy)
 app.command("export")(export.export)
 app.command("update")(ingest.update)
 app.command("predict")(ingest.predict)
