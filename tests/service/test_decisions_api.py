@@ -196,11 +196,13 @@ def _restart(settings: Settings) -> None:
                 ok(c.post("/models/dec-r/reward", json={"event_id": f"r{i}", "reward": 1.0}))
         ok(c.post("/models/dec-r/checkpoint"))
         ok(c.post("/models/dec-r/reward", json={"event_id": "r5", "reward": 0.0}))
+        ok(c.post("/models/dec-r/mode", json={"mode": "apprentice"}))  # replayed from the log
         before = ok(c.get("/models/dec-r"))
     with ServerThread(settings) as srv, srv.client() as c:
         after = ok(c.get("/models/dec-r"))
         assert after["state_digest"] == before["state_digest"]
         assert after["evaluation"] == before["evaluation"]
+        assert after["mode"] == "apprentice" and after["agreement"] == before["agreement"]
         again = ok(rank(c, "dec-r", actions=actions(2), event_id="r5"))
         assert again["action"] == a["action"] and again["rewarded"] is True
         refused(c.post("/models/dec-r/reward", json={"event_id": "r5", "reward": 1.0}),
