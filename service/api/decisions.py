@@ -13,11 +13,11 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 from starlette.responses import Response
 
-from service.api.auth import AdminScope
+from service.api.auth import AdminScope, UpdateScope
 from service.api.deps import EngineDep, SettingsDep
 from service.api.errors import json_response
 from service.api.learn import _serve
-from service.api.request_bodies import read_json_object
+from service.api.request_bodies import read_body, read_json_object
 from service.api.schemas import (
     IDEMPOTENCY_KEY_PARAM,
     IDEMPOTENT_REPLAYED_HEADER,
@@ -25,6 +25,7 @@ from service.api.schemas import (
     error_responses,
 )
 from service.api.v2_docs import Absent
+from service.engine.decision_import import learn_dsjson
 from service.engine.decision_log import dsjson_page
 from service.engine.decisions import rank_body, require_decision, reward_body, set_mode
 from service.errors import invalid
@@ -224,3 +225,37 @@ async def switch_mode(
     if extra:
         raise invalid(f"{extra[0]}: unknown field (a mode body has only mode)", extra[0])
     return json_response(await set_mode(engine, h, body.get("mode")))
+
+
+@router.post(
+    "/models/{name}/decisions",
+    summary="Warm start: learn the rewarded decisions of a DSJSON log (another system's)",
+    description=(
+        "The body is DSJSON lines (as `GET /models/{name}/decisions` writes them, or VW's, "
+        "Personalizer's): each line with a reward is learned as a rank + reward here would "
+        "be (its actions' features, the logged probabilities, weight 1/p), its off-policy "
+        "estimates included, in log order on every replica; lines without a reward are "
+        "skipped. A bad line is a 422 naming `lines[i]` and nothing is learned. Optional "
+        "header `Idempotency-Key`."
+    ),
+    responses={
+        200: {"description": "`{model, applied, skipped, version}`"},
+        **error_responses(401, 403, 404, 409, 413, 422, 503),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+        },
+        "parameters": [IDEMPOTENCY_KEY_PARAM],
+    },
+)
+async def import_decisions(
+    name: str, request: Request, engine: EngineDep, settings: SettingsDep, _: UpdateScope
+) -> Response:
+    h = await engine.find(name)
+    request.state.model = name
+    require_decision(h)
+    raw = await read_body(request, settings.max_body_bytes)
+    key = request.headers.get("idempotency-key")
+    return json_response(await learn_dsjson(engine, settings, h, raw, key))

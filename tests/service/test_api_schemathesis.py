@@ -136,11 +136,12 @@ CONFIG = r"""
 include-path-regex = '^/(update|predict|models/\{name\}/(artifact|update|predict))$'
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
-# A decision model's rank and reward: the same (the body's model must be the path's, the
-# excluded ids among the actions, the event kept, the reward within the model's
-# reward_range), and 413 when an action's crossed features exceed the feature limit.
+# A decision model's rank, reward and DSJSON import: the same (the body's model must be
+# the path's, the excluded ids among the actions, the event kept, the reward within the
+# model's reward_range, an imported line DSJSON), and 413 when an action's crossed
+# features exceed the feature limit.
 [[operations]]
-include-path-regex = '^/models/\{name\}/(rank|reward)$'
+include-path-regex = '^/models/\{name\}/(rank|reward|decisions)$'
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "413",
                                                      "422"]
 

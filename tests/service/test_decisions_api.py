@@ -351,3 +351,25 @@ def test_racing_retries_answer_one_decision(service: httpx.Client) -> None:
             bodies = [{"actions": actions(k), "event_id": f"race{i}"} for k in (3, 7)]
             first, second = pool.map(send, bodies)
             assert first == second
+
+
+def test_warm_start_from_a_dsjson_log(service: httpx.Client) -> None:
+    """One model's DSJSON log posted to another: the same reward model and estimates."""
+    put(service, "dec-src")
+    acts = actions(6)
+    for i in range(12):
+        ctx = {"country": i % 2}
+        a = ok(rank(service, "dec-src", context=ctx, actions=acts, event_id=f"w{i}"))
+        reward = {"event_id": f"w{i}", "reward": true_reward(ctx, a["action"])}
+        ok(service.post("/models/dec-src/reward", json=reward))
+    ok(rank(service, "dec-src", actions=acts, event_id="no-reward"))
+    log = service.get("/models/dec-src/decisions").text
+    put(service, "dec-dst")
+    nd = {"content-type": "application/x-ndjson"}
+    r = ok(service.post("/models/dec-dst/decisions", content=log, headers=nd))
+    assert r["applied"] == 12 and r["skipped"] == 0
+    src, dst = ok(service.get("/models/dec-src")), ok(service.get("/models/dec-dst"))
+    assert dst["state_digest"] == src["state_digest"] and dst["evaluation"] == src["evaluation"]
+    bad = log.splitlines()[0].replace('"p":[', '"p":[2,')
+    refused(service.post("/models/dec-dst/decisions", content=bad, headers=nd), 422, "lines[0]")
+    assert ok(service.get("/models/dec-dst"))["rewards_learned"] == 12
