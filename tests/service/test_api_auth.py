@@ -140,7 +140,7 @@ def test_cli_refuses_production_without_keys(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_decision_scopes(url: str) -> None:
-    """rank needs predict, reward update, the decision log admin."""
+    """rank needs predict, reward and a warm start update, the decision log admin."""
     body = {"algorithm": "decision", "features": {"kind": "hashed", "bits": 8}}
     assert call(url, "PUT", "/models/sec-dec", "root", body).status_code == 201
     rank = {"actions": [{"id": "a"}, {"id": "b"}], "event_id": "e1"}
@@ -151,3 +151,6 @@ def test_decision_scopes(url: str) -> None:
     assert call(url, "POST", "/models/sec-dec/reward", "writer", reward).status_code == 200
     assert call(url, "GET", "/models/sec-dec/decisions", "writer").status_code == 403
     assert call(url, "GET", "/models/sec-dec/decisions", "root").status_code == 200
+    r = httpx.post(url + "/models/sec-dec/decisions", content=b"", timeout=10,
+                   headers={"Authorization": "Bearer reader"})  # fmt: skip
+    assert r.status_code == 403  # a warm start learns: update
