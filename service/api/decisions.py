@@ -231,7 +231,8 @@ async def switch_mode(
     "/models/{name}/decisions",
     summary="Warm start: learn the rewarded decisions of a DSJSON log (another system's)",
     description=(
-        "The body is DSJSON lines (as `GET /models/{name}/decisions` writes them, or VW's, "
+        "The body is DSJSON lines, in any content type (`application/x-ndjson`, "
+        "`text/plain`; as `GET /models/{name}/decisions` writes them, or VW's, "
         "Personalizer's): each line with a reward is learned as a rank + reward here would "
         "be (its actions' features, the logged probabilities, weight 1/p), its off-policy "
         "estimates included, in log order on every replica; lines without a reward are "
@@ -245,7 +246,8 @@ async def switch_mode(
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            # DSJSON lines; read whatever the content type (application/x-ndjson too)
+            "content": {"text/plain": {"schema": {"type": "string"}}},
         },
         "parameters": [IDEMPOTENCY_KEY_PARAM],
     },
