@@ -23,7 +23,17 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import artifacts, explain, followers, learn, model_state, models, ops, v2
+from service.api import (
+    artifacts,
+    decisions,
+    explain,
+    followers,
+    learn,
+    model_state,
+    models,
+    ops,
+    v2,
+)
 from service.api.auth import KeyRing
 from service.api.docs_pages import install_docs
 from service.api.errors import install_handlers
@@ -241,6 +251,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(app)
     routers = [
         learn.router,
+        decisions.router,
         models.router,
         model_state.router,
         explain.router,

@@ -29,6 +29,7 @@ from service.api.errors import error_body
 from service.api.pipeline import Handler, serve_json
 from service.api.request_bodies import ClientGone, receive_body
 from service.api.v2_infer import infer_target, serve_infer
+from service.engine.decisions import rank_body, reward_body
 from service.engine.requests import predict_body, update_body
 from service.settings import Settings
 
@@ -41,8 +42,12 @@ ROUTES: dict[str, tuple[str, Handler]] = {
     "/update": ("update", update_body),
 }
 # /models/{name}/<action>: the same handlers, the model taken from the path.
-MODEL_ROUTES: dict[str, tuple[str, Handler]] = {"update": ROUTES["/update"],
-                                                "predict": ROUTES["/predict"]}  # fmt: skip
+MODEL_ROUTES: dict[str, tuple[str, Handler]] = {
+    "update": ROUTES["/update"],
+    "predict": ROUTES["/predict"],
+    "rank": ("predict", rank_body),  # a decision (service.engine.decisions)
+    "reward": ("update", reward_body),
+}
 # The only request headers these routes read.
 _WANTED = frozenset(
     {b"content-length", b"content-type", b"authorization", b"x-api-key", b"idempotency-key"}

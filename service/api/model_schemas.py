@@ -297,10 +297,44 @@ class AROWRegressionCreate(_CWFamilyCreate):
     params: AROWRegressionParams | None = None
 
 
+class RewardModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    algorithm: Literal["pa_regression", "pa1_regression", "pa2_regression", "arow_regression"] = (
+        "arow_regression"
+    )
+    params: dict[str, Any] | None = Field(None, description="the regressor's hyperparameters")
+
+
+class Exploration(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    policy: Literal["epsilon_greedy", "softmax", "squarecb", "thompson", "ucb"] = "squarecb"
+    params: dict[str, Any] | None = Field(
+        None, description="the policy's hyperparameters (squarecb: gamma 10, gamma_exponent 0.5)"
+    )
+
+
+class DecisionCreate(_PlainCreate):
+    """A decision model (contextual bandit): see docs/guides/decisions.md."""
+
+    algorithm: Literal["decision"]
+    features: FeaturesConfig = Field(description='hashed features only: {"kind": "hashed", ...}')
+    reward_model: RewardModel | None = None
+    exploration: Exploration | None = None
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="the draw's seed")
+    max_actions: int = Field(256, ge=1, le=1024)
+    reward_range: list[float] = Field([-1e6, 1e6], min_length=2, max_length=2)
+    weighting: Literal["ips", "none"] = "ips"
+    default_reward: float | None = Field(
+        None, description="learned for an event with no reward within reward_wait_seconds"
+    )
+    reward_wait_seconds: float = Field(600.0, gt=0, description="at most feedback_ttl_seconds")
+    mode: Literal["learning", "apprentice"] = "learning"
+
+
 ModelCreate = Annotated[
     PACreate | PA1Create | PA2Create | CWCreate | AROWCreate | SCW1Create | SCW2Create
     | RankSVMCreate | PARegressionCreate | PA1RegressionCreate | PA2RegressionCreate
-    | AROWRegressionCreate,
+    | AROWRegressionCreate | DecisionCreate,
     Field(discriminator="algorithm"),
 ]  # fmt: skip
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import typer
 
 from service.cli import (
+    decisions,
     deploy,
     evaluate,
+    evaluate_policy,
     export,
     import_model,
     ingest,
@@ -56,8 +58,10 @@ def _root(
 
 
 # Commands (Typer lists them before the groups, each in the order registered).
+app.command("decisions")(decisions.decisions)
 app.command("deploy")(deploy.deploy)
 app.command("evaluate")(evaluate.evaluate)
+app.command("evaluate-policy")(evaluate_policy.evaluate_policy)
 app.command("export")(export.export)
 app.command("update")(ingest.update)
 app.command("predict")(ingest.predict)

@@ -8,6 +8,7 @@ numpy, numba, Redis or pydantic): only httpx and orjson, so it can ship alone.
 
 from service.client._core import DEFAULT_URL, RetryPolicy
 from service.client.aio import AsyncClient
+from service.client.decisions import Decision, RankedAction, RewardResult
 from service.client.errors import (
     BadRequest,
     ClientError,
@@ -51,6 +52,7 @@ __all__ = [
     "ClientError",
     "Conflict",
     "ConnectionFailed",
+    "Decision",
     "DeployResult",
     "Forbidden",
     "InvalidInput",
@@ -63,8 +65,10 @@ __all__ = [
     "PredictResult",
     "Prediction",
     "RankResult",
+    "RankedAction",
     "Ranking",
     "RetryPolicy",
+    "RewardResult",
     "ServerError",
     "ServiceUnavailable",
     "Unauthorized",

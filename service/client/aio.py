@@ -44,6 +44,15 @@ from service.client._core import (
     transport_failure,
     update_call,
 )
+from service.client.decisions import (
+    Decision,
+    RewardResult,
+    choose_call,
+    decision_of,
+    log_call,
+    reward_call,
+    reward_result,
+)
 from service.client.results import (
     ActivateResult,
     CheckpointResult,
@@ -245,6 +254,47 @@ class AsyncClient:
         if min_version is not None:
             body["min_version"] = min_version
         return rank_result(await self._json(json_call("POST", model_path(model, "/predict"), body)))
+
+    # ------------------------------------------------------------ decisions
+    async def choose(
+        self,
+        model: str,
+        actions: Iterable[dict[str, Any]],
+        *,
+        context: dict[str, Any] | None = None,
+        excluded: Iterable[str] | None = None,
+        event_id: str | None = None,
+    ) -> Decision:
+        """A decision model chooses one of ``actions`` (``{"id", "features"}``) for
+        ``context`` (``POST /models/{name}/rank``; :meth:`rank` is the rankers'). A
+        fresh ``event_id`` unless given: a retry answers the same decision."""
+        call = choose_call(model, context, actions, excluded, event_id)
+        return decision_of(await self._json(call))
+
+    async def reward(
+        self, model: str, event_id: str, reward: float, *, idempotency_key: str | None = None
+    ) -> RewardResult:
+        """Learn the reward of one decision (``POST /models/{name}/reward``), once."""
+        return await self.rewards(model, [(event_id, reward)], idempotency_key=idempotency_key)
+
+    async def rewards(
+        self,
+        model: str,
+        pairs: Iterable[tuple[str, float]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> RewardResult:
+        """Learn the rewards of many decisions, ``(event_id, reward)`` pairs, each once."""
+        r, _ = await self._send(reward_call(model, pairs, idempotency_key))
+        return reward_result(decode(r), r.headers.get("idempotent-replayed"))
+
+    async def decision_log(
+        self, model: str, *, after: int = 0, limit: int = 10_000
+    ) -> tuple[list[str], int]:
+        """DSJSON lines of the decisions rewarded past log position ``after``, and the
+        position to ask from next (``GET /models/{name}/decisions``)."""
+        r, _ = await self._send(log_call(model, after, limit))
+        return r.text.splitlines(), int(r.headers.get("x-next-after", after))
 
     # ------------------------------------------------------------ batch models
     async def deploy(

@@ -38,6 +38,7 @@ from service.engine import (
     transfers,
     update_submission,
 )
+from service.engine.decision_defaults import DefaultRewards
 from service.engine.model_handle import ModelHandle, StoreHealth
 from service.engine.registry import Registry
 from service.errors import store_unavailable
@@ -53,6 +54,7 @@ class Engine:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.registry = Registry(store, settings)
         self._sweep_at = 0.0  # time.monotonic() of the next sweep of expired feedback
+        self._defaults = DefaultRewards(self.registry)  # decision models' default rewards
         # Who holds what (LEARNSERVE_OWNERSHIP): with "sharded", this worker owns some
         # models and loads the others on demand as guests (service.fleet.placement).
         self.placement = Placement(store, settings, _PlacementHooks(self))
@@ -271,6 +273,7 @@ class Engine:
         """Time-based checkpoints and slow-moving gauges (called about once a second);
         once a minute, the store's expired delayed-label records are swept."""
         await checkpoints.periodic(self.registry)
+        self._defaults.tick()
         now = time.monotonic()
         if now >= self._sweep_at:
             self._sweep_at = now + 60.0

@@ -70,8 +70,9 @@ class ModelHandle:
         self.generation = ""
         self.lock = asyncio.Lock()
         size = window_size(self.config, settings.eval_window)
+        regression = adapter.kind in ("regression", "decision")
         self.window: EvalWindow | RegressionWindow = (
-            RegressionWindow(size) if adapter.kind == "regression" else EvalWindow(size)
+            RegressionWindow(size) if regression else EvalWindow(size)
         )
         self.drift = drift_monitor(self.config)  # None: the model has no detector
         # Challengers (service.engine.followers): a follower learns its leader's log in
@@ -279,6 +280,10 @@ class ModelHandle:
                     self._m_logloss = M.raw(M.ONLINE_LOG_LOSS.labels(self.name))
                 self._m_logloss.set(math.nan if log_loss is None else log_loss)
                 self.auc_stale = True
+        values = getattr(self.adapter, "policy_values", None)
+        if values is not None:  # a decision model's off-policy estimates
+            for (policy, estimator), v in values().items():
+                M.DECISION_VALUE.labels(self.name, policy, estimator).set(v)
         if isinstance(self.window, RegressionWindow):
             figures = self.window.regression()
             if figures is not None:

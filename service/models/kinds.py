@@ -17,6 +17,7 @@ ADAPTERS: dict[str, str] = {
     "linear": "service.models.linear:LinearAdapter",
     "ranksvm": "service.models.ranksvm:RankSVMAdapter",
     "regression": "service.models.regression:RegressionAdapter",
+    "decision": "service.models.decision:DecisionAdapter",
     # batch kinds: deployed with PUT /models/{name}/artifact (kind = the artifact's kind)
     "lambdamart": "service.models.lambdamart:LambdaMARTAdapter",
     "llsvm": "service.models.llsvm:LLSVMAdapter",
@@ -36,6 +37,7 @@ ALGORITHMS: dict[str, str] = {
     "pa1_regression": "regression",
     "pa2_regression": "regression",
     "arow_regression": "regression",
+    "decision": "decision",
 }
 
 

@@ -121,6 +121,8 @@ def families_for(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """``(required, optional)``: the families a model with this stored config runs;
     required before it can be loaded, optional (scanners) used once ready."""
     kind = config.get("kind", "linear")
+    if kind == "decision":  # a regressor's kernels
+        kind = "regression"
     if kind not in (
         "linear",
         "ranksvm",

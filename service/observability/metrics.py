@@ -67,6 +67,38 @@ IGNORED_FIELDS = Counter(
     "POST /update examples (one per example and field; unknown_fields ignore).",
     ["model"],
 )
+DECISIONS = Counter(
+    "learnserve_decisions_total",
+    "Decisions made and kept by POST /models/{name}/rank on this worker (a retry of an "
+    "event kept already is not counted).",
+    ["model"],
+)
+REWARDS = Counter(
+    "learnserve_rewards_accepted_total",
+    "Rewards accepted through POST /models/{name}/reward on this worker (each learned once "
+    "cluster-wide).",
+    ["model"],
+)
+DEFAULT_REWARDS = Counter(
+    "learnserve_default_rewards_total",
+    "Events of a decision model that got no reward within reward_wait_seconds and were "
+    "learned with the default reward, by the worker that appended them.",
+    ["model"],
+)
+LATE_REWARDS = Counter(
+    "learnserve_late_rewards_total",
+    "Rewards refused because their event had learned the default reward already (409 "
+    "default_reward_applied), on this worker.",
+    ["model"],
+)
+DECISION_VALUE = Gauge(
+    "learnserve_decision_policy_value",
+    "Progressive off-policy estimate of a decision model's policies' value (mean reward) "
+    "on its logged decisions, by policy (served, learned, first, uniform) and estimator "
+    "(ips, snips, dr); model state, the same on every replica.",
+    ["model", "policy", "estimator"],
+    multiprocess_mode="livemax",
+)
 ONLINE_ACCURACY = Gauge(
     "learnserve_online_accuracy",
     "Progressive (predict-then-learn) accuracy over the recent window.",
@@ -496,6 +528,11 @@ PER_MODEL = (
     EXAMPLES_LEARNED,
     EXAMPLES_ACCEPTED,
     IGNORED_FIELDS,
+    DECISIONS,
+    REWARDS,
+    DEFAULT_REWARDS,
+    LATE_REWARDS,
+    DECISION_VALUE,
     ONLINE_ACCURACY,
     ONLINE_LOSS,
     ONLINE_NDCG,

@@ -412,16 +412,22 @@ class Store(ABC):
     # -------------------------------------------------------------- delayed labels
     @abstractmethod
     async def put_feedback(
-        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+        self,
+        name: str,
+        records: list[tuple[str, bytes]],
+        ttl_seconds: float,
+        replace: bool = True,
     ) -> int | None:
         """Keep each ``(id, record)`` (distinct ids) for ``ttl_seconds`` under the model.
 
         One atomic step: if an id is already labelled (and not expired), nothing is
         stored and its index in ``records`` comes back; else every record is stored
         (replacing an unlabelled one of the same id, whose expiry starts again) and
-        None comes back. Expired records are swept as it goes. Deleting the model
-        removes its records; a model created again never sees the old ones. Raises
-        ModelNotFound."""
+        None comes back. With ``replace=False`` an id that holds an unexpired record is
+        taken as a labelled one is (its index back, nothing stored): a decision kept
+        once is never replaced by a retry racing it. Expired records are swept as it
+        goes. Deleting the model removes its records; a model created again never sees
+        the old ones. Raises ModelNotFound."""
 
     @abstractmethod
     async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
@@ -455,6 +461,13 @@ class Store(ABC):
         (the ids are labelled by the first append then); with another hash,
         ``IdempotencyKeyReused``; else the key is recorded with the append, as
         ``append_once`` records it (and its outcome recorded alike)."""
+
+    async def due_feedback(self, name: str, within_seconds: float, limit: int) -> list[str]:
+        """Ids whose record is stored and unlabelled and whose expiry is within
+        ``within_seconds`` from now (the soonest first, at most ``limit``): a decision
+        model's events due for their default reward (``service.engine.decision_defaults``
+        keeps their records ``reward_wait_seconds`` + that much). [] for an unknown model."""
+        raise NotImplementedError(f"{type(self).__name__} does not list due feedback")
 
     async def sweep_feedback(self) -> int:
         """Drop expired feedback records now (stores that keep them past expiry until

@@ -8,6 +8,7 @@ every per-model Lua script touches one slot only)::
     ls:{NAME}:seq       string  last log position ever handed out (survives trimming)
     ls:{NAME}:head      string  the log's chain head at seq (``base.chain_head``)
     ls:{NAME}:lease:checkpoint  string  holder of the checkpoint-writer lease (PX expiry)
+    ls:{NAME}:lease:default_reward  string  holder of a decision model's default-reward sweep
     ls:{NAME}:log       stream  entry id "<position>-0", field p = payload, h = chain head
     ls:{NAME}:ckpt      hash    position, created_at, token, chunks (switched by one script)
     ls:{NAME}:ckptdata  hash    "<token>:<i>" -> the i-th 1 MB chunk of that checkpoint
@@ -129,12 +130,19 @@ class RedisStore(RedisFollowers, RedisIdempotency, RedisArtifacts):
 
     # ------------------------------------------------------------------ delayed labels
     async def put_feedback(
-        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+        self,
+        name: str,
+        records: list[tuple[str, bytes]],
+        ttl_seconds: float,
+        replace: bool = True,
     ) -> int | None:
-        return await redis_feedback.put_feedback(self, name, records, ttl_seconds)
+        return await redis_feedback.put_feedback(self, name, records, ttl_seconds, replace)
 
     async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
         return await redis_feedback.get_feedback(self, name, ids)
+
+    async def due_feedback(self, name: str, within_seconds: float, limit: int) -> list[str]:
+        return await redis_feedback.due_feedback(self, name, within_seconds, limit)
 
     async def append_labelled(
         self,

@@ -62,14 +62,18 @@ def feedback_keys(k: dict[str, str]) -> list[str]:
 
 
 async def put_feedback(
-    store: RedisStore, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+    store: RedisStore,
+    name: str,
+    records: list[tuple[str, bytes]],
+    ttl_seconds: float,
+    replace: bool = True,
 ) -> int | None:
     check_ttl(ttl_seconds)
     check_feedback_records(records)
     if not records:
         return None
     k = _keys(name)
-    args: list[Any] = [max(1, int(ttl_seconds * 1000))]
+    args: list[Any] = [max(1, int(ttl_seconds * 1000)) * (1 if replace else -1)]
     for i, rec in records:
         args += [i, bytes(rec)]
     keys = [k["config"], k["gen"], *feedback_keys(k)]
@@ -93,6 +97,15 @@ async def get_feedback(store: RedisStore, name: str, ids: list[str]) -> list[Fee
         else:
             out.append(Feedback(rec) if rec else None)
     return out
+
+
+async def due_feedback(
+    store: RedisStore, name: str, within_seconds: float, limit: int
+) -> list[str]:
+    k = _keys(name)
+    args = [max(0, int(within_seconds * 1000)), max(0, int(limit))]
+    ids = await store._script(scripts.DUE_FEEDBACK, [k["gen"], *feedback_keys(k)], args)
+    return [_text(i) for i in ids]
 
 
 async def append_labelled(

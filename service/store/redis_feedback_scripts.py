@@ -40,8 +40,10 @@ local function fb_expire(keys, fbexp)
   end
 end
 """
-# KEYS: config, gen, fb, fbexp, fblab   ARGV: ttl ms, then id, record for each
-#   ->  0 stored, -1 no model, j (1-based) the j-th id is labelled already (none stored)
+# KEYS: config, gen, fb, fbexp, fblab   ARGV: ttl ms (negative: keep a stored record, do
+#   not replace it), then id, record for each
+#   ->  0 stored, -1 no model, j (1-based) the j-th id is labelled already, or holds a
+#       record not to be replaced (none stored)
 # Expired ids are dropped first (at most 100 + 2 per id stored: faster than they come).
 PUT_FEEDBACK = (
     _FB_NOW
@@ -56,11 +58,12 @@ for _, id in ipairs(old) do
   redis.call('HDEL', KEYS[5], id)
   redis.call('ZREM', KEYS[4], id)
 end
+local ttl = tonumber(ARGV[1])
 for j = 1, n do
-  local _, mark = fb_read(ARGV[2 * j], gen, now, KEYS[3], KEYS[4], KEYS[5])
-  if mark ~= '' then return j end
+  local rec, mark = fb_read(ARGV[2 * j], gen, now, KEYS[3], KEYS[4], KEYS[5])
+  if mark ~= '' or (ttl < 0 and rec ~= '') then return j end
 end
-local exp = now + tonumber(ARGV[1])
+local exp = now + math.abs(ttl)
 for j = 1, n do
   local id = ARGV[2 * j]
   redis.call('HSET', KEYS[3], id, gen .. '\\n' .. ARGV[2 * j + 1])
@@ -69,6 +72,30 @@ for j = 1, n do
 end
 fb_expire({KEYS[3], KEYS[4], KEYS[5]}, KEYS[4])
 return 0
+"""
+)
+# KEYS: gen, fb, fbexp, fblab   ARGV: within ms, limit  ->  the ids stored and unlabelled
+# whose expiry is within ms from now, soonest first (a decision's default reward is due)
+DUE_FEEDBACK = (
+    _FB_NOW
+    + _FB_READ
+    + """
+local gen = redis.call('GET', KEYS[1]) or ''
+local limit = tonumber(ARGV[2])
+local out, offset = {}, 0
+-- labelled ids in the window take no room in the answer: pages of the window until
+-- limit ids are found (at most 10 * limit scanned, so a script stays short)
+while #out < limit and offset < 10 * limit do
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, now + tonumber(ARGV[1]),
+                         'LIMIT', offset, limit)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local rec, mark = fb_read(id, gen, now, KEYS[2], KEYS[3], KEYS[4])
+    if rec ~= '' and mark == '' and #out < limit then out[#out + 1] = id end
+  end
+  offset = offset + #ids
+end
+return out
 """
 )
 # KEYS: gen, fb, fbexp, fblab   ARGV: ids  ->  per id: record, "<position> <mark>"

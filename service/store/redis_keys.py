@@ -34,6 +34,7 @@ def _keys(name: str) -> dict[str, str]:
             "idemexp",
             "head",
             "lease:checkpoint",
+            "lease:default_reward",
             "idempos",
             "idemout",
             "fb",

@@ -98,13 +98,17 @@ class SQLiteStore(SQLiteFollowers, SQLiteIdempotency, SQLiteArtifacts):
 
     # ------------------------------------------------------------------ delayed labels
     async def put_feedback(
-        self, name: str, records: list[tuple[str, bytes]], ttl_seconds: float
+        self,
+        name: str,
+        records: list[tuple[str, bytes]],
+        ttl_seconds: float,
+        replace: bool = True,
     ) -> int | None:
         check_ttl(ttl_seconds)
         check_feedback_records(records)
         if not records:
             return None
-        return await self._run(sqlite_feedback.put, self._tx, name, records, ttl_seconds)
+        return await self._run(sqlite_feedback.put, self._tx, name, records, ttl_seconds, replace)
 
     async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
         return await self._run(sqlite_feedback.get, self._db, name, list(ids))
@@ -132,6 +136,9 @@ class SQLiteStore(SQLiteFollowers, SQLiteIdempotency, SQLiteArtifacts):
         )
         self._wake_waiters()
         return done
+
+    async def due_feedback(self, name: str, within_seconds: float, limit: int) -> list[str]:
+        return await self._run(sqlite_feedback.due, self._db, name, within_seconds, limit)
 
     async def sweep_feedback(self) -> int:
         return await self._run(sqlite_feedback.sweep, self._tx, 10_000)

@@ -72,15 +72,17 @@ def _rows(
     return out
 
 
-def put(tx: Tx, name: str, records: list[tuple[str, bytes]], ttl: float) -> int | None:
+def put(
+    tx: Tx, name: str, records: list[tuple[str, bytes]], ttl: float, replace: bool = True
+) -> int | None:
     now = time.time()
     with tx() as db:
         gen = _generation(db, name)
         _sweep(db, now, 100 + 2 * len(records))
         live = _rows(db, name, gen, [i for i, _ in records], now)
         for j, (fid, _) in enumerate(records):
-            if fid in live and live[fid][1] is not None:
-                return j  # labelled already: nothing stored
+            if fid in live and (live[fid][1] is not None or not replace):
+                return j  # labelled already (or kept, and not to be replaced): nothing stored
         db.executemany(
             "INSERT OR REPLACE INTO feedback (name, id, generation, expires_at, position, mark,"
             " record) VALUES (?, ?, ?, ?, 0, NULL, ?)",
@@ -100,6 +102,23 @@ def get(db: sqlite3.Connection | None, name: str, ids: list[str]) -> list[Feedba
         found = live.get(fid)
         out.append(None if found is None else Feedback(*found))
     return out
+
+
+def due(db: sqlite3.Connection | None, name: str, within: float, limit: int) -> list[str]:
+    assert db is not None
+    row = db.execute("SELECT generation FROM models WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return []
+    now = time.time()
+    return [
+        str(fid)
+        for (fid,) in db.execute(
+            "SELECT id FROM feedback WHERE name = ? AND generation = ? AND mark IS NULL"
+            " AND record IS NOT NULL AND expires_at > ? AND expires_at <= ?"
+            " ORDER BY expires_at LIMIT ?",
+            (name, str(row[0]), now, now + within, int(limit)),
+        )
+    ]
 
 
 def append(

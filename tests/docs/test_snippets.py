@@ -52,6 +52,7 @@ RUN_PAGES = [
     DOCS / "guides" / "client-and-cli.md",
     DOCS / "guides" / "challengers.md",
     DOCS / "guides" / "regression.md",
+    DOCS / "guides" / "decisions.md",
     DOCS / "guides" / "library.md",
 ]
 # The languages of blocks that run: bash under `bash -euo pipefail`, python as a script

@@ -137,3 +137,20 @@ def test_cli_refuses_production_without_keys(monkeypatch: pytest.MonkeyPatch) ->
     )
     assert r.exit_code == 2
     assert "LEARNSERVE_API_KEYS" in r.output
+
+
+def test_decision_scopes(url: str) -> None:
+    """rank needs predict, reward and a warm start update, the decision log admin."""
+    body = {"algorithm": "decision", "features": {"kind": "hashed", "bits": 8}}
+    assert call(url, "PUT", "/models/sec-dec", "root", body).status_code == 201
+    rank = {"actions": [{"id": "a"}, {"id": "b"}], "event_id": "e1"}
+    assert call(url, "POST", "/models/sec-dec/rank", None, rank).status_code == 401
+    assert call(url, "POST", "/models/sec-dec/rank", "reader", rank).status_code == 200
+    reward = {"event_id": "e1", "reward": 1.0}
+    assert call(url, "POST", "/models/sec-dec/reward", "reader", reward).status_code == 403
+    assert call(url, "POST", "/models/sec-dec/reward", "writer", reward).status_code == 200
+    assert call(url, "GET", "/models/sec-dec/decisions", "writer").status_code == 403
+    assert call(url, "GET", "/models/sec-dec/decisions", "root").status_code == 200
+    r = httpx.post(url + "/models/sec-dec/decisions", content=b"", timeout=10,
+                   headers={"Authorization": "Bearer reader"})  # fmt: skip
+    assert r.status_code == 403  # a warm start learns: update

@@ -136,6 +136,15 @@ CONFIG = r"""
 include-path-regex = '^/(update|predict|models/\{name\}/(artifact|update|predict))$'
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
+# A decision model's rank, reward and DSJSON import: the same (the body's model must be
+# the path's, the excluded ids among the actions, the event kept, the reward within the
+# model's reward_range, an imported line DSJSON), and 413 when an action's crossed
+# features exceed the feature limit.
+[[operations]]
+include-path-regex = '^/models/\{name\}/(rank|reward|decisions)$'
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "413",
+                                                     "422"]
+
 # The same for an import (PUT /models/{name} with an artifact body: any bytes are
 # schema-valid, only a learnserve artifact is accepted), for /weights, whose
 # ``label`` must be one of the model's labels, and for /explain, whose x must fit the

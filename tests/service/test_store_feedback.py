@@ -209,3 +209,36 @@ def test_bad_arguments(backend: Backend) -> None:
         assert await s.get_feedback("m", []) == []
 
     backend.run(t)
+
+
+def test_due_feedback_lists_unlabelled_ids_expiring_soon(backend: Backend) -> None:
+    """A decision model's default reward (service.engine.decision_defaults): the ids
+    stored and unlabelled whose expiry is within the window, soonest first."""
+
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        await s.put_feedback("m", [("late", b"L")], 50.0)
+        await s.put_feedback("m", [("soon", b"S"), ("labelled", b"X")], 20.0)
+        await s.put_feedback("m", [("far", b"F")], DAY)
+        await s.append_labelled("m", b"e", [label("labelled", b"X", "m")], keep_seconds=10.0)
+        assert await s.due_feedback("m", 100.0, 10) == ["soon", "late"]
+        assert await s.due_feedback("m", 100.0, 1) == ["soon"]
+        assert await s.due_feedback("m", 1.0, 10) == []
+        assert await s.due_feedback("nope", 100.0, 10) == []
+
+    backend.run(t)
+
+
+def test_put_feedback_without_replacing(backend: Backend) -> None:
+    """replace=False (a decision's record, service.engine.decisions): an id holding a
+    record is taken as a labelled one is; nothing of the call is stored."""
+
+    async def t(s: Store) -> None:
+        await s.create_model("m", CFG)
+        assert await s.put_feedback("m", [("a", b"first")], DAY, replace=False) is None
+        assert await s.put_feedback("m", [("b", b"B"), ("a", b"again")], DAY, replace=False) == 1
+        assert await s.get_feedback("m", ["a", "b"]) == [Feedback(b"first"), None]
+        assert await s.put_feedback("m", [("a", b"replaced")], DAY) is None  # the default
+        assert (await s.get_feedback("m", ["a"]))[0] == Feedback(b"replaced")
+
+    backend.run(t)

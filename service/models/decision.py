@@ -1,0 +1,384 @@
+"""Adapter for decision models (contextual bandits): rank actions for a context with an
+exploration policy, learn the chosen action's reward later.
+
+Config (``PUT /models/{name}``)::
+
+    {"algorithm": "decision",
+     "features": {"kind": "hashed", "bits": 20},
+     "reward_model": {"algorithm": "arow_regression", "params": {}},
+     "exploration": {"policy": "squarecb", "params": {"gamma": 10, "gamma_exponent": 0.5}},
+     "seed": 0, "max_actions": 256, "reward_range": [-1e6, 1e6], "weighting": "ips"}
+
+The reward model is one online regressor (:mod:`service.models.regression`'s algorithms,
+AROW by default: it gives a variance, which Thompson and UCB need) shared over every
+action, on the rows of :mod:`service.models.decision_features` (action id, action
+features, context x action id, context x action features), hashed. The policy is one of
+:mod:`learners.decisions.explore` (``epsilon_greedy``, ``softmax``, ``squarecb``,
+``thompson``, ``ucb``); the default is SquareCB with γ_t = 10·√t (t: rewards learned + 1),
+the best measured on a9a as a 2-action bandit (``bench/decisions_offline.py``: 0.836,
+with softmax at τ = 0.05, whose log leaves almost no mass off the best action and so
+makes poor off-policy estimates). The draw is
+:func:`~learners.decisions.explore.event_uniform` of the event id and ``seed``.
+
+A reward learns the chosen action's row with the reward as target and importance
+weight 1/p (``"weighting": "ips"``, VW's ``mtr``), or weight 1 (``"none"``). Each
+applied reward also updates, before the reward model learns it, the progressive
+off-policy estimates (IPS, SNIPS, DR with 95 % intervals,
+:class:`learners.decisions.estimators.Evaluation`) of four policies on the logged
+decisions: ``served`` (the logging policy itself: its value is the mean reward),
+``learned`` (greedy on the reward model as it is at that point), ``first`` (the first
+eligible action) and ``uniform``. They are model state: applied in log order, kept in
+checkpoints, part of the state digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+import numpy as np
+import orjson
+
+from learners.base import UpdateResult
+from learners.decisions.dsjson import format_timestamp
+from learners.decisions.estimators import Evaluation, dr_parts
+from learners.decisions.explore import Decision, Policy, decide, make_policy
+from learners.features import Batch
+from service.errors import ServiceError, conflict, invalid
+from service.models import decision_features as df
+from service.models.decision_config import (
+    VARIANCE_POLICIES,
+    decision_config,
+    default_config,
+    only_fields,
+)
+from service.models.json_fields import type_name
+from service.models.payload import decode_payload
+from service.models.regression import ALGORITHMS as REWARD_ALGORITHMS
+from service.models.regression import RegressionAdapter, _with_targets
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+DECISION_KEYS = ("reward_model", "exploration", "seed", "max_actions", "reward_range",
+                 "weighting", "default_reward", "reward_wait_seconds", "mode")  # fmt: skip
+TARGETS = ("served", "learned", "first", "uniform")
+
+
+class RankInput(NamedTuple):
+    """A rank body checked and encoded: action ids, excluded rows, every action's row,
+    the context and actions' features as sent."""
+
+    ids: list[str]
+    excluded: list[int]
+    batch: Batch
+    context: dict[str, Any]
+    features: list[dict[str, Any]]
+
+
+class DecisionAdapter(RegressionAdapter):
+    kind: ClassVar[str] = "decision"
+    tensor_task: ClassVar[str | None] = None
+
+    def __init__(self, config: dict[str, Any], model: Any) -> None:
+        super().__init__(config, model)
+        d = config["decision"]
+        self.policy: Policy = make_policy(d["policy"], d["policy_params"])
+        self.rewards_learned = 0
+        self.evaluations = {t: Evaluation() for t in TARGETS}
+        # "apprentice": serve the first eligible action (the caller's own choice) while
+        # learning; "learning": explore. Model state, switched by a log entry.
+        self.mode: str = d.get("mode", "learning")
+        self.agreement = [0, 0]  # rewards evaluated, of which the learned greedy = served
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    def normalize_config(cls, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
+        rest = {k: v for k, v in body.items() if k not in DECISION_KEYS and k != "algorithm"}
+        if "params" in rest:
+            raise invalid("params: a decision model's regressor takes its params under "
+                          "reward_model.params", "params")  # fmt: skip
+        if "follows" in rest:
+            raise invalid("follows: decision models do not follow other models yet", "follows")
+        features = rest.get("features")
+        if not isinstance(features, dict) or features.get("kind") != "hashed":
+            raise invalid('features: a decision model takes {"kind": "hashed", "bits": n} '
+                          "(named context and action features)", "features")  # fmt: skip
+        reward = body.get("reward_model", {})
+        only_fields(reward, ("algorithm", "params"), "reward_model")
+        algorithm = reward.get("algorithm", "arow_regression")
+        if algorithm not in REWARD_ALGORITHMS:
+            loc = "reward_model.algorithm"
+            raise invalid(f"{loc}: must be one of {list(REWARD_ALGORITHMS)}, got {algorithm!r}",
+                          loc)  # fmt: skip
+        reg_body = {**rest, "algorithm": algorithm, "params": reward.get("params", {})}
+        try:
+            config = super().normalize_config(reg_body, settings)
+        except ServiceError as e:
+            if e.field and e.field.startswith("params"):
+                e.field = f"reward_model.{e.field}"
+            raise
+        config["decision"] = decision_config(body, algorithm)
+        config["decision"].update(default_config(body, config["decision"], settings))
+        return config
+
+    @classmethod
+    def create(cls, config: dict[str, Any]) -> DecisionAdapter:
+        adapter = super().create(config)
+        assert isinstance(adapter, DecisionAdapter)
+        return adapter
+
+    @classmethod
+    def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> DecisionAdapter:
+        from learners.artifact import read_header
+
+        adapter = super().from_checkpoint(config, blob)
+        assert isinstance(adapter, DecisionAdapter)
+        saved = (read_header(blob).get("meta") or {}).get("decisions") or {}
+        adapter.rewards_learned = int(saved.get("t", 0))
+        adapter.mode = str(saved.get("mode", adapter.mode))
+        adapter.agreement = [int(v) for v in saved.get("agree", [0, 0])]
+        for t, d in (saved.get("ope") or {}).items():
+            adapter.evaluations[t] = Evaluation.from_dict(d)
+        return adapter
+
+    def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes | memoryview]:
+        return super().snapshot({**(meta or {}), "decisions": self._state()})
+
+    def _state(self) -> dict[str, Any]:
+        ope = {t: e.to_dict() for t, e in self.evaluations.items()}
+        return {"t": self.rewards_learned, "ope": ope, "mode": self.mode, "agree": self.agreement}
+
+    def state_digest(self) -> str:
+        both = super().state_digest().encode() + orjson.dumps(
+            self._state(), option=orjson.OPT_SORT_KEYS
+        )
+        return hashlib.sha256(both).hexdigest()
+
+    @classmethod
+    def warmup(cls) -> None:
+        RegressionAdapter.warmup()
+
+    # ------------------------------------------------------------ not for this kind
+    def parse_update(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> tuple[bytes, int]:
+        raise conflict("decision_model", "a decision model learns from POST "
+                       "/models/{name}/reward, not from /update", "model")  # fmt: skip
+
+    def parse_update_raw(self, raw: bytes, settings: Settings) -> Any:
+        return None
+
+    def predict(
+        self, body: dict[str, Any], settings: Settings, raw: bytes = b""
+    ) -> list[dict[str, Any]]:
+        raise conflict("decision_model", "a decision model answers POST "
+                       "/models/{name}/rank, not /predict", "model")  # fmt: skip
+
+    def predict_batch(self, batch: Batch) -> list[dict[str, Any]]:
+        raise conflict("decision_model", "a decision model answers POST /models/{name}/rank")
+
+    # ------------------------------------------------------------ rank
+    @property
+    def settings_of(self) -> dict[str, Any]:
+        d: dict[str, Any] = self.config["decision"]
+        return d
+
+    def encode_rank(self, body: dict[str, Any], settings: Settings) -> RankInput:
+        """A rank body checked and encoded (its actions' rows): reads nothing of the
+        learned state, so it may run in a thread while the model learns."""
+        actions = df.check_actions(body, int(self.settings_of["max_actions"]))
+        ids = [str(a["id"]) for a in actions]
+        excluded = df.excluded_rows(body, ids)
+        context = df.named_values(body.get("context", {}), "context")
+        limit = settings.max_features_per_example
+        batch = df.encode_rows(self.spec, df.action_rows(context, actions, limit), limit)
+        feats = [a.get("features") or {} for a in actions]
+        return RankInput(ids, excluded, batch, body.get("context") or {}, feats)
+
+    def rank(
+        self, body: dict[str, Any] | RankInput, settings: Settings, event_id: str, version: int
+    ) -> tuple[dict[str, Any], bytes]:
+        """The decision for ``body`` (context, actions, excluded; or its ``encode_rank``)
+        and the record to keep for its reward. Reads the model, changes nothing."""
+        x = body if isinstance(body, RankInput) else self.encode_rank(body, settings)
+        d = self.settings_of
+        scores, variances = self.model.predict_details(x.batch)
+        if variances is not None:  # the mean's variance: less the noise part (empty row)
+            empty = Batch(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), x.batch.dim)
+            _, noise = self.model.predict_details(empty)
+            variances = np.maximum(variances - float(noise[0]), 0.0)
+        if d["policy"] in VARIANCE_POLICIES and variances is None:
+            raise conflict("no_variance", f"{d['policy']} needs a reward model with a "
+                           "variance (arow_regression)", "exploration")  # fmt: skip
+        if not np.isfinite(scores).all():
+            raise conflict("nonfinite_scores", "the reward model scores an action non-finite")
+        if self.mode == "apprentice":  # the first eligible action, surely
+            dec = _first(scores, x.excluded)
+        else:
+            dec = decide(self.policy, scores, variances, event_id=event_id, seed=int(d["seed"]),
+                         excluded=x.excluded, t=self.rewards_learned + 1)  # fmt: skip
+        probs = [float(p) for p in dec.probabilities.tolist()]
+        event = {
+            "id": event_id, "ids": x.ids, "p": probs, "a": dec.action, "v": version,
+            "ts": format_timestamp(datetime.now(UTC)), "ctx": x.context, "feat": x.features,
+        }  # fmt: skip
+        listed = [float(v) for v in scores.tolist()]
+        record = df.encode_event(x.batch, {**event, "s": listed, "rank": dec.ranking})
+        return df.answer_of(event, listed, dec.ranking), record
+
+    def record_seconds(self, settings: Settings) -> float:
+        """How long an event's decision is kept for its reward: with a default reward,
+        the wait and then a grace (the time the sweep has to learn the default: see
+        :mod:`service.engine.decision_defaults`); else ``feedback_ttl_seconds``."""
+        d = self.settings_of
+        if d.get("default_reward") is None:
+            return float(settings.feedback_ttl_seconds)
+        wait = float(d["reward_wait_seconds"])
+        return wait + default_grace(wait)
+
+    def check_reward(self, r: Any, loc: str) -> float:
+        lo, hi = self.settings_of["reward_range"]
+        if type(r) not in (int, float):
+            raise invalid(f"{loc}: must be a finite number, got {type_name(r)}", loc)
+        try:
+            f = float(r)
+        except OverflowError:
+            f = math.inf
+        if not (math.isfinite(f) and lo <= f <= hi):
+            raise invalid(f"{loc}: must be a finite number in [{lo:g}, {hi:g}] (the model's "
+                          f"reward_range), got {r!r}", loc)  # fmt: skip
+        return f + 0.0
+
+    # ------------------------------------------------------------ learn
+    def check_update(self, payload: bytes) -> None:
+        x, y, w, _ = self._learned_rows(payload)
+        checked = self.model.check(x, y, w)
+        row = self.model.first_nonfinite_row(x, y, w, checked)
+        if row is not None:
+            loc = f"rewards[{row}].reward"
+            raise invalid(f"{loc}: learning it would make the reward model's weights "
+                          "non-finite", loc)  # fmt: skip
+
+    def forget_checked(self, payload: bytes) -> None:
+        return None
+
+    def _learned_rows(
+        self, payload: bytes
+    ) -> tuple[Batch, list[float], list[float], tuple[Batch, list[dict[str, Any]]]]:
+        """The chosen rows, their rewards and weights; the entry's batch and events."""
+        batch, meta = decode_payload(payload, self.spec.dim)
+        events = meta.get("ev")
+        if type(events) is not list or len(events) != len(meta["y"]):
+            raise ValueError("not a decision reward entry")
+        rows, start = [], 0
+        for ev in events:
+            k = len(ev["ids"])
+            if not 0 <= int(ev["a"]) < k or not 0.0 < float(ev["p"][ev["a"]]) <= 1.0:
+                raise ValueError("a decision with a bad chosen action or probability")
+            rows.append(start + int(ev["a"]))
+            start += k
+        if start != batch.n_rows:
+            raise ValueError(f"a reward entry of {batch.n_rows} rows for {start} actions")
+        y = [float(r) for r in meta["y"]]
+        ips = self.settings_of["weighting"] == "ips"
+        w = [1.0 / float(ev["p"][ev["a"]]) if ips else 1.0 for ev in events]
+        return batch.take(rows), y, w, (batch, events)
+
+    def apply(self, payload: bytes) -> UpdateResult:
+        """Each event in order: its off-policy estimates from the reward model as it is,
+        then the chosen action's row learned. Refused whole (the state unchanged) when
+        it would make the weights non-finite."""
+        mode = df.mode_of(payload, self.spec.dim)
+        if mode is not None:  # a switch of mode (POST /models/{name}/mode)
+            self.mode = mode
+            return UpdateResult(applied=0)
+        x, y, w, (batch, events) = self._learned_rows(payload)
+        checked = self.model.check(x, y, w)
+        if self.model.first_nonfinite_row(x, y, w, checked) is not None:
+            raise ValueError("rewards: learning them would make the weights non-finite")
+        results, start = [], 0
+        for i, ev in enumerate(events):
+            k = len(ev["ids"])
+            scores, _ = self.model.predict_details(batch.take(list(range(start, start + k))))
+            self._evaluate(ev, y[i], [float(s) for s in scores.tolist()])
+            results.append(self.model.update(x.take([i]), [y[i]], [w[i]]))
+            self.rewards_learned += 1
+            start += k
+        result = _merge(results)
+        return _with_targets(result, y, None, self.model.y_std_)
+
+    def _evaluate(self, ev: dict[str, Any], reward: float, scores: list[float]) -> None:
+        p = [float(v) for v in ev["p"]]
+        a = int(ev["a"])
+        eligible = [j for j, v in enumerate(p) if v > 0.0]
+        best = max(eligible, key=lambda j: (scores[j], -j))
+        greedy = [1.0 if j == best else 0.0 for j in range(len(p))]
+        first = [1.0 if j == eligible[0] else 0.0 for j in range(len(p))]
+        uniform = [1.0 / len(eligible) if v > 0.0 else 0.0 for v in p]
+        self.agreement[0] += 1
+        self.agreement[1] += int(best == a)
+        for name, q in (("served", p), ("learned", greedy), ("first", first),
+                        ("uniform", uniform)):  # fmt: skip
+            self.evaluations[name].update(p[a], reward, *dr_parts(q, scores, a))
+
+    # ------------------------------------------------------------ reading
+    def policy_values(self) -> dict[tuple[str, str], float]:
+        """Each (policy, estimator)'s estimate, for the gauges (after an applied entry)."""
+        out = {}
+        for t, e in self.evaluations.items():
+            for est in (e.ips, e.snips, e.dr):
+                if est.n:
+                    out[(t, est.kind)] = float(est.estimate)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        d = self.settings_of
+        return {
+            **super().describe(),
+            "policy": {"name": d["policy"], "params": d["policy_params"]},
+            "reward_model": d["reward_algorithm"],
+            "rewards_learned": self.rewards_learned,
+            "mode": self.mode,
+            "agreement": {
+                "n": self.agreement[0],
+                "rate": self.agreement[1] / self.agreement[0] if self.agreement[0] else None,
+            },
+            "evaluation": {t: e.summary() for t, e in self.evaluations.items()},
+        }
+
+
+def _first(scores: np.ndarray, excluded: list[int]) -> Decision:
+    """Apprentice mode's decision: the first eligible action, with probability 1."""
+    out = set(excluded)
+    first = next(j for j in range(scores.size) if j not in out)
+    p = np.zeros(scores.size)
+    p[first] = 1.0
+    rest = sorted((j for j in range(scores.size) if j != first), key=lambda j: (-scores[j], j))
+    return Decision(first, 1.0, p, [first, *rest])
+
+
+def default_grace(wait: float) -> float:
+    """How late the default-reward sweep may be before an unrewarded event expires."""
+    return max(60.0, wait)
+
+
+def _merge(results: list[UpdateResult]) -> UpdateResult:
+    import dataclasses
+
+    first = results[0]
+    if len(results) == 1:
+        return first
+
+    def cat(name: str) -> Any:
+        parts = [getattr(r, name) for r in results]
+        return None if any(v is None for v in parts) else np.concatenate(parts)
+
+    return dataclasses.replace(
+        first, applied=sum(r.applied for r in results), correct=sum(r.correct for r in results),
+        loss_sum=sum(r.loss_sum for r in results), updates=sum(r.updates for r in results),
+        predicted=cat("predicted"), variance=cat("variance"), errors=cat("errors"),
+    )  # fmt: skip

@@ -1,0 +1,86 @@
+"""A decision model's own config (:mod:`service.models.decision`): the exploration
+policy, the draw's seed, the bounds on actions and rewards, the weighting, and the
+default reward with its wait; every refusal a 422 naming the field."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from learners.decisions.explore import make_policy
+from service.errors import invalid
+from service.models.decision_features import MODES
+from service.models.json_fields import type_name
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+MAX_ACTIONS = 1024  # the most a config may allow
+DEFAULT_RANGE = (-1e6, 1e6)
+VARIANCE_POLICIES = ("thompson", "ucb")
+
+
+def only_fields(obj: Any, keys: tuple[str, ...], loc: str) -> None:
+    if type(obj) is not dict:
+        raise invalid(f"{loc}: must be an object, got {type_name(obj)}", loc)
+    for k in obj:
+        if k not in keys:
+            raise invalid(f"{loc}.{k}: unknown field ({loc} has {', '.join(keys)})", f"{loc}.{k}")
+
+
+def decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, Any]:
+    exploration = body.get("exploration", {})
+    only_fields(exploration, ("policy", "params"), "exploration")
+    name = exploration.get("policy", "squarecb")
+    params = exploration.get("params")
+    if params is None:
+        params = {"gamma": 10.0, "gamma_exponent": 0.5} if name == "squarecb" else {}
+    try:
+        policy = make_policy(name, params)
+    except ValueError as e:
+        field = "exploration.policy" if str(e).startswith("policy") else "exploration.params"
+        raise invalid(f"{field}: {e}", field) from None
+    if name in VARIANCE_POLICIES and reward_algorithm != "arow_regression":
+        raise invalid(f"exploration.policy: {name} needs a reward model with a variance "
+                      "(arow_regression)", "exploration.policy")  # fmt: skip
+    seed = body.get("seed", 0)
+    if type(seed) is not int or not 0 <= seed < 2**63:
+        raise invalid(f"seed: must be an integer >= 0, got {seed!r}", "seed")
+    max_actions = body.get("max_actions", 256)
+    if type(max_actions) is not int or not 1 <= max_actions <= MAX_ACTIONS:
+        raise invalid(f"max_actions: must be an integer in 1..{MAX_ACTIONS}, got "
+                      f"{max_actions!r}", "max_actions")  # fmt: skip
+    rng = body.get("reward_range", list(DEFAULT_RANGE))
+    ok = type(rng) is list and len(rng) == 2 and all(type(v) in (int, float) for v in rng)
+    if not ok or not (math.isfinite(rng[0]) and math.isfinite(rng[1]) and rng[0] < rng[1]):
+        raise invalid("reward_range: must be [low, high], finite numbers with low < high",
+                      "reward_range")  # fmt: skip
+    weighting = body.get("weighting", "ips")
+    if weighting not in ("ips", "none"):
+        raise invalid(f"weighting: must be 'ips' or 'none', got {weighting!r}", "weighting")
+    mode = body.get("mode", "learning")
+    if mode not in MODES:
+        raise invalid(f"mode: must be one of {list(MODES)}, got {mode!r}", "mode")
+    return {
+        "mode": mode,
+        "reward_algorithm": reward_algorithm, "policy": name, "policy_params": policy.params,
+        "seed": seed, "max_actions": max_actions,
+        "reward_range": [float(rng[0]), float(rng[1])], "weighting": weighting,
+    }  # fmt: skip
+
+
+def default_config(body: dict[str, Any], d: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    default = body.get("default_reward")
+    wait = body.get("reward_wait_seconds", 600.0)
+    if default is not None:
+        lo, hi = d["reward_range"]
+        ok = type(default) in (int, float) and math.isfinite(default) and lo <= default <= hi
+        if not ok:
+            msg = f"must be null or a finite number in the reward_range [{lo:g}, {hi:g}]"
+            raise invalid(f"default_reward: {msg}, got {default!r}", "default_reward")
+        default = float(default)
+    ttl = settings.feedback_ttl_seconds
+    if type(wait) not in (int, float) or not 0 < wait <= ttl:
+        raise invalid(f"reward_wait_seconds: must be a number in (0, feedback_ttl_seconds = "
+                      f"{ttl:g}], got {wait!r}", "reward_wait_seconds")  # fmt: skip
+    return {"default_reward": default, "reward_wait_seconds": float(wait)}
