@@ -19,11 +19,10 @@ from service.api.errors import json_response
 from service.api.learn import _serve
 from service.api.request_bodies import read_body, read_json_object
 from service.api.schemas import (
-    IDEMPOTENCY_KEY_PARAM,
-    IDEMPOTENT_REPLAYED_HEADER,
     body_doc,
     error_responses,
 )
+from service.api.update_docs import IDEMPOTENCY_KEY_PARAM, IDEMPOTENT_REPLAYED_HEADER
 from service.api.v2_docs import Absent
 from service.engine.decision_import import learn_dsjson
 from service.engine.decision_log import dsjson_page

@@ -239,7 +239,7 @@ def tiny_lambdamart(seed: int) -> bytes:
 
 
 MODELS_OF_KIND = {
-    "linear": {"clf-a", "clf-b"},
+    "linear": {"clf-a", "clf-b", "recs"},
     "ranksvm": {"rank"},
     "lambdamart": {"ltr"},
     "regression": {"reg"},
@@ -250,6 +250,7 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
     import random
 
     rng = random.Random(7)
+    late: list[str] = []
     hashed = {"kind": "hashed", "bits": 16}
     for name in ("clf-a", "clf-b"):
         r = c.put(f"/models/{name}", json={"algorithm": "arow", "params": {}, "features": hashed})
@@ -257,6 +258,14 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
     r = c.put("/models/rank", json={"algorithm": "ranksvm", "params": {}, "features": hashed})
     assert r.status_code in (200, 201), r.text
     r = c.put("/models/reg", json={"algorithm": "arow_regression", "features": hashed})
+    assert r.status_code in (200, 201), r.text
+    records = {"kind": "records", "bits": 12, "fields": {"n": {"type": "numeric"}}}
+    r = c.put("/models/recs", json={"algorithm": "arow", "features": records})
+    assert r.status_code in (200, 201), r.text
+    # a decision model whose unrewarded events learn the default reward after 1 s
+    decision = {"algorithm": "decision", "features": hashed, "default_reward": 0.0,
+                "reward_wait_seconds": 1}  # fmt: skip
+    r = c.put("/models/dec", json=decision)
     assert r.status_code in (200, 201), r.text
 
     def x() -> dict[str, float]:
@@ -282,6 +291,33 @@ def drive_traffic(c: httpx.Client, rounds: int = 6) -> None:
         assert c.post("/update", json={"model": "reg", "examples": ex}).status_code == 200
         body = {"model": "reg", "instances": [{"x": x()} for _ in range(2)]}
         assert c.post("/predict", json=body).status_code == 200
+        # raw records with a field the model does not read (listed, counted, not learned)
+        ex = [{"x": {"n": rng.gauss(0, 1), "typo": 1}, "y": rng.choice(["+1", "-1"])}]
+        r = c.post("/update", json={"model": "recs", "examples": ex})
+        assert r.status_code == 200 and r.json()["ignored_fields"] == ["typo"], r.text
+        actions = [{"id": a, "features": {"t": a}} for a in ("a", "b", "c")]
+        for k in range(2):  # one rewarded, one left to the default reward
+            ev = f"ev{rng.random()}"
+            r = c.post("/models/dec/rank", json={"context": x(), "actions": actions,
+                                                 "event_id": ev})  # fmt: skip
+            assert r.status_code == 200, r.text
+            if k == 0:
+                r = c.post("/models/dec/reward", json={"event_id": ev, "reward": 1.0})
+                assert r.status_code == 200, r.text
+            else:
+                late.append(ev)
+    # the rewards that come after the default (409 default_reward_applied): counted
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until the defaults are learned (about 1 s)
+        text = c.get("/metrics").text
+        done = re.search(r'^learnserve_default_rewards_total\{model="dec"\} (\S+)$', text, re.M)
+        if done and float(done.group(1)) >= len(late):
+            break
+        time.sleep(0.5)
+    for ev in late:
+        r = c.post("/models/dec/reward", json={"event_id": ev, "reward": 1.0})
+        assert r.status_code == 409, r.text
+        assert r.json()["detail"]["error"] == "default_reward_applied", r.text
     # Client errors for the error panels: a bad label and an unknown model.
     bad = {"model": "clf-a", "examples": [{"x": {"a": 1.0}, "y": 1.5}]}
     assert c.post("/update", json=bad).status_code == 422
@@ -447,10 +483,13 @@ def test_every_panel_query_returns_series(deploy_redis: RedisServer) -> None:
                 empty.append(json.dumps(raw["data"]["result"])[:3000])
             assert not empty, "queries with no series:\n" + "\n".join(empty)
             assert not wrong_kind, "series of the wrong kind:\n" + "\n".join(wrong_kind)
-            # The service itself exports each learning gauge for its kind only.
+            # The service itself exports each learning gauge for its kind only (and a
+            # decision model's reward regressor its regression figures, on rewards; the
+            # regression panels keep to kind="regression").
+            exported_by = {**MODELS_OF_KIND, "regression": {"reg", "dec"}}
             for metric, kind in METRIC_KIND.items():
                 res = query_until_nonempty(prom, metric, deadline)["data"]["result"]
-                assert {r["metric"]["model"] for r in res} == MODELS_OF_KIND[kind], metric
+                assert {r["metric"]["model"] for r in res} == exported_by[kind], metric
             # Counters exist at 0 from a model's creation: increase() sees the rollback.
             rb = query_until_nonempty(
                 prom, f"sum(increase(learnserve_rollbacks_total[{WINDOW}]))", deadline
