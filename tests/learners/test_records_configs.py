@@ -28,6 +28,7 @@ from bench.records_configs import (
     one_pass,
     sms_records_config,
 )
+from learners.records import parse_config
 from tests.conftest import require_data
 from tests.docs.markdown import REPO, code_blocks
 from tests.learners.test_records_quality import adult_config
@@ -172,6 +173,8 @@ def test_guide_shows_the_measured_configs() -> None:
     assert {k: v for k, v in texts[0].items() if k != "type"} == SMS_CONFIGS[BEST_TEXT]
     # the full Adult config is printed as measured: every number binned, the quality
     # test's adult_config("bins") (the 0.8612 of the "Measured" table)
-    configs = [b.get("features", b) for b in blocks if isinstance(b, dict)]
+    configs = [b["features"] for b in blocks if isinstance(b, dict) and "features" in b]
+    for config in configs:
+        parse_config(config)  # the printed configs are valid as printed
     assert ADULT_STEPS[MEASURED][1] == adult_config("bins")
     assert ADULT_STEPS[MEASURED][1] in configs
