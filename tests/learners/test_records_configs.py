@@ -68,9 +68,10 @@ SMS = {
     "words + chars 3-5 log_tf, not normalised": 0.9883,
     "words 1-2 + chars 3-5 log_tf, not normalised": 0.9883,
 }
-BEST_TEXT = "words + chars 3-5 binary, not normalised"  # the guide's first text example
+BEST_TEXT = "words + chars 3-5 binary, not normalised"  # the best on SMS's documented split
+FIRST_TEXT = "words + chars 3-5 log_tf, normalised"  # the guide's first text example
 # mean over the shuffles of seeds 0..4 (the same 80 / 20 cut)
-SMS_MEAN = {"words binary, normalised": 0.9857, BEST_TEXT: 0.9882}
+SMS_MEAN = {"words binary, normalised": 0.9857, BEST_TEXT: 0.9882, FIRST_TEXT: 0.9876}
 
 
 @pytest.fixture(scope="module")
@@ -166,11 +167,13 @@ def test_guide_sms_table(name: str) -> None:
 
 def test_guide_shows_the_measured_configs() -> None:
     blocks = _guide_json()
-    # the first example's text field is the best-measured text option
+    # the first example's text field: words + chars 3-5 with the defaults, best on the
+    # review sentences and within a message of the best on SMS (the guide says why)
     first = blocks[0]["features"]["fields"]
     texts = [f for f in first.values() if f["type"] == "text"]
     assert texts, "the guide's first example has no text field"
-    assert {k: v for k, v in texts[0].items() if k != "type"} == SMS_CONFIGS[BEST_TEXT]
+    assert {k: v for k, v in texts[0].items() if k != "type"} == SMS_CONFIGS[FIRST_TEXT]
+    assert SMS_MEAN[FIRST_TEXT] >= SMS_MEAN[BEST_TEXT] - 0.001
     # the full Adult config is printed as measured: every number binned, the quality
     # test's adult_config("bins") (the 0.8612 of the "Measured" table)
     configs = [b["features"] for b in blocks if isinstance(b, dict) and "features" in b]
