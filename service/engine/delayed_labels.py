@@ -36,7 +36,7 @@ from service.models.base import ModelAdapter
 from service.models.example_weights import entry_weights
 from service.models.feedback_rows import Record, build_entry, decode_record
 from service.models.finite_answers import refuse_nonfinite
-from service.models.json_fields import require_list, type_name
+from service.models.json_fields import check_id, require_list
 from service.models.linear import LinearAdapter
 from service.models.payload import decode_payload
 from service.observability import metrics as M
@@ -50,16 +50,7 @@ from service.store.base import (
     record_digest,
 )
 
-MAX_ID_CHARS = 200
 _TRIES = 3  # a conflict (another worker labelled or re-predicted an id meanwhile): re-read
-
-
-def check_id(value: Any, loc: str) -> str:
-    if type(value) is not str:
-        raise invalid(f"{loc}: must be a string, got {type_name(value)}", loc)
-    if not 1 <= len(value) <= MAX_ID_CHARS:
-        raise invalid(f"{loc}: must be 1 to {MAX_ID_CHARS} characters, got {len(value)}", loc)
-    return value
 
 
 def _ids(items: list[Any], where: str) -> list[str | None]:

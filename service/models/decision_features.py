@@ -31,20 +31,11 @@ import numpy as np
 
 from learners.features import Batch, FeatureError, FeatureSpec
 from service.errors import invalid, too_large
-from service.models.json_fields import type_name
+from service.models.json_fields import check_id, type_name
 from service.models.payload import MAGIC, PayloadError, decode_payload, encode_payload
 
-MAX_ID_CHARS = 200
 ACTION_KEYS = ("id", "features")
 MODES = ("learning", "apprentice")
-
-
-def check_id(value: Any, loc: str) -> str:
-    if type(value) is not str:
-        raise invalid(f"{loc}: must be a string, got {type_name(value)}", loc)
-    if not 1 <= len(value) <= MAX_ID_CHARS:
-        raise invalid(f"{loc}: must be 1 to {MAX_ID_CHARS} characters, got {len(value)}", loc)
-    return value
 
 
 def event_id_of(body: dict[str, Any]) -> str:

@@ -134,3 +134,17 @@ def items_field(items: list[Any], where: str, key: str) -> list[Any]:
 
 
 type_name = _type_name
+
+
+# An event's or a prediction's id (delayed labels, decisions): 1 to 200 characters.
+MAX_ID_CHARS = 200
+
+
+def check_id(value: Any, loc: str) -> str:
+    """``value`` if it is a string of 1 to ``MAX_ID_CHARS`` characters, else a 422 naming
+    ``loc``."""
+    if type(value) is not str:
+        raise invalid(f"{loc}: must be a string, got {type_name(value)}", loc)
+    if not 1 <= len(value) <= MAX_ID_CHARS:
+        raise invalid(f"{loc}: must be 1 to {MAX_ID_CHARS} characters, got {len(value)}", loc)
+    return value
