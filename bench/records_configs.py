@@ -52,20 +52,12 @@ from learners.io.records import read_csv_records, read_labeled_text  # noqa: E40
 from learners.linear import make_classifier  # noqa: E402
 from learners.records import RecordEncoder  # noqa: E402
 
+# the quality test's columns and bin edges (not tuned on the test file)
+from tests.learners.test_records_quality import BINS, CATEGORICAL, NUMERIC  # noqa: E402
+
 Data = tuple[list[dict[str, Any]], list[str], list[dict[str, Any]], list[str]]
 
-NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
-CATEGORICAL = ["workclass", "education", "marital-status", "occupation", "relationship",
-               "race", "sex", "native-country"]  # fmt: skip
 MONEY = ["capital-gain", "capital-loss"]
-BINS = {
-    "age": [25, 30, 35, 40, 45, 50, 55, 60, 65],
-    "fnlwgt": [100000, 150000, 200000, 250000, 300000],
-    "education-num": [9, 10, 11, 13, 14],
-    "capital-gain": [1, 3000, 5000, 7000, 10000, 15000],
-    "capital-loss": [1, 1500, 1800, 2000, 2500],
-    "hours-per-week": [20, 30, 40, 41, 46, 50, 60],
-}
 
 
 def adult_records_config(
@@ -140,15 +132,7 @@ def load_sms(data: Path, seed: int = 0) -> Data:
     """The documented split (``seed`` 0): ``random.Random(seed).shuffle``, the first 80 %
     train."""
     texts, labels = read_labeled_text(data / "sms-spam" / "SMSSpamCollection")
-    pairs = list(zip(texts, labels, strict=True))
-    random.Random(seed).shuffle(pairs)
-    n = int(0.8 * len(pairs))
-    return (
-        [{"text": t} for t, _ in pairs[:n]],
-        [y for _, y in pairs[:n]],
-        [{"text": t} for t, _ in pairs[n:]],
-        [y for _, y in pairs[n:]],
-    )
+    return shuffled_split(list(zip(texts, labels, strict=True)), seed)
 
 
 def load_sentences(directory: Path, seed: int = 0) -> Data:
@@ -161,6 +145,11 @@ def load_sentences(directory: Path, seed: int = 0) -> Data:
             text = text.strip().strip('"').strip()
             if text and label.strip() in ("0", "1"):
                 pairs.append((text, label.strip()))
+    return shuffled_split(pairs, seed)
+
+
+def shuffled_split(pairs: list[tuple[str, str]], seed: int) -> Data:
+    """(text, label) pairs shuffled with ``random.Random(seed)``: the first 80 % train."""
     random.Random(seed).shuffle(pairs)
     n = int(0.8 * len(pairs))
     return (
