@@ -327,12 +327,13 @@ def test_healthcheck_probe_runs_against_the_service(tmp_path: Path) -> None:
         [sys.executable, "-c", probe[2]], env={"LEARNSERVE_PORT": str(free_port())}, timeout=30
     )
     assert down.returncode != 0
-    with running_service(tmp_path / "data") as url:
+    logs: list[Path] = []
+    with running_service(tmp_path / "data", logs=logs) as url:
         port = url.rsplit(":", 1)[1]
         up = subprocess.run(
             [sys.executable, "-c", probe[2]], env={"LEARNSERVE_PORT": port}, timeout=30
         )
-    assert up.returncode == 0
+    assert up.returncode == 0, logs[0].read_text(errors="replace")[-4000:]
 
 
 def test_dockerignore_keeps_context_small() -> None:

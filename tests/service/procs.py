@@ -26,15 +26,44 @@ import urllib.request
 from pathlib import Path
 
 
+# Ports handed out by free_port, across every process of a test session (xdist workers
+# included): one file a port. The OS's bind-to-0 may hand the same port to two workers
+# within a moment, and then one service answers the other's readiness poll (a CI failure:
+# the probe found the port closed once the other test stopped its server).
+_PORTS_DIR = Path(tempfile.gettempdir()) / f"learnserve-test-ports-{os.getuid()}"
+_PORT_HOLD_SECONDS = 3600.0  # a reservation older than this is from an earlier session
+
+
+def _reserve(port: int) -> bool:
+    _PORTS_DIR.mkdir(exist_ok=True)
+    mark = _PORTS_DIR / str(port)
+    try:
+        os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return True
+    except FileExistsError:
+        try:
+            stale = time.time() - mark.stat().st_mtime > _PORT_HOLD_SECONDS
+        except FileNotFoundError:
+            stale = True
+        if stale:
+            mark.touch()
+        return stale
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nobody listens on right now.
+    """A TCP port on 127.0.0.1 that nobody listens on right now and that no other
+    ``free_port`` call of this test session (any process) has handed out.
 
     The OS picks it (bind to port 0); there is an unavoidable small window before the
     caller binds it, which is fine for tests.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if _reserve(port):
+            return port
+    raise RuntimeError(f"no free port after 200 tries (reservations in {_PORTS_DIR})")
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
@@ -91,6 +120,10 @@ def start_service(
     proc.log_path = log.name  # type: ignore[attr-defined]
     try:
         wait_http_ok(f"http://127.0.0.1:{port}{health_path}", timeout, proc)
+        time.sleep(0.05)
+        if proc.poll() is not None:  # another server answered, this one could not bind
+            raise RuntimeError(f"process exited with code {proc.returncode} after "
+                               f"port {port} answered")  # fmt: skip
     except RuntimeError as e:
         stop_process(proc)
         tail = Path(log.name).read_text(errors="replace")[-4000:]
