@@ -93,7 +93,7 @@ def mnist(rows: int) -> tuple[list[dict[str, float]], np.ndarray, int] | None:
         return None
     X, y = read_mnist(root, "train")
     n = len(y) if rows <= 0 else min(rows, len(y))
-    X = X.reshape(len(X), -1)[:n] / 255.0
+    X = X.reshape(len(X), -1)[:n]  # read_mnist scales the pixels to [0, 1]
     ctx = []
     for row in X:
         nz = np.flatnonzero(row)

@@ -1,4 +1,5 @@
-"""Online linear regression: PA, PA-I, PA-II (ε-insensitive) and AROW (RLS / Kalman).
+"""Online linear regression: PA, PA-I, PA-II (ε-insensitive), AROW (RLS / Kalman) and
+normalised adaptive SGD (the squared loss, importance-invariant steps).
 
 The target is standardised online (the model keeps y's running mean and spread), so
 no hyperparameter depends on y's units; AROW also gives a predictive variance.
@@ -24,6 +25,7 @@ from learners.regression._base import ALGORITHMS, LinearRegressor
 from learners.regression._model import CheckedTargets, RegressionState
 from learners.regression.arow import AROW
 from learners.regression.pa import PA, PA1, PA2
+from learners.regression.sgd import SGD
 
 __all__ = [
     "ALGORITHMS",
@@ -31,6 +33,7 @@ __all__ = [
     "PA",
     "PA1",
     "PA2",
+    "SGD",
     "CheckedTargets",
     "LinearRegressor",
     "NonFiniteWeightsError",
@@ -39,7 +42,9 @@ __all__ = [
     "warmup",
 ]
 
-CLASSES: dict[str, type[LinearRegressor]] = {"pa": PA, "pa1": PA1, "pa2": PA2, "arow": AROW}
+CLASSES: dict[str, type[LinearRegressor]] = {
+    "pa": PA, "pa1": PA1, "pa2": PA2, "arow": AROW, "sgd": SGD,
+}  # fmt: skip
 
 
 def make_regressor(

@@ -1,4 +1,4 @@
-"""``LinearRegressor``, the base of every online regressor (PA, PA-I, PA-II, AROW): the
+"""``LinearRegressor``, the base of every online regressor (PA, PA-I, PA-II, AROW, SGD): the
 model of :mod:`learners.regression._model`, built from a state or an artifact and
 written as one (kind ``"regression"``).
 
@@ -23,12 +23,12 @@ from learners.feature_names import artifact_extras
 from learners.regression import _artifact
 from learners.regression._model import RegressionState, RegressorModel
 
-ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "arow")
+ALGORITHMS: tuple[str, ...] = ("pa", "pa1", "pa2", "arow", "sgd")
 KIND = _artifact.KIND
 
 
 class LinearRegressor(RegressorModel):
-    """Base of PA, PA1, PA2 and AROW regression; use a subclass or ``make_regressor``."""
+    """Base of PA, PA1, PA2, AROW and SGD regression; use a subclass or ``make_regressor``."""
 
     @classmethod
     def from_state(

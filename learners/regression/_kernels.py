@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 # algorithm codes (the order of learners.regression.ALGORITHMS)
-PA, PA1, PA2, AROW = 0, 1, 2, 3
+PA, PA1, PA2, AROW, SGD = 0, 1, 2, 3, 4
 N_STATS = 5  # n_y, m, M2, n_c, c_mean
 TINY = np.finfo(np.float64).tiny  # a variance that underflowed is put back to this
 

@@ -1,4 +1,4 @@
-"""The online regressors' model (PA, PA-I, PA-II, AROW): the learned state, how it
+"""The online regressors' model (PA, PA-I, PA-II, AROW, SGD): the learned state, how it
 learns a batch (all or nothing) and what it predicts; :mod:`learners.regression._base`
 adds persistence to make ``LinearRegressor``.
 
@@ -34,6 +34,7 @@ from learners.linear._normal import normal_ppf
 from learners.linear._params import _check_dim, _covariance
 from learners.linear._state import checked_csr
 from learners.regression import _kernels as K
+from learners.regression import _sgd_kernels as KS
 from learners.regression._targets import check_targets
 from learners.weights import check_sample_weight
 
@@ -45,12 +46,16 @@ class RegressionState:
     """Everything an online regressor has learned (plain arrays and scalars)."""
 
     mu: np.ndarray  # (d,)
-    sigma: np.ndarray | None  # (d,) diagonal, (d, d) full, None for PA
+    # AROW: (d,) diagonal, (d, d) full; SGD: (d, 2), each coordinate's AdaGrad sum and
+    # scale (learners.regression._sgd_kernels); None for PA
+    sigma: np.ndarray | None
     n_seen: int = 0
     n_updates: int = 0
     # [n_y, m, M2]: weighted count, mean and sum of squared deviations of y
     y_stats: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    # [n_c, c]: weighted count and mean of AROW's squared standardised residuals
+    # [n_c, c]: weighted count and mean of AROW's squared standardised residuals;
+    # SGD: [H, N, lo, hi], the weight and the weighted sum of the normalised ‖x̃‖² seen,
+    # and the range of y seen (its predictions are clipped to it)
     noise: np.ndarray = field(default_factory=lambda: np.array([0.0, 1.0]))
 
 
@@ -77,6 +82,8 @@ class RegressorModel:
     algorithm: ClassVar[str] = ""
     _code: ClassVar[int] = -1
     _has_cov: ClassVar[bool] = True
+    _aux_cols: ClassVar[int] = 0  # SGD: the columns kept beside each weight (no covariance)
+    _y_units: ClassVar[bool] = False  # SGD: μ predicts y itself (in y's units), not (y − m)/s
 
     def _setup(
         self, dim: int, covariance: str, epsilon: float = 0.0, C: float = 0.0, r: float = 0.0
@@ -104,6 +111,8 @@ class RegressorModel:
         d = self.dim
         if self.covariance == "full":
             sigma: np.ndarray | None = np.eye(d)
+        elif self._aux_cols:
+            return RegressionState(np.zeros(d), np.zeros((d, self._aux_cols)), noise=np.zeros(4))
         else:
             sigma = np.ones(d) if self._has_cov else None
         return RegressionState(np.zeros(d), sigma)
@@ -113,6 +122,8 @@ class RegressorModel:
         sigma: np.ndarray | None
         if self.covariance == "full":
             mu, sigma = self._mu.copy(), self._S.copy()
+        elif self._aux_cols:
+            mu, sigma = np.ascontiguousarray(self._w[:, 0]), self._w[:, 1:].copy()
         else:
             mu = np.ascontiguousarray(self._w[:, 0])
             sigma = np.ascontiguousarray(self._w[:, 1]) if self._has_cov else None
@@ -127,10 +138,12 @@ class RegressorModel:
         if np.shape(st.mu) != (d,):
             raise ValueError(f"state.mu: shape {np.shape(st.mu)}, expected {(d,)}")
         want = None if not self._has_cov else (d, d) if self.covariance == "full" else (d,)
+        if self._aux_cols:
+            want = (d, self._aux_cols)
         got = None if st.sigma is None else np.shape(st.sigma)
         if got != want:
             raise ValueError(f"state.sigma: shape {got}, expected {want}")
-        for name, shape in (("y_stats", (3,)), ("noise", (2,))):
+        for name, shape in (("y_stats", (3,)), ("noise", (4 if self._aux_cols else 2,))):
             if np.shape(getattr(st, name)) != shape:
                 raise ValueError(
                     f"state.{name}: shape {np.shape(getattr(st, name))}, expected {shape}"
@@ -140,10 +153,14 @@ class RegressorModel:
             raise ValueError("state arrays hold non-finite values")
         if self.covariance == "diagonal" and not (np.asarray(st.sigma) > 0.0).all():
             raise ValueError("state.sigma: a diagonal covariance must be > 0")
+        if self._aux_cols and not (np.asarray(st.sigma) >= 0.0).all():
+            raise ValueError("state.sigma: SGD's sums and scales must be >= 0")
         n_y, _, m2 = (float(v) for v in st.y_stats)
-        n_c, c = (float(v) for v in st.noise)
+        n_c, c = (float(v) for v in st.noise[:2])
         if n_y < 0.0 or m2 < 0.0 or n_c < 0.0 or c < 0.0:
             raise ValueError("state.y_stats / state.noise: counts and squares must be >= 0")
+        if self._aux_cols and not st.noise[2] <= st.noise[3]:
+            raise ValueError("state.noise: SGD's range of y must have lo <= hi")
         for name in ("n_seen", "n_updates"):
             v = getattr(st, name)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
@@ -154,6 +171,8 @@ class RegressorModel:
         if self.covariance == "full":
             self._mu = np.array(st.mu, dtype=f64)
             self._S = np.array(st.sigma, dtype=f64)
+        elif self._aux_cols:  # (w, G, n) side by side, as the kernel reads them
+            self._w = np.ascontiguousarray(np.column_stack([st.mu, st.sigma]), dtype=f64)  # type: ignore[list-item]
         elif self._has_cov:
             # (μ, σ) side by side: a sparse update touches one cache line per coordinate
             self._w = np.ascontiguousarray(np.stack([st.mu, st.sigma], axis=-1), dtype=f64)  # type: ignore[list-item]
@@ -175,25 +194,29 @@ class RegressorModel:
 
     def weights_view(self) -> tuple[np.ndarray, np.ndarray | None]:
         """``(mu, sigma)``: copies of the weights of the standardised target (ŷ = m +
-        s·(μ·x)) and their variances (the diagonal of Σ; ``None`` for PA)."""
+        s·(μ·x); SGD: of y − m in y's units) and their variances (the diagonal of Σ;
+        ``None`` for PA and SGD)."""
         if self.covariance == "full":
             return self._mu.copy(), np.diagonal(self._S).copy()
         return self._w[:, 0].copy(), (self._w[:, 1].copy() if self._has_cov else None)
 
     @property
     def coef_(self) -> np.ndarray:
-        """The weights in the target's units, s·μ: what a unit of each feature adds to
+        """The weights in the target's units, s·μ (SGD: μ): what a unit of each feature adds to
         the prediction (ŷ = m + coef_·x); what ``explain`` and ``/weights`` show."""
         mu, _ = self.weights_view()
-        return mu * self.y_std_
+        return mu if self._y_units else mu * self.y_std_
 
     def reopen_confidence(self, amount: float) -> None:
         """Move Σ a fraction ``amount`` in [0, 1] of the way back to its prior I (1: the
         prior), keeping μ; PA keeps no Σ: a no-op. After a drift, AROW's steps grow again
-        and its served variance widens, as for a model less sure of its weights."""
+        and its served variance widens, as for a model less sure of its weights. SGD's
+        AdaGrad sums shrink by that fraction (its steps grow again likewise)."""
         from learners.linear.confidence import check_amount, reopen_diagonal, reopen_full
 
-        if self.covariance == "full":
+        if self._aux_cols:
+            self._w[:, 1] *= 1.0 - check_amount(amount)
+        elif self.covariance == "full":
             reopen_full(self._S[None, :, :], 2, amount)
         elif self._has_cov:
             reopen_diagonal(self._w[None, :, 1], 2, amount)
@@ -272,6 +295,8 @@ class RegressorModel:
             )  # fmt: skip
             if fail >= 0:
                 self._mu, self._S = mu0, S0
+        elif self._aux_cols:
+            fail, updates = self._run_sgd(self._w, ip, ix, vs, y, sw, self._stats, pred, True)
         else:
             w = self._w
             args = (ip, ix, vs, y, sw, w, self._has_cov, self._code, self._eps, self._C, self._r)
@@ -287,6 +312,32 @@ class RegressorModel:
                 fail, updates = K.update_diag(*args, self._stats, pred, var, log_ix, log_w, True)
         if fail >= 0:
             np.copyto(self._stats, saved_stats)
+        return int(fail), int(updates)
+
+    def _run_sgd(
+        self,
+        w: np.ndarray,
+        ip: np.ndarray,
+        ix: np.ndarray,
+        vs: np.ndarray,
+        y: np.ndarray,
+        sw: np.ndarray,
+        stats: np.ndarray,
+        pred: np.ndarray,
+        undo: bool,
+    ) -> tuple[int, int]:
+        """SGD's kernel over every row of ``w`` (the state or a copy); with ``undo`` the
+        rows written are put back on failure (from a log, or a copy for a long batch)."""
+        nnz = ix.shape[0]
+        args = (ip, ix, vs, y, sw, w, self._C, stats, pred)
+        if not undo or nnz >= w.shape[0]:
+            snap = w.copy() if undo else None
+            fail, updates = KS.update_sgd(*args, _NO_LOG[0], np.empty((0, 3)), False)
+            if fail >= 0 and snap is not None:
+                np.copyto(w, snap)
+        else:
+            log_ix, log_w = np.empty(nnz, dtype=np.int64), np.empty((nnz, 3))
+            fail, updates = KS.update_sgd(*args, log_ix, log_w, True)
         return int(fail), int(updates)
 
     def first_nonfinite_row(
@@ -310,19 +361,25 @@ class RegressorModel:
                 ip, ix, vs, targets, sw, self._mu.copy(), self._S.copy(), self._r, stats,
                 pred, var, np.empty(self.dim),
             )  # fmt: skip
+        elif self._aux_cols:
+            small, cols = self._support(ix)
+            fail, _ = self._run_sgd(small, ip, cols, vs, targets, sw, stats, pred, False)
         else:
-            if 4 * ix.shape[0] >= self.dim:  # a small state: a copy of it all is cheapest
-                small, cols = self._w.copy(), ix
-            else:
-                # a row reads and writes only its own coordinates: the batch's support,
-                # renumbered, learns exactly as the whole state would
-                support = np.unique(ix)
-                small, cols = self._w[support], np.searchsorted(support, ix)  # (copies)
+            small, cols = self._support(ix)
             fail, _ = K.update_diag(
                 ip, cols, vs, targets, sw, small, self._has_cov,
                 self._code, self._eps, self._C, self._r, stats, pred, var, *_NO_LOG, False,
             )  # fmt: skip
         return None if fail < 0 else int(fail)
+
+    def _support(self, ix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A copy of the state rows a batch touches and its columns renumbered into it."""
+        if 4 * ix.shape[0] >= self.dim:  # a small state: a copy of it all is cheapest
+            return self._w.copy(), ix
+        # a row reads and writes only its own coordinates: the batch's support,
+        # renumbered, learns exactly as the whole state would
+        support = np.unique(ix)
+        return self._w[support], np.searchsorted(support, ix)  # (copies)
 
     # ------------------------------------------------------------------ prediction
 
@@ -343,9 +400,12 @@ class RegressorModel:
         (prior w ~ N(0, c·I), noise variance c·r) the standardised target of x is
         N(μ·x, c·(xᵀΣx + r)); c is estimated online from the pre-update residuals."""
         p, v = self._scores(batch)
-        n_y, m, m2, _, c = (float(a) for a in self._stats)
+        n_y, m, m2, _, c = (float(a) for a in self._stats[:5])
         s = _y_scale(n_y, m2)
-        values = m + s * p
+        if self._y_units:  # SGD: y itself, clipped to the range of y seen (VW's too)
+            values = np.clip(m + p, self._stats[5], self._stats[6]) if n_y > 0.0 else p
+        else:
+            values = m + s * p
         return values, (s * s * c * (v + self._r) if self._has_cov else None)
 
     def interval(self, batch: Batch, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 SUFFIX = "_regression"
 ALGORITHMS: tuple[str, ...] = tuple(
-    f"{a}{SUFFIX}" for a in ("pa", "pa1", "pa2", "arow")
+    f"{a}{SUFFIX}" for a in ("pa", "pa1", "pa2", "arow", "sgd")
 )  # the learners' names, suffixed: "arow" is the classifier
 
 

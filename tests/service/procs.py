@@ -25,7 +25,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-
 # Ports handed out by free_port, across every process of a test session (xdist workers
 # included): one file a port. The OS's bind-to-0 may hand the same port to two workers
 # within a moment, and then one service answers the other's readiness poll (a CI failure:
