@@ -114,8 +114,8 @@ class RegressorModel:
         if self.covariance == "full":
             mu, sigma = self._mu.copy(), self._S.copy()
         else:
-            mu = np.ascontiguousarray(self._w[:, 0])
-            sigma = np.ascontiguousarray(self._w[:, 1]) if self._has_cov else None
+            mu = self._w[:, 0].copy()  # (a view when _w is one column: PA)
+            sigma = self._w[:, 1].copy() if self._has_cov else None
         st = self._stats
         return RegressionState(
             mu, sigma, self.n_seen_, self.n_updates_, st[:3].copy(), st[3:].copy()
