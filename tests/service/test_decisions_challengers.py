@@ -16,6 +16,8 @@ leader's rows; mismatched kinds are 422s naming the field.
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,8 @@ from learners.features import FeatureSpec
 from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
 from service.settings import Settings
-from tests.service.serving import ServerThread
+from tests.service.procs import free_port, stop_process
+from tests.service.serving import ServerThread, start_learnserve
 
 FEATURES = {"kind": "hashed", "bits": 14}
 LEADER = {
@@ -253,3 +256,64 @@ def test_bad_challengers_are_refused(
         assert r.json()["detail"]["field"] == field, r.text
         if name == "f":
             assert c.get("/models/f").status_code == 404
+
+
+def test_two_processes_and_a_fresh_one_hold_the_same_challenger(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Ranked on one worker, rewarded on the other, some events left to the default
+    reward; a third process started from checkpoints and a trimmed log: one state."""
+    env = {**os.environ, "LEARNSERVE_REDIS_URL": redis_url,
+           "LEARNSERVE_DATA_DIR": str(tmp_path), "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "7",
+           "LEARNSERVE_LOG_RETAIN_ENTRIES": "3"}  # fmt: skip
+    leader = {**LEADER, "default_reward": 0.0, "reward_wait_seconds": 1}
+    ports = [free_port(), free_port()]
+    procs = [start_learnserve(p, env) for p in ports]
+    names = ("lead2", "c2-good", "c2-pa")
+    try:
+        cs = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in ports]
+        ok(cs[0].put("/models/lead2", json=leader))
+        for name, kind in (("c2-good", "c-good"), ("c2-pa", "c-pa")):
+            body = {**leader, **CHALLENGERS[kind], "follows": "lead2"}
+            ok(cs[1].put(f"/models/{name}", json=body))
+        rng = np.random.default_rng(11)
+        for i in range(60):
+            p, q = (cs[0], cs[1]) if i % 2 else (cs[1], cs[0])
+            ctx = {"seg": f"s{int(rng.integers(0, 4))}"}
+            d = ok(p.post("/models/lead2/rank", json={"context": ctx, "actions": ACTIONS,
+                                                      "event_id": f"e{i}"}))  # fmt: skip
+            if i % 7 != 3:  # the others learn the default reward (0) after a second
+                r = float(rng.random() < mean_reward(ctx, d["action"]))
+                ok(q.post("/models/lead2/reward", json={"event_id": f"e{i}", "reward": r}))
+            if i == 40:
+                ok(cs[0].post("/models/lead2/promote", json={"follower": "c2-good"}))
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            seen = [{n: ok(c.get(f"/models/{n}")) for n in names} for c in cs]
+            if all(s[n]["rewards_learned"] == 60 for s in seen for n in names):
+                break
+            time.sleep(0.2)
+        version = seen[0]["lead2"]["version"]
+        digests = [{n: s[n]["state_digest"] for n in names} for s in seen]
+        stop_process(procs.pop())
+        port = free_port()
+        procs.append(start_learnserve(port, env))
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as fresh:
+            wait = {"context": {"seg": "s0"}, "actions": ACTIONS, "event_id": "late"}
+            for _ in range(100):  # loaded from the store, at the leader's version
+                if ok(fresh.get("/models/lead2"))["version"] >= version:
+                    break
+                time.sleep(0.1)
+            infos = {n: ok(fresh.get(f"/models/{n}")) for n in names}
+            digests.append({n: infos[n]["state_digest"] for n in names})
+            assert infos["lead2"]["serving"] == "c2-good"
+            assert ok(fresh.post("/models/lead2/rank", json=wait))["model"] == "lead2"
+        for c in cs:
+            c.close()
+    finally:
+        for proc in procs:
+            stop_process(proc)
+    assert [s["c2-good"]["rewards_learned"] for s in seen] == [60, 60]
+    assert digests[0] == digests[1] == digests[2], digests
+    assert infos["c2-good"]["last_checkpoint"]["position"] > 7  # with its leader's
