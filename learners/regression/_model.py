@@ -125,8 +125,8 @@ class RegressorModel:
         elif self._aux_cols:
             mu, sigma = np.ascontiguousarray(self._w[:, 0]), self._w[:, 1:].copy()
         else:
-            mu = np.ascontiguousarray(self._w[:, 0])
-            sigma = np.ascontiguousarray(self._w[:, 1]) if self._has_cov else None
+            mu = self._w[:, 0].copy()  # (a view when _w is one column: PA)
+            sigma = self._w[:, 1].copy() if self._has_cov else None
         st = self._stats
         return RegressionState(
             mu, sigma, self.n_seen_, self.n_updates_, st[:3].copy(), st[3:].copy()

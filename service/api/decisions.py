@@ -26,7 +26,7 @@ from service.api.update_docs import IDEMPOTENCY_KEY_PARAM, IDEMPOTENT_REPLAYED_H
 from service.api.v2_docs import Absent
 from service.engine.decision_import import learn_dsjson
 from service.engine.decision_log import dsjson_page
-from service.engine.decisions import rank_body, require_decision, reward_body, set_mode
+from service.engine.decisions import rank_body, require_leader, reward_body, set_mode
 from service.errors import invalid
 
 router = APIRouter(tags=["decisions"])
@@ -182,7 +182,7 @@ async def decision_log(
 ) -> Response:
     h = await engine.find(name)
     request.state.model = name
-    require_decision(h)
+    require_leader(h, "this request (its log holds the decisions)")
     body, next_after = await dsjson_page(engine, h, after, limit)
     headers = {"X-Next-After": str(next_after)}
     return Response(body, media_type="application/x-ndjson", headers=headers)
@@ -256,7 +256,7 @@ async def import_decisions(
 ) -> Response:
     h = await engine.find(name)
     request.state.model = name
-    require_decision(h)
+    require_leader(h, "the decisions")
     raw = await read_body(request, settings.max_body_bytes)
     key = request.headers.get("idempotency-key")
     return json_response(await learn_dsjson(engine, settings, h, raw, key))

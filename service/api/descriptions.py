@@ -12,7 +12,9 @@ from service.engine.model_handle import ModelHandle
 
 
 async def _side_by_side(f: ModelHandle) -> dict[str, Any]:
-    """A follower, as its leader's description lists it."""
+    """A follower, as its leader's description lists it (a decision challenger: with
+    its policy and off-policy estimates)."""
+    own = getattr(f.adapter, "side_by_side", None)
     return {
         "name": f.name,
         "algorithm": f.config.get("algorithm"),
@@ -20,6 +22,7 @@ async def _side_by_side(f: ModelHandle) -> dict[str, Any]:
         "examples_learned": f.examples_learned,
         "online_metrics": f.online_metrics(),
         "drift": None if f.drift is None else f.drift.summary(),
+        **({} if own is None else own()),
         "state_digest": await f.digest(),
     }
 

@@ -220,8 +220,9 @@ class _Create(BaseModel):
     follows: str | None = Field(
         None,
         description="a challenger: the name of an online model of the same kind and features "
-        "whose log this model learns, entry by entry, from now on (no updates of its own); "
-        "see POST /models/{name}/promote",
+        "whose log this model learns, entry by entry, from now on (no updates of its own; a "
+        "decision model's challenger may have other bits, and estimates its own policy on "
+        "the leader's decisions without serving); see POST /models/{name}/promote",
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from service.engine import followers
 from service.engine.delayed_labels import _replay, _replayed
 from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
@@ -57,6 +58,19 @@ def require_decision(h: ModelHandle) -> DecisionAdapter:
             "model",
         )
     return h.adapter
+
+
+def require_leader(h: ModelHandle, what: str) -> DecisionAdapter:
+    """A decision model that is no challenger: a challenger does not serve, its
+    decisions and rewards are its leader's (409 naming ``model``)."""
+    adapter = require_decision(h)
+    lead = followers.leader_of(h.config)
+    if lead is not None:
+        raise conflict("follower", f"model {h.name!r} is a challenger: it follows {lead!r}, "
+                       f"learns its decisions and rewards, and does not serve; send {what} "
+                       f"to {lead!r} (POST /models/{lead}/promote lets {h.name!r} rank "
+                       "for it)", "model")  # fmt: skip
+    return adapter
 
 
 async def _read(engine: Engine, h: ModelHandle, ids: list[str]) -> list[Feedback | None]:
@@ -106,7 +120,9 @@ async def rank_body(
     body = parse_json_object(raw)
     only_known(body, RANK_MEMBERS, "/rank")
     h = await engine.find(model_name(body, state))
-    adapter = require_decision(h)
+    adapter = require_leader(h, "the rank")
+    served = followers.serving(h).adapter  # a promoted challenger decides for h
+    assert isinstance(served, DecisionAdapter)
     state["model"] = h.name
     given = body.get("event_id") is not None
     event_id = df.event_id_of(body)
@@ -117,8 +133,11 @@ async def rank_body(
             return kept
     encoded: Any = body
     if len(raw) > settings.parse_in_thread_bytes or _big(body):  # (reads no learned state)
-        encoded = await asyncio.to_thread(adapter.encode_rank, body, settings)
-    answer, record = adapter.rank(encoded, settings, event_id, h.version)
+        encoded = await asyncio.to_thread(served.encode_rank, body, settings)
+    if served is adapter:
+        answer, record = adapter.rank(encoded, settings, event_id, h.version)
+    else:  # the record in the leader's rows: its log is the one it goes to
+        answer, record = served.rank(encoded, settings, event_id, h.version, log_as=adapter)
     try:
         taken = await engine.store.put_feedback(
             h.name, [(event_id, record)], adapter.record_seconds(settings), replace=False
@@ -164,7 +183,7 @@ async def reward_body(
     body = parse_json_object(raw)
     only_known(body, REWARD_MEMBERS, "/reward")
     h = await engine.find(model_name(body, state))
-    adapter = require_decision(h)
+    adapter = require_leader(h, "the rewards")
     state["model"] = h.name
     where = "rewards" if "rewards" in body else None
     items = _items(body, settings)
@@ -277,10 +296,8 @@ def _repeat(h: ModelHandle, fb: Feedback, reward: float, loc: str) -> None:
 async def set_mode(engine: Engine, h: ModelHandle, mode: Any) -> dict[str, Any]:
     """Switch a decision model to ``mode`` (``learning``, ``apprentice``) with a log entry,
     so every replica switches at the same point of its log; the answer once applied."""
-    adapter = require_decision(h)
+    adapter = require_leader(h, "the mode")
     if mode not in df.MODES:
         raise invalid(f"mode: must be one of {list(df.MODES)}, got {mode!r}", "mode")
-    if h.leader is not None:
-        raise conflict("follower", f"model {h.name!r} follows another model", "model")
     version = await engine.submit_update(h, df.mode_entry(str(mode), adapter.spec.dim))
     return {"model": h.name, "mode": adapter.mode, "version": version}

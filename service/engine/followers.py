@@ -1,7 +1,8 @@
 """Challengers: a model that follows another learns from the leader's log, entry by entry.
 
 A follower is created with ``"follows": "<leader>"`` (its own algorithm, parameters,
-window and detector; the leader's kind and ``features``). The catalog stores it with the
+window and detector; the leader's kind and ``features``: a decision model's challenger
+may have other ``bits``, :mod:`service.models.decision_follower`). The catalog stores it with the
 leader's log position at its creation (``from_version``): it learns every entry after
 that one, exactly as if the same requests had been sent to it, and nothing else. No
 second copy of the stream is sent or stored: the follower has no log of its own.
@@ -192,12 +193,21 @@ async def follower_config(
             f"follows: {lead!r} is a {leader.get('kind', 'linear')} model; a "
             f"{config.get('kind', 'linear')} model cannot learn its log", where
         )  # fmt: skip
-    if leader.get("features") != config.get("features"):
+    stored = {"model": lead, "from_version": int(start)}
+    if config.get("kind") == "decision":  # (service.models.decision_follower)
+        # its leader's events keep the context and actions as sent: a challenger with
+        # other bits encodes them again; the kind (hashed) is every decision model's
+        kinds = (leader.get("features") or {}).get("kind"), config["features"].get("kind")
+        if kinds[0] != kinds[1]:
+            raise invalid(f"features: {lead!r}'s features are {kinds[0]}, so must be a "
+                          "challenger's", "features")  # fmt: skip
+        stored["features"] = leader.get("features")
+    elif leader.get("features") != config.get("features"):
         raise invalid(
             f"features: a follower reads its leader's entries, so its features must be "
             f"{lead!r}'s: {leader.get('features')}", "features"
         )  # fmt: skip
-    return {**config, "follows": {"model": lead, "from_version": int(start)}}, generation or ""
+    return {**config, "follows": stored}, generation or ""
 
 
 def leader_gone(name: str, lead: str) -> ServiceError:

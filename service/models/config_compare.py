@@ -56,10 +56,10 @@ def effective(config: dict[str, Any]) -> dict[str, Any]:
     other kinds, and params the learner refuses (never stored), as they are."""
     kind = config.get("kind", "linear")
     params = config.get("params")
-    if kind not in ("linear", "ranksvm") or not isinstance(params, dict):
-        return config
     if isinstance(config.get("follows"), dict):  # stored: the leader and where it began
         config = {**config, "follows": config["follows"].get("model")}
+    if kind not in ("linear", "ranksvm") or not isinstance(params, dict):
+        return config
     if "drift" not in config:
         # Stored before models had detectors (it keeps none): the same body as then
         # still names that model, so a missing drift compares as the default.

@@ -34,6 +34,10 @@ decisions: ``served`` (the logging policy itself: its value is the mean reward),
 ``learned`` (greedy on the reward model as it is at that point), ``first`` (the first
 eligible action) and ``uniform``. They are model state: applied in log order, kept in
 checkpoints, part of the state digest.
+
+A decision model with ``"follows": "<leader>"`` is a challenger
+(:mod:`service.models.decision_follower`): it learns the leader's decisions and rewards
+and estimates its own policy on them; it does not rank.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import orjson
 from learners.base import UpdateResult
 from learners.decisions.dsjson import format_timestamp
 from learners.decisions.estimators import Evaluation, dr_parts
-from learners.decisions.explore import Decision, Policy, decide, make_policy
+from learners.decisions.explore import Policy, decide, make_policy
 from learners.features import Batch
 from service.errors import ServiceError, conflict, invalid
 from service.models import decision_features as df
@@ -63,7 +67,7 @@ from service.models.decision_config import (
 from service.models.json_fields import type_name
 from service.models.payload import decode_payload
 from service.models.regression import ALGORITHMS as REWARD_ALGORITHMS
-from service.models.regression import RegressionAdapter, _with_targets
+from service.models.regression import RegressionAdapter, _with_targets, merge_results
 
 if TYPE_CHECKING:
     from service.settings import Settings
@@ -106,8 +110,6 @@ class DecisionAdapter(RegressionAdapter):
         if "params" in rest:
             raise invalid("params: a decision model's regressor takes its params under "
                           "reward_model.params", "params")  # fmt: skip
-        if "follows" in rest:
-            raise invalid("follows: decision models do not follow other models yet", "follows")
         features = rest.get("features")
         if not isinstance(features, dict) or features.get("kind") != "hashed":
             raise invalid('features: a decision model takes {"kind": "hashed", "bits": n} '
@@ -135,8 +137,17 @@ class DecisionAdapter(RegressionAdapter):
         return config
 
     @classmethod
+    def _class_for(cls, config: dict[str, Any]) -> type[DecisionAdapter]:
+        """A follower's config makes a challenger (its own adapter class)."""
+        if cls is DecisionAdapter and config.get("follows") is not None:
+            from service.models.decision_follower import ChallengerAdapter
+
+            return ChallengerAdapter
+        return cls
+
+    @classmethod
     def create(cls, config: dict[str, Any]) -> DecisionAdapter:
-        adapter = super().create(config)
+        adapter = super(DecisionAdapter, cls._class_for(config)).create(config)
         assert isinstance(adapter, DecisionAdapter)
         return adapter
 
@@ -144,7 +155,7 @@ class DecisionAdapter(RegressionAdapter):
     def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> DecisionAdapter:
         from learners.artifact import read_header
 
-        adapter = super().from_checkpoint(config, blob)
+        adapter = super(DecisionAdapter, cls._class_for(config)).from_checkpoint(config, blob)
         assert isinstance(adapter, DecisionAdapter)
         saved = (read_header(blob).get("meta") or {}).get("decisions") or {}
         adapter.rewards_learned = int(saved.get("t", 0))
@@ -159,7 +170,12 @@ class DecisionAdapter(RegressionAdapter):
 
     def _state(self) -> dict[str, Any]:
         ope = {t: e.to_dict() for t, e in self.evaluations.items()}
-        return {"t": self.rewards_learned, "ope": ope, "mode": self.mode, "agree": self.agreement}
+        return {
+            "t": self.rewards_learned,
+            "ope": ope,
+            "mode": self.mode,
+            "agree": list(self.agreement),
+        }
 
     def state_digest(self) -> str:
         both = super().state_digest().encode() + orjson.dumps(
@@ -208,25 +224,37 @@ class DecisionAdapter(RegressionAdapter):
         feats = [a.get("features") or {} for a in actions]
         return RankInput(ids, excluded, batch, body.get("context") or {}, feats)
 
-    def rank(
-        self, body: dict[str, Any] | RankInput, settings: Settings, event_id: str, version: int
-    ) -> tuple[dict[str, Any], bytes]:
-        """The decision for ``body`` (context, actions, excluded; or its ``encode_rank``)
-        and the record to keep for its reward. Reads the model, changes nothing."""
-        x = body if isinstance(body, RankInput) else self.encode_rank(body, settings)
-        d = self.settings_of
-        scores, variances = self.model.predict_details(x.batch)
+    def scores(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
+        """The reward model's score of each row, and the variance of its mean (AROW)."""
+        scores, variances = self.model.predict_details(batch)
         if variances is not None:  # the mean's variance: less the noise part (empty row)
-            empty = Batch(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), x.batch.dim)
+            empty = Batch(np.zeros(2, np.int64), np.zeros(0, np.int64), np.zeros(0), batch.dim)
             _, noise = self.model.predict_details(empty)
             variances = np.maximum(variances - float(noise[0]), 0.0)
+        return scores, variances
+
+    def rank(
+        self,
+        body: dict[str, Any] | RankInput,
+        settings: Settings,
+        event_id: str,
+        version: int,
+        log_as: DecisionAdapter | None = None,
+    ) -> tuple[dict[str, Any], bytes]:
+        """The decision for ``body`` (context, actions, excluded; or its ``encode_rank``)
+        and the record to keep for its reward. Reads the model, changes nothing.
+        ``log_as``: the leader whose log takes the record, when a promoted challenger
+        decides (the record holds the rows as the leader encodes them)."""
+        x = body if isinstance(body, RankInput) else self.encode_rank(body, settings)
+        d = self.settings_of
+        scores, variances = self.scores(x.batch)
         if d["policy"] in VARIANCE_POLICIES and variances is None:
             raise conflict("no_variance", f"{d['policy']} needs a reward model with a "
                            "variance (arow_regression)", "exploration")  # fmt: skip
         if not np.isfinite(scores).all():
             raise conflict("nonfinite_scores", "the reward model scores an action non-finite")
         if self.mode == "apprentice":  # the first eligible action, surely
-            dec = _first(scores, x.excluded)
+            dec = df.first_eligible(scores, x.excluded)
         else:
             dec = decide(self.policy, scores, variances, event_id=event_id, seed=int(d["seed"]),
                          excluded=x.excluded, t=self.rewards_learned + 1)  # fmt: skip
@@ -236,7 +264,11 @@ class DecisionAdapter(RegressionAdapter):
             "ts": format_timestamp(datetime.now(UTC)), "ctx": x.context, "feat": x.features,
         }  # fmt: skip
         listed = [float(v) for v in scores.tolist()]
-        record = df.encode_event(x.batch, {**event, "s": listed, "rank": dec.ranking})
+        rows = x.batch
+        if log_as is not None and log_as.spec.to_config() != self.spec.to_config():
+            ev = {"ids": x.ids, "ctx": x.context, "feat": x.features}
+            rows = df.event_rows(log_as.spec, ev, settings.max_features_per_example)
+        record = df.encode_event(rows, {**event, "s": listed, "rank": dec.ranking})
         return df.answer_of(event, listed, dec.ranking), record
 
     def record_seconds(self, settings: Settings) -> float:
@@ -292,6 +324,7 @@ class DecisionAdapter(RegressionAdapter):
             start += k
         if start != batch.n_rows:
             raise ValueError(f"a reward entry of {batch.n_rows} rows for {start} actions")
+        batch = self.own_rows(batch, events)
         y = [float(r) for r in meta["y"]]
         ips = self.settings_of["weighting"] == "ips"
         w = [1.0 / float(ev["p"][ev["a"]]) if ips else 1.0 for ev in events]
@@ -312,15 +345,28 @@ class DecisionAdapter(RegressionAdapter):
         results, start = [], 0
         for i, ev in enumerate(events):
             k = len(ev["ids"])
-            scores, _ = self.model.predict_details(batch.take(list(range(start, start + k))))
-            self._evaluate(ev, y[i], [float(s) for s in scores.tolist()])
+            self._evaluate(ev, y[i], batch.take(list(range(start, start + k))))
             results.append(self.model.update(x.take([i]), [y[i]], [w[i]]))
             self.rewards_learned += 1
             start += k
-        result = _merge(results)
+        result = merge_results(results)
         return _with_targets(result, y, None, self.model.y_std_)
 
-    def _evaluate(self, ev: dict[str, Any], reward: float, scores: list[float]) -> None:
+    def own_rows(self, batch: Batch, events: list[dict[str, Any]]) -> Batch:
+        """A reward entry's rows as this model reads them (a challenger: its own)."""
+        return batch
+
+    def own_targets(
+        self, p: list[float], scores: np.ndarray, rows: Batch
+    ) -> dict[str, list[float]]:
+        """More policies to evaluate on an event (a challenger: its own policy)."""
+        return {}
+
+    def _evaluate(self, ev: dict[str, Any], reward: float, rows: Batch) -> None:
+        """An event's off-policy terms from the reward model as it is (before it learns
+        the event): each target policy's probabilities and the model's scores."""
+        raw, _ = self.model.predict_details(rows)
+        scores = [float(s) for s in raw.tolist()]
         p = [float(v) for v in ev["p"]]
         a = int(ev["a"])
         eligible = [j for j, v in enumerate(p) if v > 0.0]
@@ -330,9 +376,10 @@ class DecisionAdapter(RegressionAdapter):
         uniform = [1.0 / len(eligible) if v > 0.0 else 0.0 for v in p]
         self.agreement[0] += 1
         self.agreement[1] += int(best == a)
-        for name, q in (("served", p), ("learned", greedy), ("first", first),
-                        ("uniform", uniform)):  # fmt: skip
-            self.evaluations[name].update(p[a], reward, *dr_parts(q, scores, a))
+        targets = {"served": p, "learned": greedy, "first": first, "uniform": uniform,
+                   **self.own_targets(p, raw, rows)}  # fmt: skip
+        for name, e in self.evaluations.items():
+            e.update(p[a], reward, *dr_parts(targets[name], scores, a))
 
     # ------------------------------------------------------------ reading
     def policy_values(self) -> dict[tuple[str, str], float]:
@@ -360,34 +407,6 @@ class DecisionAdapter(RegressionAdapter):
         }
 
 
-def _first(scores: np.ndarray, excluded: list[int]) -> Decision:
-    """Apprentice mode's decision: the first eligible action, with probability 1."""
-    out = set(excluded)
-    first = next(j for j in range(scores.size) if j not in out)
-    p = np.zeros(scores.size)
-    p[first] = 1.0
-    rest = sorted((j for j in range(scores.size) if j != first), key=lambda j: (-scores[j], j))
-    return Decision(first, 1.0, p, [first, *rest])
-
-
 def default_grace(wait: float) -> float:
     """How late the default-reward sweep may be before an unrewarded event expires."""
     return max(60.0, wait)
-
-
-def _merge(results: list[UpdateResult]) -> UpdateResult:
-    import dataclasses
-
-    first = results[0]
-    if len(results) == 1:
-        return first
-
-    def cat(name: str) -> Any:
-        parts = [getattr(r, name) for r in results]
-        return None if any(v is None for v in parts) else np.concatenate(parts)
-
-    return dataclasses.replace(
-        first, applied=sum(r.applied for r in results), correct=sum(r.correct for r in results),
-        loss_sum=sum(r.loss_sum for r in results), updates=sum(r.updates for r in results),
-        predicted=cat("predicted"), variance=cat("variance"), errors=cat("errors"),
-    )  # fmt: skip

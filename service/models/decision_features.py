@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from learners.decisions.explore import Decision
 from learners.features import Batch, FeatureError, FeatureSpec
 from service.errors import invalid, too_large
 from service.models.json_fields import check_id, type_name
@@ -172,18 +173,29 @@ def decode_event(blob: bytes, dim: int) -> tuple[Batch, dict[str, Any]]:
 def reward_entry(events: list[tuple[Batch, dict[str, Any]]], rewards: list[float]) -> bytes:
     """The log entry learning ``events`` with ``rewards``, in order: their rows one after
     the other, and each decision with its reward (``ev[i]["r"]``)."""
-    parts = [b for b, _ in events]
+    evs = [{**ev, "r": r} for (_, ev), r in zip(events, rewards, strict=True)]
+    return encode_payload(concat_rows([b for b, _ in events]), rewards, ev=evs)
+
+
+def concat_rows(parts: list[Batch]) -> Batch:
+    """Row batches (of one ``dim``) one after the other."""
     counts = np.array([0] + [b.nnz for b in parts], dtype=np.int64)
     offsets = np.cumsum(counts)
     indptr = np.concatenate([[0]] + [b.indptr[1:] + offsets[k] for k, b in enumerate(parts)])
-    merged = Batch(
+    return Batch(
         indptr.astype(np.int64),
         np.concatenate([b.indices for b in parts]).astype(np.int64),
         np.concatenate([b.values for b in parts]).astype(np.float64),
         parts[0].dim,
     )
-    evs = [{**ev, "r": r} for (_, ev), r in zip(events, rewards, strict=True)]
-    return encode_payload(merged, rewards, ev=evs)
+
+
+def event_rows(spec: FeatureSpec, ev: dict[str, Any], limit: int) -> Batch:
+    """A logged event's rows (``ids``, ``ctx``, ``feat``: the context and actions as
+    sent) encoded with ``spec``: what ``rank`` encodes for them with that spec."""
+    context = named_values(ev.get("ctx") or {}, "context")
+    acts = [{"id": a, "features": f} for a, f in zip(ev["ids"], ev["feat"], strict=True)]
+    return encode_rows(spec, action_rows(context, acts, limit), limit)
 
 
 def answer_of(event: dict[str, Any], scores: list[float], ranking: list[int]) -> dict[str, Any]:
@@ -196,6 +208,16 @@ def answer_of(event: dict[str, Any], scores: list[float], ranking: list[int]) ->
         "ranking": [{"id": ids[j], "probability": p[j], "score": scores[j]} for j in ranking],
         "version": event["v"],
     }
+
+
+def first_eligible(scores: np.ndarray, excluded: list[int]) -> Decision:
+    """Apprentice mode's decision: the first eligible action, with probability 1."""
+    out = set(excluded)
+    first = next(j for j in range(scores.size) if j not in out)
+    p = np.zeros(scores.size)
+    p[first] = 1.0
+    rest = sorted((j for j in range(scores.size) if j != first), key=lambda j: (-scores[j], j))
+    return Decision(first, 1.0, p, [first, *rest])
 
 
 def mode_entry(mode: str, dim: int) -> bytes:

@@ -293,3 +293,20 @@ def _with_targets(
         result, targets=targets, predicted=predicted, variance=variance, errors=errors,
         loss_sum=loss_sum,
     )  # fmt: skip
+
+
+def merge_results(results: list[UpdateResult]) -> UpdateResult:
+    """The results of entries learned one after the other, as one."""
+    first = results[0]
+    if len(results) == 1:
+        return first
+
+    def cat(name: str) -> Any:
+        parts = [getattr(r, name) for r in results]
+        return None if any(v is None for v in parts) else np.concatenate(parts)
+
+    return dataclasses.replace(
+        first, applied=sum(r.applied for r in results), correct=sum(r.correct for r in results),
+        loss_sum=sum(r.loss_sum for r in results), updates=sum(r.updates for r in results),
+        predicted=cat("predicted"), variance=cat("variance"), errors=cat("errors"),
+    )  # fmt: skip

@@ -250,6 +250,14 @@ def test_artifact_round_trip_and_snapshot(algo: str, params: dict[str, Any]) -> 
     clone = LinearRegressor.from_bytes(blob)
     same = load_model(blob)
     snap = LinearRegressor.from_bytes(bytes(reg.snapshot()()))
+    # a snapshot holds the state when it was taken, whatever is learned before it is
+    # written (PA's one-column weights were once a view of the live ones)
+    later = reg.snapshot()
+    digest = reg.state_digest()
+    reg.update(Batch.from_dense(X[40:41]), [float(y[40]) + 10.0])  # (PA moves: a big loss)
+    assert LinearRegressor.from_bytes(bytes(later())).state_digest() == digest
+    reg = LinearRegressor.from_bytes(blob)
+    reg.features_ = FeatureSpec.dense(5)
     rebuilt = LinearRegressor.from_state(reg.algorithm, reg.dim, reg.params, reg.state())
     for other in (clone, same, snap, rebuilt):
         assert type(other) is type(reg) and other.state_digest() == reg.state_digest()
