@@ -123,7 +123,7 @@ class RegressorModel:
         if self.covariance == "full":
             mu, sigma = self._mu.copy(), self._S.copy()
         elif self._aux_cols:
-            mu, sigma = np.ascontiguousarray(self._w[:, 0]), self._w[:, 1:].copy()
+            mu, sigma = self._w[:, 0].copy(), self._w[:, 1:].copy()
         else:
             mu = self._w[:, 0].copy()  # (a view when _w is one column: PA)
             sigma = self._w[:, 1].copy() if self._has_cov else None

@@ -20,6 +20,7 @@ from learners.features import FeatureSpec
 from learners.regression import make_regressor
 from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
+from service.models.regression import learner_algorithm
 from service.settings import Settings
 from tests.service.serving import ServerThread
 
@@ -88,16 +89,18 @@ def test_rank_reward_round_trip_and_the_in_process_model(service: httpx.Client) 
     assert abs(served["estimate"] - mean) < 1e-12  # on-policy: the mean reward
     gauge = 'learnserve_decision_policy_value{estimator="ips",model="dec",policy="served"}'
     assert f"{gauge} {served['estimate']!r}" in service.get("/metrics").text
-    # in process: the same rows (the chosen action's features), rewards and weights 1/p
+    # in process: the same rows (the chosen action's features), rewards and weights
+    # (1/p with "ips"), into the reward model the config names
+    settings = Settings(data_dir="/tmp/unused")
+    config = DecisionAdapter.normalize_config(BODY, settings)
+    ips = config["decision"]["weighting"] == "ips"
     spec = FeatureSpec.hashed(14, intercept=True)
-    reg = make_regressor("arow", spec.dim, {})
+    reg = make_regressor(learner_algorithm(config["algorithm"]), spec.dim, config["params"])
     for action, ctx, p in chosen:
         feats = next(x["features"] for x in acts if x["id"] == action)
         row = df.action_rows(df.named_values(ctx, "context"),
                              [{"id": action, "features": feats}], 10_000)  # fmt: skip
-        reg.update(spec.encode(row), [true_reward(ctx, action)], [1.0 / p])
-    settings = Settings(data_dir="/tmp/unused")
-    config = DecisionAdapter.normalize_config(BODY, settings)
+        reg.update(spec.encode(row), [true_reward(ctx, action)], [1.0 / p] if ips else None)
     model = DecisionAdapter.create(config)
     # ... and the whole adapter (reward model and estimates) fed the same entries
     for i, (action, ctx, p) in enumerate(chosen):
