@@ -11,8 +11,9 @@ The weights predict the centred target in its own units, ŷ = m + μ·x clipped 
 [lo, hi] (not the standardised target: a scale s that moves as rewards arrive would
 rescale every weight learned before, and a bandit's importance weights move it a lot).
 The clip, as Vowpal Wabbit's, keeps a bandit's reward estimates in the range rewards
-have (the default decision model's progressive reward on MNIST's first 2,000 rows as a
-10-action bandit: 0.5455, 0.3305 without it; a9a's first 10,000: 0.8351, 0.8287). Each row,
+have (a decision model with this reward model and 1/p weights, progressive reward on
+MNIST's first 2,000 rows as a 10-action bandit: 0.5455, 0.3305 without the clip; a9a's
+first 10,000 rows: 0.8351, 0.8287). Each row,
 after the prediction and the target's statistics (as in ``update_diag``; lo and hi take
 y in): the error e = y − ŷ and its standardised size eₛ = e/s, then
 

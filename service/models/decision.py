@@ -116,11 +116,7 @@ class DecisionAdapter(RegressionAdapter):
                           "(named context and action features)", "features")  # fmt: skip
         reward = body.get("reward_model", {})
         only_fields(reward, ("algorithm", "params"), "reward_model")
-        exploration = body.get("exploration")
-        policy = exploration.get("policy") if isinstance(exploration, dict) else None
-        # SGD, unless the policy samples or bounds with a variance: only AROW keeps one
-        default = "arow_regression" if policy in VARIANCE_POLICIES else "sgd_regression"
-        algorithm = reward.get("algorithm", default)
+        algorithm = reward.get("algorithm", "arow_regression")
         if algorithm not in REWARD_ALGORITHMS:
             loc = "reward_model.algorithm"
             raise invalid(f"{loc}: must be one of {list(REWARD_ALGORITHMS)}, got {algorithm!r}",

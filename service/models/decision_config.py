@@ -55,7 +55,7 @@ def decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, An
     if not ok or not (math.isfinite(rng[0]) and math.isfinite(rng[1]) and rng[0] < rng[1]):
         raise invalid("reward_range: must be [low, high], finite numbers with low < high",
                       "reward_range")  # fmt: skip
-    weighting = body.get("weighting", "ips")
+    weighting = body.get("weighting", "none")
     if weighting not in ("ips", "none"):
         raise invalid(f"weighting: must be 'ips' or 'none', got {weighting!r}", "weighting")
     mode = body.get("mode", "learning")

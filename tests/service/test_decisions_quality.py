@@ -1,4 +1,4 @@
-"""The default decision model against Vowpal Wabbit on the bake-off of issue 34
+"""Decision models against Vowpal Wabbit on the bake-off of issue 34
 (Bietti, Agarwal & Langford 2021): multiclass data as a bandit, an action per class,
 reward 1 for the true class, one pass, progressive. In process: the adapter the rank
 and reward routes call, fed each decision's reward before the next rank
@@ -62,32 +62,36 @@ def default_model(bits: int, **extra: Any) -> dict[str, Any]:
     return {"algorithm": "decision", "features": {"kind": "hashed", "bits": bits}, **extra}
 
 
-def test_mnist_default_beats_vw_and_arow_does_not_learn() -> None:
-    """Dense inputs (pixels): the default (SGD reward model) over VW's best explorer;
-    AROW's diagonal Kalman step interpolates each example and stays near chance."""
+def test_mnist_default_beats_vw() -> None:
+    """Dense inputs (pixels, 10 actions): the default (AROW, unweighted) and SGD over
+    VW's best explorer (ε-greedy 0.05: 0.5225; SquareCB 0.5195)."""
     data = dataset("mnist", 2000)
+    vw = vw_best(data)
     ours = progressive_reward(data, default_model(20))
-    assert ours == pytest.approx(0.5455, abs=0.01)
-    assert ours >= vw_best(data)  # 0.5225 (ε-greedy 0.05), SquareCB 0.5195
-    arow = {"algorithm": "arow_regression"}
-    assert progressive_reward(data, default_model(20, reward_model=arow)) < 0.2
+    assert ours == pytest.approx(0.65, abs=0.015)
+    assert ours >= vw
+    sgd = {"algorithm": "sgd_regression"}
+    sgd_ips = progressive_reward(data, default_model(20, reward_model=sgd, weighting="ips"))
+    assert sgd_ips == pytest.approx(0.5455, abs=0.015)
+    assert sgd_ips >= vw
 
 
-def test_a9a_default_at_least_vw() -> None:
+def test_a9a_sgd_reaches_vw_and_the_default_is_short() -> None:
+    """Sparse binary inputs (2 actions): SGD unweighted at or over VW's best (SquareCB,
+    0.8347); the default AROW 0.003 short of it (on all rows: 0.8386 against 0.8400)."""
     data = dataset("a9a", 10_000)
+    vw = vw_best(data)
+    sgd = progressive_reward(data, default_model(18, reward_model={"algorithm": "sgd_regression"}))
+    assert sgd == pytest.approx(0.8372, abs=0.005)
+    assert sgd >= vw
     ours = progressive_reward(data, default_model(18))
-    assert ours == pytest.approx(0.8351, abs=0.005)
-    assert ours >= vw_best(data)  # 0.8347 (SquareCB)
+    assert ours == pytest.approx(0.8314, abs=0.005)
 
 
-def test_the_reward_model_follows_the_policy() -> None:
-    """SGD keeps no variance: Thompson and UCB get AROW unless told otherwise."""
+def test_the_defaults_and_a_policy_that_needs_a_variance() -> None:
     settings = Settings(data_dir="/tmp/unused")
-    for policy, algorithm in (("squarecb", "sgd"), ("epsilon_greedy", "sgd"),
-                              ("thompson", "arow"), ("ucb", "arow")):  # fmt: skip
-        body = default_model(12, exploration={"policy": policy})
-        model = DecisionAdapter.create(DecisionAdapter.normalize_config(body, settings))
-        assert model.model.algorithm == algorithm, policy
+    config = DecisionAdapter.normalize_config(default_model(12), settings)
+    assert (config["algorithm"], config["decision"]["weighting"]) == ("arow_regression", "none")
     body = default_model(12, exploration={"policy": "ucb"},
                          reward_model={"algorithm": "sgd_regression"})  # fmt: skip
     with pytest.raises(Exception, match="needs a reward model with a variance"):
