@@ -1,0 +1,246 @@
+"""Decisions (rank + reward) through a Redis failover and over a sharded fleet, with real
+processes (issue 34, exactness; the client and the checks are those of
+:mod:`tests.service.test_decisions_durability`).
+
+- Failover: a master and two replicas, the service acknowledging only what one replica
+  has (``LEARNSERVE_REDIS_WAIT_REPLICAS=1``) and reaching Redis through one address (a
+  TCP forwarder here, a virtual IP or a Sentinel-aware proxy in production). The master
+  gets SIGKILL mid-traffic; the replica furthest ahead is promoted (as Sentinel picks
+  it), the other follows it, the address moves to it. The client retries with its keys:
+  every acknowledged reward is learned once, and the service's state equals the model
+  fed the acknowledged decisions (and that of a service started fresh from the store).
+- Sharded ownership: a decision model owned by one process of three; rank and reward
+  sent to the others (guests) too, each retried on another process: one decision per
+  event, each reward learned once, by the owner once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.service.procs import RedisServer, find_redis_server, free_port, stop_process
+from tests.service.serving import start_learnserve
+from tests.service.test_decisions_durability import (
+    ACTIONS,
+    KEY,
+    PATIENCE,
+    Event,
+    Traffic,
+    check_exactly_once,
+    context,
+    put_model,
+    store_env,
+    true_reward,
+    wait_events,
+)
+from tests.service.test_sharded_fleet import wait_members
+
+
+class Forwarder:
+    """One TCP address for Redis that forwards each connection to ``target`` (a port);
+    ``switch`` points it elsewhere and cuts the connections open (as a moved VIP does)."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.port = free_port()
+        self.server = socket.create_server(("127.0.0.1", self.port))
+        self.open: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                down, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                up = socket.create_connection(("127.0.0.1", self.target), timeout=2)
+            except OSError:
+                down.close()
+                continue
+            up.settimeout(None)
+            with self.lock:
+                self.open += [down, up]
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def switch(self, target: int) -> None:
+        self.target = target
+        with self.lock:
+            cut, self.open = self.open, []
+        for s in cut:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def close(self) -> None:
+        self.server.close()
+        self.switch(self.target)
+
+
+NODE_ARGS = ["--repl-diskless-sync-delay", "0"]  # a resync starts at once
+
+
+def synced(replica: RedisServer) -> None:
+    for _ in range(600):
+        with replica.client() as c:
+            if c.info("replication").get("master_link_status") == "up":
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"replica {replica.port} never synced")
+
+
+@pytest.fixture
+def master_and_two_replicas(tmp_path: Path) -> Iterator[list[RedisServer]]:
+    binary = find_redis_server()
+    if binary is None:
+        pytest.skip("no redis-server binary found")
+    master = RedisServer(binary, tmp_path / "master", extra_args=NODE_ARGS)
+    nodes = [master]
+    try:
+        master.start()
+        for k in (1, 2):
+            of = ["--replicaof", "127.0.0.1", str(master.port)]
+            nodes.append(RedisServer(binary, tmp_path / f"replica{k}", extra_args=NODE_ARGS + of))
+            nodes[-1].start()
+            synced(nodes[-1])
+        yield nodes
+    finally:
+        for node in nodes:
+            node.kill()
+
+
+def offset(replica: RedisServer) -> int:
+    with replica.client() as c:
+        return int(c.info("replication")["slave_repl_offset"])
+
+
+def test_a_redis_failover_under_decisions_loses_and_doubles_no_reward(
+    master_and_two_replicas: list[RedisServer], tmp_path: Path
+) -> None:
+    master, *replicas = master_and_two_replicas
+    fwd = Forwarder(master.port)
+    env = {**store_env(tmp_path, fwd.url), "LEARNSERVE_REDIS_WAIT_REPLICAS": "1"}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    name, n = "df-failover", 40
+    proc = start_learnserve(port, env)
+    try:
+        put_model(url, name)
+        t = Traffic(url, name)
+        thread = t.start(0, n)
+        wait_events(t, 15, thread, 0.001)  # as event 15's reward goes
+        master.kill()  # SIGKILL
+        new, other = sorted(replicas, key=offset, reverse=True)
+        with new.client() as c:
+            c.execute_command("REPLICAOF", "NO", "ONE")
+        with other.client() as c:
+            c.execute_command("REPLICAOF", "127.0.0.1", str(new.port))
+        synced(other)
+        fwd.switch(new.port)
+        thread.join(PATIENCE)
+        print("cut by the failover, then answered:", t.cut)
+        assert t.cut, "no request met the failover: nothing tested"
+        info = check_exactly_once(url, t, n, check_ranks=False)
+    finally:
+        stop_process(proc)
+        fwd.close()
+    fwd = Forwarder(new.port)  # a service started fresh from the promoted replica
+    proc = start_learnserve(port, {**env, "LEARNSERVE_REDIS_URL": fwd.url})
+    try:
+        again = check_exactly_once(url, t, n, check_ranks=False)
+        assert again["state_digest"] == info["state_digest"]
+    finally:
+        stop_process(proc)
+        fwd.close()
+
+
+def post(url: str, path: str, body: dict[str, Any], key: str) -> httpx.Response:
+    return httpx.post(f"{url}{path}", json=body, headers={KEY: key}, timeout=30)
+
+
+def test_a_sharded_decision_model_learns_each_reward_once_wherever_it_is_sent(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Three processes, one owner per model (R = 1): each rank and reward goes to a
+    process that does not own the model, then again (a retry whose answer was lost) to
+    the next process: one decision an event, one reward learned, by the owner once."""
+    ports = [free_port() for _ in range(3)]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    procs = []
+    name, n = "ds-sharded", 18
+    try:
+        for i, port in enumerate(ports):
+            env = {**store_env(tmp_path / f"p{i}", redis_url), "LEARNSERVE_OWNERSHIP": "sharded",
+                   "LEARNSERVE_REPLICAS_PER_MODEL": "1", "LEARNSERVE_MEMBER_ID": f"p{i}",
+                   # no checkpoint: the owner applies the whole log, counted below
+                   "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "100000",
+                   "LEARNSERVE_CHECKPOINT_EVERY_SECONDS": "100000"}  # fmt: skip
+            procs.append(start_learnserve(port, env))
+        clients = [httpx.Client(base_url=u, timeout=30) for u in urls]
+        assert wait_members(clients, 3) == ["p0", "p1", "p2"]
+        for c in clients:
+            c.close()
+        put_model(urls[0], name)
+        owners = [httpx.get(f"{u}/models/{name}", timeout=30).json()["ownership"]["owners"]
+                  for u in urls]  # fmt: skip
+        assert owners[0] == owners[1] == owners[2] and len(owners[0]) == 1, owners
+        owner = int(owners[0][0][1:])
+        guests = [k for k in range(3) if k != owner]
+        t = Traffic(urls[guests[0]], name)
+        for i in range(n):
+            eid, ctx = f"{name}-e{i}", context(i)
+            first, retry = urls[guests[i % 2]], urls[(guests[i % 2] + 1) % 3]
+            body = {"context": ctx, "actions": ACTIONS, "event_id": eid}
+            ranks = [post(u, f"/models/{name}/rank", body, f"rank-{eid}") for u in (first, retry)]
+            assert [r.status_code for r in ranks] == [200, 200], [r.text for r in ranks]
+            answer = ranks[0].json()
+            assert {k: v for k, v in ranks[1].json().items() if k != "rewarded"} == answer
+            body = {"event_id": eid, "reward": true_reward(ctx, answer["action"])}
+            key = f"reward-{eid}"
+            rewards = [post(u, f"/models/{name}/reward", body, key) for u in (first, retry)]
+            assert [r.status_code for r in rewards] == [200, 200], [r.text for r in rewards]
+            version = rewards[0].json()["version"]
+            assert rewards[1].json()["version"] == version, [r.text for r in rewards]
+            t.events.append(Event(eid, ctx, answer, body["reward"], version))
+        info = check_exactly_once(urls[owner], t, n, check_ranks=False)
+        assert info["ownership"]["owned_here"] is True
+        applied = [httpx.get(f"{u}/models/{name}", timeout=30).json()["ownership"]
+                   for u in urls]  # fmt: skip
+        print("entries applied:", [a["entries_applied"] for a in applied])
+        # the log holds the n rewards: the owner applied each once, the guests none as owners
+        assert applied[owner]["entries_applied"]["owner"] == n
+        for k in guests:
+            assert applied[k]["owned_here"] is False
+            assert applied[k]["entries_applied"]["owner"] == 0
+            guest = httpx.get(f"{urls[k]}/models/{name}", timeout=30).json()
+            assert guest["rewards_learned"] == n
+            assert guest["state_digest"] == info["state_digest"]
+    finally:
+        for proc in procs:
+            stop_process(proc)
