@@ -22,7 +22,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ BODY = {"algorithm": "decision", "features": {"kind": "hashed", "bits": 14}}
 ACTIONS = [{"id": f"a{i}", "features": {"topic": f"t{i % 3}", "len": (i % 5) / 5}}
            for i in range(8)]  # fmt: skip
 IDS = [a["id"] for a in ACTIONS]
+DEFAULTS = {**BODY, "default_reward": 0.0, "reward_wait_seconds": 2}
 KEY = "Idempotency-Key"
 PATIENCE = 120.0  # seconds a request is retried before the test gives up on the service
 
@@ -57,8 +58,8 @@ class Event:
     event_id: str
     context: dict[str, Any]
     answer: dict[str, Any]  # rank's answer
-    reward: float
-    version: int  # the version the reward was acknowledged with
+    reward: float | None  # None: not sent (the default reward's)
+    version: int | None  # the version the reward was acknowledged with
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Traffic:
     workers: set[str] = field(default_factory=set)  # the x-worker of every answer
     last_worker: str = ""
     rewarding: int = -1  # the event whose reward is being sent
+    skip_every: int = 0  # with k, every k-th event gets no reward
     cut: list[str] = field(default_factory=list)  # requests answered after a retry
     client: httpx.Client | None = None
 
@@ -115,6 +117,9 @@ class Traffic:
             if r is None:
                 return
             answer = r.json()
+            if self.skip_every and i % self.skip_every == self.skip_every - 1:
+                self.events.append(Event(eid, ctx, answer, None, None))
+                continue
             reward = true_reward(ctx, answer["action"])
             body = {"event_id": eid, "reward": reward}
             self.rewarding = i
@@ -132,16 +137,18 @@ class Traffic:
         return t
 
 
-def put_model(url: str, name: str) -> None:
-    r = httpx.put(f"{url}/models/{name}", json=BODY, timeout=30)
+def put_model(url: str, name: str, body: dict[str, Any] = BODY) -> None:
+    r = httpx.put(f"{url}/models/{name}", json=body, timeout=30)
     assert r.status_code == 201, r.text
 
 
-def twin(events: list[Event], check_ranks: bool = False) -> DecisionAdapter:
+def twin(
+    events: list[Event], check_ranks: bool = False, body: dict[str, Any] = BODY
+) -> DecisionAdapter:
     """The in-process model fed the acknowledged decisions and rewards in order; with
     ``check_ranks``, each event is first ranked in process, as the service answered it."""
     s = Settings(data_dir="/tmp/unused")
-    model = DecisionAdapter.create(DecisionAdapter.normalize_config(BODY, s))
+    model = DecisionAdapter.create(DecisionAdapter.normalize_config(body, s))
     for e in events:
         if check_ranks:
             mine, _ = model.rank({"context": e.context, "actions": ACTIONS}, s, e.event_id, 0)
@@ -161,28 +168,48 @@ def decision_log(url: str, name: str) -> list[Any]:
     return [from_dsjson(line) for line in r.text.splitlines()]
 
 
-def check_exactly_once(url: str, t: Traffic, n: int, check_ranks: bool) -> dict[str, Any]:
-    """Every one of the ``n`` events acknowledged, learned once; the state of the twin."""
+def learned(url: str, name: str, n: int) -> dict[str, Any]:
+    """``GET /models/{name}`` once it has learned ``n`` rewards (defaults come from a
+    sweep about once a second)."""
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        info = dict(httpx.get(f"{url}/models/{name}", timeout=30).json())
+        if info["rewards_learned"] >= n or time.monotonic() > deadline:
+            return info
+        time.sleep(0.1)
+
+
+def check_exactly_once(
+    url: str, t: Traffic, n: int, check_ranks: bool, body: dict[str, Any] = BODY
+) -> dict[str, Any]:
+    """Every one of the ``n`` events acknowledged, learned once (its reward, or else the
+    model's default) in the log's order; the state of the twin fed them in that order."""
     assert t.failures == [], t.failures
     assert [e.event_id for e in t.events] == [f"{t.name}-e{i}" for i in range(n)]
-    versions = [e.version for e in t.events]
+    acked = [e for e in t.events if e.version is not None]
+    versions = [e.version for e in acked]
     assert versions == sorted(set(versions)), versions  # each reward its own entry, in order
-    info = httpx.get(f"{url}/models/{t.name}", timeout=30).json()
+    info = learned(url, t.name, n)
     assert info["rewards_learned"] == n, (info["rewards_learned"], n)
     assert info["evaluation"]["served"]["ips"]["n"] == n
     log = decision_log(url, t.name)
-    assert [x.event_id for x in log] == [e.event_id for e in t.events]  # each once, in order
-    for x, e in zip(log, t.events, strict=True):
+    assert sorted(x.event_id for x in log) == sorted(e.event_id for e in t.events)  # once each
+    sent = {e.event_id: e for e in t.events}
+    default = body.get("default_reward")
+    in_log = [replace(sent[x.event_id], reward=default) if sent[x.event_id].reward is None
+              else sent[x.event_id] for x in log]  # fmt: skip
+    assert [e for e in in_log if e.version is not None] == acked  # in the order acknowledged
+    for x, e in zip(log, in_log, strict=True):
         assert x.reward == e.reward, e.event_id
         assert x.actions[x.chosen]["_id"] == e.answer["action"], e.event_id
         assert x.probability == e.answer["probability"], e.event_id
-    assert info["state_digest"] == twin(t.events, check_ranks).state_digest()
+    assert info["state_digest"] == twin(in_log, check_ranks, body).state_digest()
     for e in t.events:  # any event ranked again: the first decision
         body = {"context": {}, "actions": ACTIONS[:2], "event_id": e.event_id}
         r = httpx.post(f"{url}/models/{t.name}/rank", json=body, timeout=30)
         assert r.status_code == 200, r.text
         again = r.json()
-        assert again["rewarded"] is True, again
+        assert again.get("rewarded") is True, again
         assert (again["action"], again["ranking"]) == (e.answer["action"], e.answer["ranking"])
     return dict(info)
 
@@ -250,16 +277,20 @@ def test_kill9_of_the_service_loses_and_doubles_no_reward(
 
 
 @pytest.mark.slow  # 30-40 s: five kills, each waiting for the supervisor's new worker
+@pytest.mark.parametrize("defaults", [False, True], ids=["rewards", "default-rewards"])
 def test_kill9_of_one_worker_of_two_loses_and_doubles_no_reward(
-    redis_url: str, tmp_path: Path
+    defaults: bool, redis_url: str, tmp_path: Path
 ) -> None:
+    """With ``defaults``, every third event gets no reward: the model's default reward
+    (swept by whichever worker holds the lease) is learned for it, once."""
     env = store_env(tmp_path, redis_url)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    name, body = ("dk-default", DEFAULTS) if defaults else ("dk-worker", BODY)
     proc = start_learnserve(port, env, workers=2)
     try:
-        put_model(url, "dk-worker")
-        t = Traffic(url, "dk-worker")
+        put_model(url, name, body)
+        t = Traffic(url, name, skip_every=3 if defaults else 0)
         killed = []
         for j, (k, then) in enumerate(KILLS):  # the client runs on while a worker is dead:
             end = KILLS[j + 1][0] if j + 1 < len(KILLS) else N  # a kill in each stretch
@@ -275,9 +306,9 @@ def test_kill9_of_one_worker_of_two_loses_and_doubles_no_reward(
         print("cut by the kills, then answered:", t.cut)
         assert proc.poll() is None
         assert killed[0] in {int(w) for w in t.workers if w}, "the killed worker answered none"
-        info = check_exactly_once(url, t, N, check_ranks=False)
+        info = check_exactly_once(url, t, N, check_ranks=False, body=body)
         # every worker (the new ones included) holds that state
-        digests = converged(url, "dk-worker", N)
+        digests = converged(url, name, N)
         assert set(digests.values()) == {info["state_digest"]}
     finally:
         stop_process(proc)
