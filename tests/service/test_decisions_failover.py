@@ -180,6 +180,37 @@ def test_a_redis_failover_under_decisions_loses_and_doubles_no_reward(
         fwd.close()
 
 
+def test_redis_killed_and_restarted_from_its_aof_under_decisions(tmp_path: Path) -> None:
+    """Redis (``appendfsync always``: a write is on disk before Redis answers) gets
+    SIGKILL mid-traffic and comes back from its AOF on the same address: the service
+    answers 503 meanwhile, the client retries, nothing acknowledged is lost or doubled."""
+    binary = find_redis_server()
+    if binary is None:
+        pytest.skip("no redis-server binary found")
+    redis = RedisServer(binary, tmp_path / "redis", extra_args=["--appendfsync", "always"])
+    redis.start()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    name, n = "df-aof", 30
+    proc = start_learnserve(port, store_env(tmp_path, redis.url))
+    try:
+        put_model(url, name)
+        t = Traffic(url, name)
+        thread = t.start(0, n)
+        for k, then in ((8, 0.0), (19, 0.002)):
+            wait_events(t, k, thread, then)
+            redis.kill()
+            time.sleep(0.5)  # requests meanwhile: 503, retried
+            redis.start()
+        thread.join(PATIENCE)
+        print("cut by the Redis restarts, then answered:", t.cut)
+        assert len(t.cut) >= 2, "no request met a Redis restart: nothing tested"
+        check_exactly_once(url, t, n, check_ranks=True)
+    finally:
+        stop_process(proc)
+        redis.kill()
+
+
 def post(url: str, path: str, body: dict[str, Any], key: str) -> httpx.Response:
     return httpx.post(f"{url}{path}", json=body, headers={KEY: key}, timeout=30)
 
