@@ -75,6 +75,7 @@ class Traffic:
     last_worker: str = ""
     rewarding: int = -1  # the event whose reward is being sent
     skip_every: int = 0  # with k, every k-th event gets no reward
+    others: list[str] = field(default_factory=list)  # where to go when url breaks
     cut: list[str] = field(default_factory=list)  # requests answered after a retry
     client: httpx.Client | None = None
 
@@ -86,6 +87,9 @@ class Traffic:
         except httpx.TransportError:
             self.client.close()
             self.client = None
+            if self.others:  # another process (as a load balancer would)
+                self.others.append(self.url)
+                self.url = self.others.pop(0)
             return None
 
     def send(self, path: str, body: dict[str, Any], key: str) -> httpx.Response | None:
@@ -205,8 +209,8 @@ def check_exactly_once(
         assert x.probability == e.answer["probability"], e.event_id
     assert info["state_digest"] == twin(in_log, check_ranks, body).state_digest()
     for e in t.events:  # any event ranked again: the first decision
-        body = {"context": {}, "actions": ACTIONS[:2], "event_id": e.event_id}
-        r = httpx.post(f"{url}/models/{t.name}/rank", json=body, timeout=30)
+        probe = {"context": {}, "actions": ACTIONS[:2], "event_id": e.event_id}
+        r = httpx.post(f"{url}/models/{t.name}/rank", json=probe, timeout=30)
         assert r.status_code == 200, r.text
         again = r.json()
         assert again.get("rewarded") is True, again
@@ -276,7 +280,7 @@ def test_kill9_of_the_service_loses_and_doubles_no_reward(
         stop_process(proc)
 
 
-@pytest.mark.slow  # 30-40 s: five kills, each waiting for the supervisor's new worker
+@pytest.mark.slow  # 12-90 s: five kills, each waiting for the supervisor's new worker
 @pytest.mark.parametrize("defaults", [False, True], ids=["rewards", "default-rewards"])
 def test_kill9_of_one_worker_of_two_loses_and_doubles_no_reward(
     defaults: bool, redis_url: str, tmp_path: Path

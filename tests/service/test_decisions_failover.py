@@ -1,17 +1,19 @@
-"""Decisions (rank + reward) through a Redis failover and over a sharded fleet, with real
+"""Decisions (rank + reward) through Redis failures and over a sharded fleet, with real
 processes (issue 34, exactness; the client and the checks are those of
-:mod:`tests.service.test_decisions_durability`).
+:mod:`tests.service.test_decisions_durability`: every acknowledged reward learned once,
+the decision log and the state those of the in-process model fed the acknowledged
+decisions in order, a rank again answers the first decision).
 
 - Failover: a master and two replicas, the service acknowledging only what one replica
   has (``LEARNSERVE_REDIS_WAIT_REPLICAS=1``) and reaching Redis through one address (a
   TCP forwarder here, a virtual IP or a Sentinel-aware proxy in production). The master
   gets SIGKILL mid-traffic; the replica furthest ahead is promoted (as Sentinel picks
-  it), the other follows it, the address moves to it. The client retries with its keys:
-  every acknowledged reward is learned once, and the service's state equals the model
-  fed the acknowledged decisions (and that of a service started fresh from the store).
-- Sharded ownership: a decision model owned by one process of three; rank and reward
-  sent to the others (guests) too, each retried on another process: one decision per
-  event, each reward learned once, by the owner once.
+  it), the other follows it, the address moves to it. A service started fresh from the
+  promoted replica holds the same state.
+- Redis (``appendfsync always``) SIGKILLed twice and restarted from its AOF.
+- Sharded ownership (R = 1 of 3 processes): rank and reward sent to the non-owners and
+  retried on another process (the owner applies each entry once); then the owner gets
+  SIGKILL mid-traffic and the client moves to another process.
 """
 
 from __future__ import annotations
@@ -272,6 +274,51 @@ def test_a_sharded_decision_model_learns_each_reward_once_wherever_it_is_sent(
             guest = httpx.get(f"{urls[k]}/models/{name}", timeout=30).json()
             assert guest["rewards_learned"] == n
             assert guest["state_digest"] == info["state_digest"]
+    finally:
+        for proc in procs:
+            stop_process(proc)
+
+
+def test_the_owner_of_a_sharded_decision_model_killed_under_traffic(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The client talks to the owner (R = 1) and goes to another process when its
+    connection breaks; the owner gets SIGKILL mid-reward, another process takes the
+    model over once the lease runs out: every acknowledged reward learned once."""
+    ports = [free_port() for _ in range(3)]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    procs = []
+    name, n = "ds-owner-killed", 30
+    try:
+        for i, port in enumerate(ports):
+            env = {**store_env(tmp_path / f"p{i}", redis_url), "LEARNSERVE_OWNERSHIP": "sharded",
+                   "LEARNSERVE_REPLICAS_PER_MODEL": "1", "LEARNSERVE_MEMBER_ID": f"p{i}",
+                   "LEARNSERVE_MEMBER_LEASE_SECONDS": "2"}  # fmt: skip
+            procs.append(start_learnserve(port, env))
+        clients = [httpx.Client(base_url=u, timeout=30) for u in urls]
+        assert wait_members(clients, 3) == ["p0", "p1", "p2"]
+        put_model(urls[0], name)
+        info = clients[0].get(f"/models/{name}").json()
+        owner = int(info["ownership"]["owners"][0][1:])
+        rest = [k for k in range(3) if k != owner]
+        t = Traffic(urls[owner], name, others=[urls[k] for k in rest])
+        thread = t.start(0, n)
+        wait_events(t, 10, thread, 0.001)
+        procs[owner].kill()
+        procs[owner].wait(10)
+        thread.join(PATIENCE)
+        print("cut by the owner's death, then answered:", t.cut)
+        assert t.cut, "no request met the owner's death: nothing tested"
+        alive = [clients[k] for k in rest]
+        assert wait_members(alive, 2) == [f"p{k}" for k in rest]
+        digests = []
+        for k in rest:
+            got = check_exactly_once(urls[k], t, n, check_ranks=False)
+            assert got["ownership"]["owners"][0] in [f"p{k}" for k in rest], got["ownership"]
+            digests.append(got["state_digest"])
+        assert len(set(digests)) == 1
+        for c in clients:
+            c.close()
     finally:
         for proc in procs:
             stop_process(proc)
