@@ -51,7 +51,7 @@ class Forwarder:
     """One TCP address for Redis that forwards each connection to ``target`` (a port);
     ``switch`` points it elsewhere and cuts the connections open (as a moved VIP does)."""
 
-    def __init__(self, target: int) -> None:
+    def __init__(self, target: int | None) -> None:
         self.target = target
         self.port = free_port()
         self.server = socket.create_server(("127.0.0.1", self.port))
@@ -70,6 +70,8 @@ class Forwarder:
             except OSError:
                 return
             try:
+                if self.target is None:  # cut off
+                    raise OSError("partitioned")
                 up = socket.create_connection(("127.0.0.1", self.target), timeout=2)
             except OSError:
                 down.close()
@@ -91,7 +93,7 @@ class Forwarder:
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
 
-    def switch(self, target: int) -> None:
+    def switch(self, target: int | None) -> None:
         self.target = target
         with self.lock:
             cut, self.open = self.open, []
@@ -118,21 +120,26 @@ def synced(replica: RedisServer) -> None:
 
 
 @pytest.fixture
-def master_and_two_replicas(tmp_path: Path) -> Iterator[list[RedisServer]]:
+def master_and_two_replicas(tmp_path: Path) -> Iterator[tuple[list[RedisServer], Forwarder]]:
+    """A master, two replicas and the link of the replicas to the master (a forwarder:
+    ``link.switch(None)`` cuts them off, as a network partition would)."""
     binary = find_redis_server()
     if binary is None:
         pytest.skip("no redis-server binary found")
     master = RedisServer(binary, tmp_path / "master", extra_args=NODE_ARGS)
     nodes = [master]
+    link = Forwarder(None)
     try:
         master.start()
+        link.switch(master.port)
         for k in (1, 2):
-            of = ["--replicaof", "127.0.0.1", str(master.port)]
+            of = ["--replicaof", "127.0.0.1", str(link.port)]
             nodes.append(RedisServer(binary, tmp_path / f"replica{k}", extra_args=NODE_ARGS + of))
             nodes[-1].start()
             synced(nodes[-1])
-        yield nodes
+        yield nodes, link
     finally:
+        link.close()
         for node in nodes:
             node.kill()
 
@@ -142,21 +149,27 @@ def offset(replica: RedisServer) -> int:
         return int(c.info("replication")["slave_repl_offset"])
 
 
+@pytest.mark.parametrize("stalled", [False, True], ids=["replicas-up", "replicas-stalled"])
 def test_a_redis_failover_under_decisions_loses_and_doubles_no_reward(
-    master_and_two_replicas: list[RedisServer], tmp_path: Path
+    stalled: bool, master_and_two_replicas: tuple[list[RedisServer], Forwarder], tmp_path: Path
 ) -> None:
-    master, *replicas = master_and_two_replicas
+    """``stalled``: the replicas are cut off from the master as a reward goes, so what the
+    master stores meanwhile is on no replica (answered 503, retried) when it dies."""
+    (master, *replicas), link = master_and_two_replicas
     fwd = Forwarder(master.port)
     env = {**store_env(tmp_path, fwd.url), "LEARNSERVE_REDIS_WAIT_REPLICAS": "1"}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    name, n = "df-failover", 40
+    name, n = f"df-failover-{int(stalled)}", 40
     proc = start_learnserve(port, env)
     try:
         put_model(url, name)
         t = Traffic(url, name)
         thread = t.start(0, n)
         wait_events(t, 15, thread, 0.001)  # as event 15's reward goes
+        if stalled:
+            link.switch(None)
+            time.sleep(2.5)  # WAIT times out (1 s): 503, retried
         master.kill()  # SIGKILL
         new, other = sorted(replicas, key=offset, reverse=True)
         with new.client() as c:
