@@ -429,6 +429,15 @@ class Store(ABC):
         goes. Deleting the model removes its records; a model created again never sees
         the old ones. Raises ModelNotFound."""
 
+    async def fence(self, name: str) -> None:
+        """Return once everything stored for the model so far is as durable as an
+        acknowledged write is (Redis with ``wait_replicas`` / WAITAOF: a write on the
+        model's slot, then the acknowledgement's WAIT, which covers every write before
+        it); raise StoreUnavailable when that is not had in time. For answering a retry
+        from what an earlier attempt stored but did not get acknowledged. A store whose
+        writes are durable once stored needs nothing."""
+        return None
+
     @abstractmethod
     async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
         """What is stored for each id (None: unknown, expired, or of a deleted model)."""

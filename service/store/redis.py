@@ -141,6 +141,9 @@ class RedisStore(RedisFollowers, RedisIdempotency, RedisArtifacts):
     async def get_feedback(self, name: str, ids: list[str]) -> list[Feedback | None]:
         return await redis_feedback.get_feedback(self, name, ids)
 
+    async def fence(self, name: str) -> None:
+        await redis_feedback.fence(self, name)
+
     async def due_feedback(self, name: str, within_seconds: float, limit: int) -> list[str]:
         return await redis_feedback.due_feedback(self, name, within_seconds, limit)
 

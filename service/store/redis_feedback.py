@@ -49,6 +49,8 @@ class RedisStore(Protocol):
 
     async def _eval_acked(self, src: str, keys: list[str], args: list[Any]) -> Any: ...
 
+    def _ack_commands(self) -> list[tuple[Any, ...]]: ...
+
     async def _script(self, src: str, keys: list[str], args: list[Any]) -> Any: ...
 
     async def _ready_to_append(self) -> None: ...
@@ -81,6 +83,13 @@ async def put_feedback(
     if res == -1:
         raise ModelNotFound(name)
     return None if res == 0 else res - 1
+
+
+async def fence(store: RedisStore, name: str) -> None:
+    """A write on the model's slot (set and deleted: nothing stays), acknowledged as an
+    append is: replicas that have it have every write to the model before it."""
+    if store._ack_commands():
+        await store._eval_acked(scripts.FENCE, [f"ls:{{{name}}}:fence"], [])
 
 
 async def get_feedback(store: RedisStore, name: str, ids: list[str]) -> list[Feedback | None]:

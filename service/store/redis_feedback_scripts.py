@@ -168,3 +168,6 @@ end
 return {1, pos, head}
 """
 )
+
+# A write that leaves nothing (Store.fence): its WAIT covers every write before it.
+FENCE = "redis.call('SET', KEYS[1], '1') redis.call('DEL', KEYS[1]) return 1"
