@@ -20,6 +20,18 @@ log has about a third of its rows at each position) or per position.
 The DR reward model is progressive and per (item, position): ŷ = (clicks + α·m)/(n + α)
 with m the position's click rate so far (both from the rows before the one scored,
 so the model never scores a row it learned from) and α = ``prior`` (default 200).
+``reward_model="item_mean"`` is instead the model of ``learnserve evaluate-policy``: each
+item's mean click so far, 0 before the item was seen (pooled over positions).
+
+:func:`dsjson_records` turns a log into DSJSON decisions (:mod:`.dsjson`), so the same
+estimates can be made through ``learnserve evaluate-policy`` and a decision model's
+``POST /models/{name}/decisions``: the context is the user features and the position,
+each of the 80 actions has ``_id`` = the item id, the item's features and its
+user-item affinity (when not 0); the reward is the click. The chosen item's probability
+is the logged ``propensity_score``; the log has no probability for the other items, so
+they are given (1 − p)/79 each (the probabilities must sum to 1): only the chosen one
+enters IPS, SNIPS and DR of another policy, but the ``logged``/``served`` policy's DR
+direct term reads them and is not meaningful for the BTS log.
 """
 
 from __future__ import annotations
@@ -28,13 +40,15 @@ import bisect
 import csv
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from learners.decisions.dsjson import DecisionRecord, format_timestamp, write_dsjson
 from learners.decisions.estimators import IPS, Evaluation
 
 __all__ = [
@@ -42,9 +56,12 @@ __all__ = [
     "OBDLog",
     "bts_policy_nearest",
     "data_dir",
+    "dsjson_records",
     "estimate",
+    "load_items",
     "load_log",
     "on_policy",
+    "write_log_dsjson",
 ]
 
 N_ITEMS = 80
@@ -114,18 +131,29 @@ def estimate(
     target: TargetPolicy = uniform_policy,
     position: int | None = None,
     prior: float = 200.0,
+    reward_model: str = "item_position",
 ) -> Evaluation:
     """IPS, SNIPS and DR of ``target``'s click rate from ``log`` (the rows at
-    ``position``, or all rows pooled), in log order."""
+    ``position``, or all rows pooled), in log order; DR's reward model is
+    ``"item_position"`` (shrunk per (item, position)) or ``"item_mean"`` (each item's
+    mean click so far, as ``learnserve evaluate-policy`` has it)."""
+    if reward_model not in ("item_position", "item_mean"):
+        raise ValueError(f"reward_model: item_position or item_mean, got {reward_model!r}")
     ev = Evaluation()
+    item_clicks, item_shown = np.zeros(N_ITEMS), np.zeros(N_ITEMS)
     clicks = np.zeros((4, N_ITEMS))
     shown = np.zeros((4, N_ITEMS))
     pos_clicks, pos_rows = np.zeros(4), np.zeros(4)
     for i in range(len(log)):
         pos, a, r = int(log.position[i]), int(log.item[i]), float(log.click[i])
         if position is None or pos == position:
-            m = (pos_clicks[pos] + 0.5) / (pos_rows[pos] + 100.0)  # a weak start: 0.005
-            yhat = (clicks[pos] + prior * m) / (shown[pos] + prior)
+            if reward_model == "item_mean":
+                yhat = np.divide(
+                    item_clicks, item_shown, out=np.zeros(N_ITEMS), where=item_shown > 0
+                )
+            else:
+                m = (pos_clicks[pos] + 0.5) / (pos_rows[pos] + 100.0)  # a weak start: 0.005
+                yhat = (clicks[pos] + prior * m) / (shown[pos] + prior)
             q = target(log, i)
             direct = math.fsum((q * yhat).tolist())
             ev.update(float(log.propensity[i]), r, float(q[a]), direct, float(yhat[a]))
@@ -133,6 +161,9 @@ def estimate(
         shown[pos, a] += 1.0
         pos_clicks[pos] += r
         pos_rows[pos] += 1.0
+        if position is None or pos == position:
+            item_clicks[a] += r
+            item_shown[a] += 1.0
     return ev
 
 
@@ -187,6 +218,54 @@ def bts_policy_nearest(
     return policy, {"min": float(sums.min()), "mean": float(sums.mean()), "max": float(sums.max())}
 
 
+def load_items(path: str | Path) -> list[dict[str, Any]]:
+    """An ``item_context.csv``: each item's features (``item_feature_0`` a number, the
+    others hashed strings), in item order."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    items: list[dict[str, Any]] = [{} for _ in rows]
+    for row in rows:
+        feats: dict[str, Any] = {"item_feature_0": float(row["item_feature_0"])}
+        feats.update({f"item_feature_{k}": row[f"item_feature_{k}"] for k in (1, 2, 3)})
+        items[int(row["item_id"])] = feats
+    if len(items) != N_ITEMS or not all(items):
+        raise ValueError(f"{path}: expected the features of items 0..{N_ITEMS - 1}")
+    return items
+
+
+def dsjson_records(
+    log: OBDLog, items: list[dict[str, Any]], prefix: str = "obd"
+) -> Iterator[DecisionRecord]:
+    """Each row of ``log`` as a DSJSON decision (see the module's docstring), event id
+    ``{prefix}-{row}``, in log order."""
+    k = N_ITEMS
+    for i in range(len(log)):
+        a, p = int(log.item[i]), float(log.propensity[i])
+        context: dict[str, Any] = {f"user_feature_{j}": u for j, u in enumerate(log.user[i])}
+        context["position"] = str(int(log.position[i]))
+        actions = []
+        for b in range(k):
+            act: dict[str, Any] = {"_id": str(b), **items[b]}
+            if log.affinity[i, b] != 0.0:
+                act["affinity"] = float(log.affinity[i, b])
+            actions.append(act)
+        probs = [(1.0 - p) / (k - 1)] * k
+        probs[a] = p
+        when = datetime.fromtimestamp(float(log.time[i]), UTC)
+        yield DecisionRecord(
+            f"{prefix}-{i}", context, actions, a, probs, float(log.click[i]),
+            timestamp=format_timestamp(when),
+        )  # fmt: skip
+
+
+def write_log_dsjson(directory: Path, policy: str, out: str | Path) -> int:
+    """``directory/policy/all.csv`` (``policy``: ``random`` or ``bts``) as a DSJSON file;
+    returns the number of lines."""
+    log = load_log(directory / policy / "all.csv")
+    items = load_items(directory / policy / "item_context.csv")
+    return write_dsjson(out, dsjson_records(log, items, f"obd-{policy}"))
+
+
 def _row(est: object, level: float) -> dict[str, float]:
     lo, hi = est.interval(level)  # type: ignore[attr-defined]
     return {"estimate": est.estimate, "lo": lo, "hi": hi, "se": est.stderr}  # type: ignore[attr-defined]
@@ -218,8 +297,16 @@ def report(directory: Path, level: float = 0.95) -> dict[str, object]:
     return out
 
 
-if __name__ == "__main__":  # python -m learners.decisions.open_bandit
+if __name__ == "__main__":
+    # python -m learners.decisions.open_bandit                 every figure, as JSON
+    # python -m learners.decisions.open_bandit dsjson bts FILE  a log as DSJSON
     import json
+    import sys
 
     where = data_dir()
-    print(json.dumps(report(where), indent=1) if where else "no open-bandit data found")
+    if where is None:
+        sys.exit("no open-bandit data found")
+    if sys.argv[1:2] == ["dsjson"] and len(sys.argv) == 4:
+        print(write_log_dsjson(where, sys.argv[2], sys.argv[3]), "lines")
+    else:
+        print(json.dumps(report(where), indent=1))

@@ -74,3 +74,22 @@ def test_estimates_are_reproducible():
     assert DATA is not None
     bts = obd.load_log(DATA / "bts" / "all.csv")
     assert obd.estimate(bts, position=2).to_dict() == obd.estimate(bts, position=2).to_dict()
+
+
+def test_ips_snips_equal_vw_estimators():
+    # VW's estimators (vw-estimators on PyPI, the bench extra) on the same rows, in order
+    ips = pytest.importorskip("estimators.bandits.ips", reason="vw-estimators not installed")
+    snips = pytest.importorskip("estimators.bandits.snips", reason="vw-estimators not installed")
+    gaussian = pytest.importorskip("estimators.bandits.gaussian")
+    assert DATA is not None
+    bts = obd.load_log(DATA / "bts" / "all.csv")
+    vw_ips, vw_snips, vw_gauss = ips.Estimator(), snips.Estimator(), gaussian.Interval()
+    for p, r in zip(bts.propensity.tolist(), bts.click.tolist(), strict=True):
+        for est in (vw_ips, vw_snips, vw_gauss):
+            est.add_example(p, r, 1.0 / obd.N_ITEMS)
+    ours = obd.estimate(bts).summary(0.95)
+    assert abs(ours["ips"]["estimate"] - vw_ips.get()) <= 1e-9
+    assert abs(ours["snips"]["estimate"] - vw_snips.get()) <= 1e-9
+    # VW's Gaussian interval is IPS's normal interval (sample variance, n - 1)
+    lo, hi = vw_gauss.get(0.05)
+    assert abs(ours["ips"]["lo"] - lo) <= 1e-9 and abs(ours["ips"]["hi"] - hi) <= 1e-9
