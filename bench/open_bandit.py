@@ -10,7 +10,10 @@ click, 1/80) rows in log order: ``ips``, ``snips``, ``mle`` and ``cressieread``
 estimates; ``gaussian``, ``clopper_pearson``, ``cressieread`` and ``cs`` (confidence
 sequence) 95 % intervals (rewards in [0, 1]). The reference: the random log's own click
 rate (its on-policy value), with its normal interval. Also the reverse: BTS's value from
-the random log with the nearest-in-time BTS policy (normalised), against BTS's own rate.
+the random log, with the nearest-in-time BTS policy (normalised) and with BTS frozen at
+its published prior (the dataset paper's; not the policy that logged: the total
+variation between it and the log's item frequencies per position is reported), against
+BTS's own click rate.
 
     PYTHONPATH=. .venv/bin/python bench/open_bandit.py     # -> bench/results/open_bandit.json
 
@@ -35,8 +38,9 @@ from learners.decisions import open_bandit as obd  # noqa: E402
 LEVEL = 0.95
 
 
-def vw_figures(log: obd.OBDLog) -> dict[str, Any] | None:
-    """VW's estimators on (propensity, click, 1/80) in log order; None if not installed."""
+def vw_figures(log: obd.OBDLog, target: list[float]) -> dict[str, Any] | None:
+    """VW's estimators on (propensity, click, the target's probability) in log order;
+    None if not installed."""
     try:
         from estimators.bandits import (  # type: ignore[import-not-found]
             clopper_pearson,
@@ -49,12 +53,11 @@ def vw_figures(log: obd.OBDLog) -> dict[str, Any] | None:
         )
     except ImportError:
         return None
-    q = 1.0 / obd.N_ITEMS
     ests = {"ips": ips.Estimator(), "snips": snips.Estimator(), "mle": mle.Estimator(),
             "cressieread": cressieread.Estimator()}  # fmt: skip
     ivs = {"gaussian": gaussian.Interval(), "clopper_pearson": clopper_pearson.Interval(),
            "cressieread": cressieread.Interval(), "cs": cs.Interval()}  # fmt: skip
-    for p, r in zip(log.propensity.tolist(), log.click.tolist(), strict=True):
+    for p, r, q in zip(log.propensity.tolist(), log.click.tolist(), target, strict=True):
         for e in ests.values():
             e.add_example(p, r, q)
         for iv in ivs.values():
@@ -88,15 +91,21 @@ def main() -> int:
     lo, hi = on.interval(LEVEL)
     truth = {"estimate": on.estimate, "lo": lo, "hi": hi, "n": on.n}
     mine = ours(bts)
-    vw = vw_figures(bts)
-    rev = obd.report(where, LEVEL)["bts_from_random"]["all"]  # type: ignore[index]
+    vw = vw_figures(bts, [1.0 / obd.N_ITEMS] * len(bts))
+    _, table = obd.bts_policy_prior()
+    vw_rev = vw_figures(rnd, table[rnd.position - 1, rnd.item].tolist())
+    rep: dict[str, Any] = obd.report(where, LEVEL)
+    rev = rep["bts_from_random"]["all"]
     payload: dict[str, Any] = {
         "data": "open-bandit (obp 0.4.1 sample, campaign all): random/all.csv, bts/all.csv",
         "level": LEVEL,
         "random_on_policy": truth,
         "uniform_from_bts": {"ours": mine, "vw_estimators": vw},
-        "bts_from_random_nearest_normalized": {
-            "estimates": rev["nearest_normalized"],
+        "bts_from_random": {
+            "nearest_normalized": rev["nearest_normalized"],
+            "prior": rev["prior"],
+            "prior_vw_estimators": vw_rev,
+            "prior_total_variation_from_log": rep["bts_prior_distance"],
             "bts_on_policy": rev["on_policy"],
         },
         "seconds": time.perf_counter() - t0,
@@ -127,6 +136,20 @@ def main() -> int:
     print_table(
         "The uniform policy from the BTS log", ["estimator", "value", f"{LEVEL:.0%} interval"], rows
     )
+    rows = [["BTS log, on-policy", f"{rev['on_policy']['estimate']:.5f}",
+             f"[{rev['on_policy']['lo']:.5f}, {rev['on_policy']['hi']:.5f}]"]]  # fmt: skip
+    for target in ("nearest_normalized", "prior"):
+        for k, f in rev[target].items():
+            rows.append([f"{target} {k}", f"{f['estimate']:.5f}",
+                         f"[{f['lo']:.5f}, {f['hi']:.5f}]"])  # fmt: skip
+    if vw_rev is not None:
+        for k, v in vw_rev["estimates"].items():
+            iv = vw_rev["intervals"].get(k)
+            rows.append([f"prior, vw {k}", f"{v:.5f}", f"[{iv[0]:.5f}, {iv[1]:.5f}]" if iv else ""])
+        for k in ("gaussian", "clopper_pearson", "cs"):
+            iv = vw_rev["intervals"][k]
+            rows.append([f"prior, vw {k} interval", "", f"[{iv[0]:.5f}, {iv[1]:.5f}]"])
+    print_table("BTS from the random log", ["estimator", "value", f"{LEVEL:.0%} interval"], rows)
     print(f"wrote {path}")
     return 0
 

@@ -15,7 +15,13 @@ log has about a third of its rows at each position) or per position.
   propensity of the same (item, position) logged nearest in time (0 for a pair the
   BTS log never shows) and reports how far those approximate distributions are from
   summing to 1; the estimates of BTS's value from the random log rest on that
-  approximation.
+  approximation. :func:`bts_policy_prior` is the dataset paper's way instead: BTS
+  frozen at its Beta parameters of the start of the collection period (published with
+  the Open Bandit Pipeline, :mod:`.open_bandit_prior`), its probability of each item at
+  each position simulated. That policy can be written down, but it is not the one that
+  logged: the posteriors moved over the week (the BTS log's item frequencies at a
+  position are a total variation of 0.33-0.46 away from it, and 0.25 between the log's
+  two halves), so its value is not BTS's own click rate, only near it.
 
 The DR reward model is progressive and per (item, position): ŷ = (clicks + α·m)/(n + α)
 with m the position's click rate so far (both from the rows before the one scored,
@@ -55,6 +61,7 @@ __all__ = [
     "N_ITEMS",
     "OBDLog",
     "bts_policy_nearest",
+    "bts_policy_prior",
     "data_dir",
     "dsjson_records",
     "estimate",
@@ -266,6 +273,41 @@ def write_log_dsjson(directory: Path, policy: str, out: str | Path) -> int:
     return write_dsjson(out, dsjson_records(log, items, f"obd-{policy}"))
 
 
+def bts_policy_prior(n_sim: int = 100_000, seed: int = 12345) -> tuple[TargetPolicy, np.ndarray]:
+    """BTS frozen at its prior (:mod:`.open_bandit_prior`): per draw, a Beta(αᵢ, βᵢ)
+    sample per item, the 3 highest at positions 1, 2, 3; the policy is each item's share
+    of ``n_sim`` draws at the row's position (as ``obp``'s
+    ``BernoulliTS.compute_batch_action_dist``; its examples' seed). Returns the policy
+    and the (3, 80) table."""
+    from learners.decisions.open_bandit_prior import ALPHA, BETA
+
+    rng = np.random.default_rng(seed)
+    alpha, beta = np.array(ALPHA, dtype=np.float64), np.array(BETA, dtype=np.float64)
+    counts = np.zeros((len(POSITIONS), N_ITEMS))
+    done = 0
+    while done < n_sim:
+        m = min(20_000, n_sim - done)
+        top = np.argsort(-rng.beta(alpha, beta, size=(m, N_ITEMS)), axis=1)[:, : len(POSITIONS)]
+        for k in range(len(POSITIONS)):
+            counts[k] += np.bincount(top[:, k], minlength=N_ITEMS)
+        done += m
+    table = counts / n_sim
+
+    def policy(log: OBDLog, i: int) -> np.ndarray:
+        return table[int(log.position[i]) - 1]
+
+    return policy, table
+
+
+def logged_frequencies(log: OBDLog) -> np.ndarray:
+    """(3, 80): each item's share of the rows at each position."""
+    out = np.zeros((len(POSITIONS), N_ITEMS))
+    for k, pos in enumerate(POSITIONS):
+        rows = log.position == pos
+        out[k] = np.bincount(log.item[rows], minlength=N_ITEMS) / max(1, int(rows.sum()))
+    return out
+
+
 def _row(est: object, level: float) -> dict[str, float]:
     lo, hi = est.interval(level)  # type: ignore[attr-defined]
     return {"estimate": est.estimate, "lo": lo, "hi": hi, "se": est.stderr}  # type: ignore[attr-defined]
@@ -275,15 +317,25 @@ def report(directory: Path, level: float = 0.95) -> dict[str, object]:
     """Every figure of the off-policy check, pooled (``"all"``) and per position:
     ``random_from_bts`` (the uniform policy's value from the BTS log, with the random
     log's on-policy value) and ``bts_from_random`` (BTS's value from the random log,
-    with the nearest-in-time policy raw and normalised, and BTS's on-policy value)."""
+    with the nearest-in-time policy raw and normalised, BTS frozen at its prior, and
+    BTS's on-policy value); ``bts_prior_distance``: per position, the total variation
+    between the prior policy and the BTS log's item frequencies."""
     rnd = load_log(directory / "random" / "all.csv")
     bts = load_log(directory / "bts" / "all.csv")
     raw, check = bts_policy_nearest(bts)
     norm, _ = bts_policy_nearest(bts, normalize=True)
-    out: dict[str, object] = {"bts_policy_sum": check}
+    prior, table = bts_policy_prior()
+    tv = 0.5 * np.abs(table - logged_frequencies(bts)).sum(axis=1)
+    out: dict[str, object] = {
+        "bts_policy_sum": check,
+        "bts_prior_distance": {
+            f"position_{p}": float(d) for p, d in zip(POSITIONS, tv, strict=True)
+        },
+    }
+    bts_targets = {"nearest": raw, "nearest_normalized": norm, "prior": prior}
     for name, logged, other, targets in (
         ("random_from_bts", bts, rnd, {"uniform": uniform_policy}),
-        ("bts_from_random", rnd, bts, {"nearest": raw, "nearest_normalized": norm}),
+        ("bts_from_random", rnd, bts, bts_targets),
     ):
         part: dict[str, object] = {}
         for pos in (None, *POSITIONS):
