@@ -1,7 +1,8 @@
 """Contextual bandits (issue 34), the library half: exploration policies and the
 deterministic draw (:mod:`.explore`), progressive off-policy estimators
 (:mod:`.estimators`), DSJSON decision logs (:mod:`.dsjson`) and the Open Bandit
-Dataset reader (:mod:`.open_bandit`)."""
+Dataset reader and DSJSON writer (:mod:`.open_bandit`; BTS's published Beta prior in
+:mod:`.open_bandit_prior`)."""
 
 from learners.decisions.estimators import DR, IPS, SNIPS, Evaluation, dr_parts
 from learners.decisions.explore import (

@@ -60,7 +60,8 @@ def test_uniform_policy_from_the_bts_log(report):
 
 def test_bts_policy_cannot_be_written_down_from_this_sample(report):
     # the BTS log gives the policy's probability of the logged item only, and it moves
-    # over time: nearest-in-time propensities do not form a distribution
+    # over time (the sample has no posterior counts to replay it from): nearest-in-time
+    # propensities do not form a distribution
     assert report["bts_policy_sum"]["mean"] > 1.3 and report["bts_policy_sum"]["min"] > 1.0
     # normalised, the approximation's pooled estimates still hold BTS's own click rate
     part = report["bts_from_random"]["all"]
@@ -70,7 +71,41 @@ def test_bts_policy_cannot_be_written_down_from_this_sample(report):
         assert est["lo"] <= on <= est["hi"], (kind, est, on)
 
 
+def test_bts_frozen_at_its_prior_can_be_written_down_but_did_not_log(report):
+    # the dataset paper's BTS policy: its Beta parameters of the start of the collection
+    # period (obp's prior_bts.yaml), simulated; a distribution at every position
+    _, table = obd.bts_policy_prior()
+    assert table.shape == (3, 80) and abs(table.sum(axis=1) - 1.0).max() < 1e-12
+    # the posteriors moved over the week: the log's item frequencies are far from it
+    assert min(report["bts_prior_distance"].values()) > 0.3
+    # pooled, its estimates from the random log still hold BTS's own click rate
+    part = report["bts_from_random"]["all"]
+    on = part["on_policy"]["estimate"]
+    for kind in ("ips", "snips", "dr"):
+        est = part["prior"][kind]
+        assert est["lo"] <= on <= est["hi"], (kind, est, on)
+
+
 def test_estimates_are_reproducible():
     assert DATA is not None
     bts = obd.load_log(DATA / "bts" / "all.csv")
     assert obd.estimate(bts, position=2).to_dict() == obd.estimate(bts, position=2).to_dict()
+
+
+def test_ips_snips_equal_vw_estimators():
+    # VW's estimators (vw-estimators on PyPI, the bench extra) on the same rows, in order
+    ips = pytest.importorskip("estimators.bandits.ips", reason="vw-estimators not installed")
+    snips = pytest.importorskip("estimators.bandits.snips", reason="vw-estimators not installed")
+    gaussian = pytest.importorskip("estimators.bandits.gaussian")
+    assert DATA is not None
+    bts = obd.load_log(DATA / "bts" / "all.csv")
+    vw_ips, vw_snips, vw_gauss = ips.Estimator(), snips.Estimator(), gaussian.Interval()
+    for p, r in zip(bts.propensity.tolist(), bts.click.tolist(), strict=True):
+        for est in (vw_ips, vw_snips, vw_gauss):
+            est.add_example(p, r, 1.0 / obd.N_ITEMS)
+    ours = obd.estimate(bts).summary(0.95)
+    assert abs(ours["ips"]["estimate"] - vw_ips.get()) <= 1e-9
+    assert abs(ours["snips"]["estimate"] - vw_snips.get()) <= 1e-9
+    # VW's Gaussian interval is IPS's normal interval (sample variance, n - 1)
+    lo, hi = vw_gauss.get(0.05)
+    assert abs(ours["ips"]["lo"] - lo) <= 1e-9 and abs(ours["ips"]["hi"] - hi) <= 1e-9
