@@ -7,7 +7,9 @@ file order, progressive: each row is ``POST /models/{name}/rank`` (event id = th
 number) then ``POST /models/{name}/reward`` of the chosen action's reward, before the
 next row is ranked; the figure is the mean reward. A ``learnserve serve`` of this tree
 (SQLite under a temporary directory) holds one decision model per policy (the default,
-SquareCB γ = 10·√t, unless ``--policies all``). The context: the example's non-zero
+SquareCB γ = 10·√t, unless ``--policies all``) and reward model (``--reward-models``:
+AROW, the default, and SGD; Thompson and UCB with AROW only), each learning its
+rewards unweighted (the default ``weighting``). The context: the example's non-zero
 features as hashed named features (``{"<index>": value}``; MNIST pixels / 255).
 Vowpal Wabbit on the same rows in the same order: ``--cbify K --cb_explore_adf`` with
 ``--epsilon 0.05``, ``--squarecb``, ``--cover 4 --psi 0.1 --nounif``, and the supervised
@@ -49,6 +51,7 @@ from bench._loadgen import build_request  # noqa: E402
 from tests.service.procs import free_port, start_service, stop_process  # noqa: E402
 
 HOST = "127.0.0.1"
+VARIANCE = ("thompson", "ucb")  # the policies that need AROW's variance
 POLICIES: dict[str, dict[str, Any]] = {
     "squarecb (default)": {},
     "epsilon_greedy 0.05": {"policy": "epsilon_greedy", "params": {"epsilon": 0.05}},
@@ -143,10 +146,14 @@ def put(c: httpx.Client, name: str, body: dict[str, Any]) -> None:
     raise RuntimeError(f"PUT /models/{name} kept answering 503")
 
 
-def decision_model(exploration: dict[str, Any], bits: int) -> dict[str, Any]:
+def decision_model(
+    exploration: dict[str, Any], bits: int, reward_model: str | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {"algorithm": "decision", "features": {"kind": "hashed", "bits": bits}}
     if exploration:
         body["exploration"] = exploration
+    if reward_model:
+        body["reward_model"] = {"algorithm": reward_model}
     return body
 
 
@@ -269,6 +276,11 @@ def main() -> None:
     ap.add_argument("--a9a-rows", type=int, default=10_000, help="0: all 32,561")
     ap.add_argument("--mnist-rows", type=int, default=5_000, help="0: all 60,000")
     ap.add_argument("--policies", choices=("default", "all"), default="all")
+    ap.add_argument(
+        "--reward-models",
+        default="arow_regression,sgd_regression",
+        help="each policy with each of these reward models (the first: the default)",
+    )
     ap.add_argument("--no-bakeoff", action="store_true")
     ap.add_argument("--no-cost", action="store_true")
     ap.add_argument("--count", type=int, default=2000, help="requests of each kind (cost)")
@@ -287,9 +299,15 @@ def main() -> None:
                     continue
                 ctx, y, k = loaded
                 figures: dict[str, float] = {}
-                for label, exploration in policies.items():
+                runs = [
+                    (f"{label} + {rm}", exploration, rm)
+                    for label, exploration in policies.items()
+                    for rm in args.reward_models.split(",")
+                    if rm == "arow_regression" or exploration.get("policy") not in VARIANCE
+                ]
+                for label, exploration, rm in runs:
                     name = f"{data_name}-{len(figures)}"
-                    put(c, name, decision_model(exploration, 20 if k > 2 else 18))
+                    put(c, name, decision_model(exploration, 20 if k > 2 else 18, rm))
                     t0 = time.perf_counter()
                     figures[f"learnserve {label}"] = bakeoff_ours(c, name, ctx, y, k)
                     print(f"{data_name} {label}: {figures[f'learnserve {label}']:.4f} "
