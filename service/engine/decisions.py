@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from service.engine import followers
-from service.engine.delayed_labels import _replay, _replayed
+from service.engine.delayed_labels import _replay, _replayed, durable
 from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
 from service.engine.requests import check_idempotency_key, model_name, only_known
@@ -83,19 +83,6 @@ async def _read(engine: Engine, h: ModelHandle, ids: list[str]) -> list[Feedback
         raise not_found(h.name) from None
 
 
-async def _durable(engine: Engine, h: ModelHandle) -> None:
-    """Before answering from what an earlier attempt stored (a kept decision, a reward's
-    mark): make it as durable as that attempt's acknowledgement would have (its WAIT may
-    have timed out, the store then answering 503; a failover would lose it)."""
-    try:
-        await engine.store.fence(h.name)
-    except StoreUnavailable as e:
-        engine.health.failed("fence", e)
-        raise store_unavailable(f"{e}") from e
-    except ModelNotFound:
-        raise not_found(h.name) from None
-
-
 def _kept_answer(h: ModelHandle, fb: Feedback) -> dict[str, Any] | None:
     """The decision kept for an event (its record, or once rewarded its mark)."""
     adapter = require_decision(h)
@@ -143,7 +130,7 @@ async def rank_body(
         (fb,) = await _read(engine, h, [event_id])
         kept = None if fb is None else _kept_answer(h, fb)
         if kept is not None:
-            await _durable(engine, h)
+            await durable(engine, h)
             return kept
     encoded: Any = body
     if len(raw) > settings.parse_in_thread_bytes or _big(body):  # (reads no learned state)
@@ -167,7 +154,7 @@ async def rank_body(
         if kept is None:
             raise conflict("event_rewarded", "event_id: this event was rewarded already",
                            "event_id")  # fmt: skip
-        await _durable(engine, h)
+        await durable(engine, h)
         return kept
     M.DECISIONS.labels(h.name).inc()
     return {"model": h.name, **answer}
@@ -256,7 +243,7 @@ async def reward_body(
         once = None if keyed is None else KeyGuard(keyed[0], keyed[1], len(events) or 1, ttl)
         answers = [{"event_id": e, "learned": b} for e, b in zip(ids, learned, strict=True)]
         if not events:  # nothing new: answered as the first time
-            await _durable(engine, h)
+            await durable(engine, h)
             replay = None if once is None else await _replay(engine, h, once, state)
             if replay is not None:
                 return {**replay, "events": answers}
@@ -277,7 +264,7 @@ async def reward_body(
         except FeedbackConflict:
             continue
         if replayed:
-            await _durable(engine, h)
+            await durable(engine, h)
             replay = await _replay(engine, h, once, state) if once is not None else None
             return {**(replay or _replayed(h, len(events), position, state)), "events": answers}
         M.REWARDS.labels(h.name).inc(len(events))

@@ -201,6 +201,7 @@ async def update_with_ids(
         # of x examples; ids labelled before are not learned again, so not counted.
         once = None if keyed is None else KeyGuard(keyed[0], keyed[1], len(rows) or n, ttl)
         if not rows:  # nothing new to learn: answered as the first time
+            await durable(engine, h)  # that time's marks may be on the master only
             first = None if once is None else await _replay(engine, h, once, state)
             if first is not None:
                 return first  # this key's own first attempt, appended meanwhile
@@ -221,6 +222,7 @@ async def update_with_ids(
             first = None if once is None else await _replay(engine, h, once, state)
             if first is None:
                 raise
+            await durable(engine, h)
             return first
         try:
             position, replayed = await engine.submit_labelled(h, entry, marks, once)
@@ -229,6 +231,7 @@ async def update_with_ids(
         finally:  # applied, or never to be by this object: what the dry run kept goes
             adapter.forget_checked(entry)
         if replayed:  # this key's own first attempt, appended meanwhile: its answer
+            await durable(engine, h)
             first = await _replay(engine, h, once, state) if once is not None else None
             return first or _replayed(h, len(rows), position, state)
         M.EXAMPLES_ACCEPTED.labels(h.name).inc(len(rows))
@@ -243,6 +246,20 @@ async def update_with_ids(
     raise conflict(
         "conflict", "the ids of this batch kept changing meanwhile; send it again", "examples"
     )
+
+
+async def durable(engine: Engine, h: ModelHandle) -> None:
+    """Before answering from what an earlier attempt stored (a label's mark, a kept
+    decision, a reward's mark): make it as durable as that attempt's acknowledgement
+    would have (its WAIT may have timed out, the store then answering 503; a failover
+    would lose it)."""
+    try:
+        await engine.store.fence(h.name)
+    except StoreUnavailable as e:
+        engine.health.failed("fence", e)
+        raise store_unavailable(f"{e}") from e
+    except ModelNotFound:
+        raise not_found(h.name) from None
 
 
 async def _replay(

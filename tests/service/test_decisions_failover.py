@@ -335,3 +335,63 @@ def test_the_owner_of_a_sharded_decision_model_killed_under_traffic(
     finally:
         for proc in procs:
             stop_process(proc)
+
+
+def test_a_delayed_label_retried_across_a_failover_is_not_lost(
+    master_and_two_replicas: tuple[list[RedisServer], Forwarder], tmp_path: Path
+) -> None:
+    """The same hole as a rank's or reward's, for /update with delayed labels: a label
+    stored on the master while the replicas are cut off is answered 503 (its WAIT timed
+    out); a retry must not answer 200 from the master's mark until a replica has it."""
+    (master, *replicas), link = master_and_two_replicas
+    fwd = Forwarder(master.port)
+    env = {**store_env(tmp_path, fwd.url), "LEARNSERVE_REDIS_WAIT_REPLICAS": "1"}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_learnserve(port, env)
+    answers: dict[int, httpx.Response] = {}
+
+    def label(i: int) -> None:  # retried with its key until it is not a 503
+        body = {"model": "dl", "examples": [{"id": f"p{i}", "y": "a" if i % 2 else "b"}]}
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                answers[i] = post(url, "/update", body, f"label-{i}")
+                if answers[i].status_code != 503:
+                    return
+            time.sleep(0.05)
+
+    try:
+        body = {"algorithm": "arow", "features": {"kind": "dense", "dim": 3}}
+        assert httpx.put(f"{url}/models/dl", json=body).status_code == 201
+        warm = {"model": "dl", "examples": [{"x": [1.0, 0.0, 0.0], "y": "a"},
+                                            {"x": [0.0, 1.0, 0.0], "y": "b"}]}  # fmt: skip
+        assert post(url, "/update", warm, "warm").status_code == 200  # its labels known
+        pred = {"model": "dl", "instances": [{"id": f"p{i}", "x": [float(i), 1.0, -1.0]}
+                                            for i in range(8)]}  # fmt: skip
+        assert post(url, "/predict", pred, "predict").status_code == 200
+        for i in range(4):
+            label(i)
+        link.switch(None)  # the replicas cut off: label 4's WAIT times out, retried
+        thread = threading.Thread(target=label, args=(4,))
+        thread.start()
+        time.sleep(2.5)
+        master.kill()
+        new, other = sorted(replicas, key=offset, reverse=True)
+        with new.client() as c:
+            c.execute_command("REPLICAOF", "NO", "ONE")
+        with other.client() as c:
+            c.execute_command("REPLICAOF", "127.0.0.1", str(new.port))
+        synced(other)
+        fwd.switch(new.port)
+        thread.join(PATIENCE)
+        for i in range(5, 8):
+            label(i)
+        versions = [answers[i].json()["version"] for i in range(8)]
+        assert all(answers[i].status_code == 200 for i in range(8))
+        # each acknowledged label an entry of its own, kept through the failover
+        assert versions == list(range(2, 10)), versions  # (the warm-up is entry 1)
+        assert httpx.get(f"{url}/models/dl").json()["version"] == 9
+    finally:
+        stop_process(proc)
+        fwd.close()
