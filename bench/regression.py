@@ -3,13 +3,14 @@ Wabbit and the running mean, and ``/update`` speed of a regressor next to a clas
 
 1. **Quality, one pass, progressive.** ``learnserve serve`` (a subprocess, SQLite under a
    temporary ``--data-dir``) gets one model per algorithm (``pa_regression``,
-   ``pa1_regression``, ``pa2_regression``, ``arow_regression``, their default params)
-   over raw records (every numeric field ``standardize``, categories one-hot, a missing
-   cell ``null``, the intercept on), and the stream's rows in order through ``/update``,
-   ``--batch`` rows per request. The model predicts each row before it learns it, and a
-   request is only a transport: a body of 50 rows leaves the model (weights, target
-   statistics and record statistics) as 50 bodies of one would, so the progressive figures
-   are those of the row-by-row protocol. The figures reported are the server's own,
+   ``pa1_regression``, ``pa2_regression``, ``arow_regression``, ``sgd_regression``, their
+   default params) over raw records (every numeric field ``standardize``, categories
+   one-hot, a missing cell ``null``, the intercept on), and the stream's rows in order
+   through ``/update``, ``--batch`` rows per request. The model predicts each row before it
+   learns it, and a request is only a transport: a body of 50 rows leaves the model
+   (weights, target statistics and record statistics) as 50 bodies of one would, so the
+   progressive figures are those of the row-by-row protocol. The figures reported are the
+   server's own,
    ``GET /models/{name}`` -> ``online_metrics.cumulative`` (MAE, RMSE, R², and the 90 %
    interval coverage of AROW). Cross-check: the in-process learner
    (``learners.regression.make_regressor`` with the params the server reports, the records
@@ -89,7 +90,7 @@ from tests.service.procs import free_port, start_service, stop_process  # noqa: 
 
 REPO = _HERE.parent
 HOST = "127.0.0.1"
-ALGORITHMS = ("pa", "pa1", "pa2", "arow")
+ALGORITHMS = ("pa", "pa1", "pa2", "arow", "sgd")
 VW_EXTENDED_RATES = (100.0, 1e3, 1e4, 1e5, 1e6)
 BITS = 18
 SPEED_DIM = 8

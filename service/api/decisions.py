@@ -120,7 +120,7 @@ _RANK = (
 )
 _REWARD = (
     "Learn the reward of one or many events, each once: the chosen action's features "
-    "with the reward as target, importance weight 1/p (`weighting: ips`). An unknown or "
+    "with the reward as target (weight 1, or 1/p with `weighting: ips`). An unknown or "
     "expired event is a 404, another reward for a rewarded event a 409 (both naming "
     "`rewards[i].event_id`); the same reward again is answered as the first time."
 )

@@ -118,6 +118,11 @@ class AROWRegressionParams(_Params):
     )
 
 
+class SGDRegressionParams(_Params):
+    eta: Positive = Field(1.0, description="learning rate (unit-free: the steps are "
+                          "normalised by each feature's scale and the target's)")  # fmt: skip
+
+
 class RankSVMParams(_Params):
     lam: Positive = Field(0.01, description="L2 regularisation (Pegasos)")
     pairs_per_group: int | None = Field(
@@ -298,11 +303,16 @@ class AROWRegressionCreate(_CWFamilyCreate):
     params: AROWRegressionParams | None = None
 
 
+class SGDRegressionCreate(_PlainCreate):
+    algorithm: Literal["sgd_regression"]
+    params: SGDRegressionParams | None = None
+
+
 class RewardModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    algorithm: Literal["pa_regression", "pa1_regression", "pa2_regression", "arow_regression"] = (
-        "arow_regression"
-    )
+    algorithm: Literal[
+        "pa_regression", "pa1_regression", "pa2_regression", "arow_regression", "sgd_regression"
+    ] = "arow_regression"
     params: dict[str, Any] | None = Field(None, description="the regressor's hyperparameters")
 
 
@@ -324,7 +334,11 @@ class DecisionCreate(_PlainCreate):
     seed: int = Field(0, ge=0, le=2**63 - 1, description="the draw's seed")
     max_actions: int = Field(256, ge=1, le=1024)
     reward_range: list[float] = Field([-1e6, 1e6], min_length=2, max_length=2)
-    weighting: Literal["ips", "none"] = "ips"
+    weighting: Literal["ips", "none"] = Field(
+        "none",
+        description="none: each reward learned with weight 1 (SquareCB's plain "
+        "square-loss regression); ips: with importance weight 1/p",
+    )
     default_reward: float | None = Field(
         None, description="learned for an event with no reward within reward_wait_seconds"
     )
@@ -335,7 +349,7 @@ class DecisionCreate(_PlainCreate):
 ModelCreate = Annotated[
     PACreate | PA1Create | PA2Create | CWCreate | AROWCreate | SCW1Create | SCW2Create
     | RankSVMCreate | PARegressionCreate | PA1RegressionCreate | PA2RegressionCreate
-    | AROWRegressionCreate | DecisionCreate,
+    | AROWRegressionCreate | SGDRegressionCreate | DecisionCreate,
     Field(discriminator="algorithm"),
 ]  # fmt: skip
 

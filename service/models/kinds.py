@@ -37,6 +37,7 @@ ALGORITHMS: dict[str, str] = {
     "pa1_regression": "regression",
     "pa2_regression": "regression",
     "arow_regression": "regression",
+    "sgd_regression": "regression",
     "decision": "decision",
 }
 

@@ -103,7 +103,8 @@ def test_params_are_typed_per_algorithm(spec: dict[str, Any]) -> None:
 
     assert algorithms == {"pa", "pa1", "pa2", "cw", "arow", "scw1", "scw2", "ranksvm",
                           "pa_regression", "pa1_regression", "pa2_regression",
-                          "arow_regression", "decision"} == set(ALGORITHMS)  # fmt: skip
+                          "arow_regression", "sgd_regression",
+                          "decision"} == set(ALGORITHMS)  # fmt: skip
     validator = jsonschema.Draft202012Validator(
         resolve(spec, {"$ref": "#/components/schemas/ModelCreate"})
     )

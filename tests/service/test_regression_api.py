@@ -65,7 +65,7 @@ def digest(c: httpx.Client, name: str) -> str:
     return str(r.json()["state_digest"])
 
 
-@pytest.mark.parametrize("algorithm", ["pa", "pa1", "pa2", "arow"])
+@pytest.mark.parametrize("algorithm", ["pa", "pa1", "pa2", "arow", "sgd"])
 def test_the_service_learns_what_the_learner_learns(service: httpx.Client, algorithm: str) -> None:
     X, y = stream(300)
     name = f"reg-{algorithm}"
