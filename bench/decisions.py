@@ -9,8 +9,9 @@ next row is ranked; the figure is the mean reward. A ``learnserve serve`` of thi
 (SQLite under a temporary directory) holds one decision model per policy (the default,
 SquareCB γ = 10·√t, unless ``--policies all``) and reward model (``--reward-models``:
 AROW, the default, and SGD; Thompson and UCB with AROW only), each learning its
-rewards unweighted (the default ``weighting``). The context: the example's non-zero
-features as hashed named features (``{"<index>": value}``; MNIST pixels / 255).
+rewards unweighted (the default ``weighting``). The data sets (``bench/_decision_sets.py``):
+a9a and MNIST (the issue's), SMS spam and raw Adult records (held out); the context is
+the example's non-zero features as hashed named features.
 Vowpal Wabbit on the same rows in the same order: ``--cbify K --cb_explore_adf`` with
 ``--epsilon 0.05``, ``--squarecb``, ``--cover 4 --psi 0.1 --nounif``, and the supervised
 ``--oaa K`` as the ceiling (VW's figure: 1 − its progressive average loss).
@@ -21,8 +22,8 @@ the context 20 features): ``--count`` requests of each kind on ``--connections``
 keep-alive connections (every rank a new event, every reward a different ranked event),
 pairs per second, and the server's CPU per pair (per core).
 
-    PYTHONPATH=. .venv/bin/python bench/decisions.py                 # a9a 10,000 + MNIST 5,000 rows
-    PYTHONPATH=. .venv/bin/python bench/decisions.py --a9a-rows 0 --mnist-rows 60000
+    PYTHONPATH=. .venv/bin/python bench/decisions.py                 # a9a 10,000, MNIST 5,000, ...
+    PYTHONPATH=. .venv/bin/python bench/decisions.py --a9a-rows 0 --mnist-rows 0 --adult-rows 0
     PYTHONPATH=. .venv/bin/python bench/decisions.py --no-bakeoff    # the cost only
 """
 
@@ -46,7 +47,8 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench._baseline import tree_cpu_seconds  # noqa: E402
-from bench._common import print_table, shared_data_dir, write_results  # noqa: E402
+from bench._common import print_table, write_results  # noqa: E402
+from bench._decision_sets import SETS, vw_lines  # noqa: E402
 from bench._loadgen import build_request  # noqa: E402
 from tests.service.procs import free_port, start_service, stop_process  # noqa: E402
 
@@ -65,48 +67,6 @@ VW = {
     "vw --cover 4 --psi 0.1 --nounif": "--cbify {k} --cb_explore_adf --cover 4 --psi 0.1 --nounif",
     "vw --oaa (supervised ceiling)": "--oaa {k}",
 }
-
-
-# ----------------------------------------------------------------------------- data
-
-
-def a9a(rows: int) -> tuple[list[dict[str, float]], np.ndarray, int] | None:
-    from learners.io.svmlight import read_svmlight
-
-    path = shared_data_dir() / "a9a" / "a9a"
-    if not path.exists():
-        print(f"skipping a9a: {path} not found", file=sys.stderr)
-        return None
-    data = read_svmlight(path, n_features=123)
-    n = data.X.n_rows if rows <= 0 else min(rows, data.X.n_rows)
-    X, y = data.X, np.where(data.y[:n] > 0, 1, 0)
-    ctx = [
-        {str(j): v for j, v in zip(X.indices[a:b].tolist(), X.values[a:b].tolist(), strict=True)}
-        for a, b in zip(X.indptr[:n].tolist(), X.indptr[1 : n + 1].tolist(), strict=True)
-    ]
-    return ctx, y, 2
-
-
-def mnist(rows: int) -> tuple[list[dict[str, float]], np.ndarray, int] | None:
-    from learners.io.idx import read_mnist
-
-    root = shared_data_dir() / "mnist"
-    if not root.exists():
-        print(f"skipping MNIST: {root} not found", file=sys.stderr)
-        return None
-    X, y = read_mnist(root, "train")
-    n = len(y) if rows <= 0 else min(rows, len(y))
-    X = X.reshape(len(X), -1)[:n]  # read_mnist scales the pixels to [0, 1]
-    ctx = []
-    for row in X:
-        nz = np.flatnonzero(row)
-        ctx.append(dict(zip(map(str, nz.tolist()), row[nz].round(6).tolist(), strict=True)))
-    return ctx, np.asarray(y[:n], dtype=np.int64), 10
-
-
-def vw_lines(ctx: list[dict[str, float]], y: np.ndarray) -> list[str]:
-    return [f"{int(c) + 1} | " + " ".join(f"f{k}:{v}" for k, v in x.items())
-            for x, c in zip(ctx, y.tolist(), strict=True)]  # fmt: skip
 
 
 def run_vw(args: str, lines: list[str]) -> float:
@@ -275,6 +235,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--a9a-rows", type=int, default=10_000, help="0: all 32,561")
     ap.add_argument("--mnist-rows", type=int, default=5_000, help="0: all 60,000")
+    ap.add_argument("--sms-rows", type=int, default=0, help="held out; 0: all 5,574")
+    ap.add_argument("--adult-rows", type=int, default=10_000, help="held out; 0: all 32,561")
+    ap.add_argument("--sets", default="a9a,mnist,sms,adult", help="which, comma-separated")
     ap.add_argument("--policies", choices=("default", "all"), default="all")
     ap.add_argument(
         "--reward-models",
@@ -292,9 +255,9 @@ def main() -> None:
     doc: dict[str, Any] = {"settings": vars(args), "bakeoff": {}, "cost": []}
     try:
         with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
-            sets = [] if args.no_bakeoff else [("a9a", a9a(args.a9a_rows)),
-                                               ("mnist", mnist(args.mnist_rows))]  # fmt: skip
-            for data_name, loaded in sets:
+            names = [] if args.no_bakeoff else args.sets.split(",")
+            for data_name in names:
+                loaded = SETS[data_name](getattr(args, f"{data_name}_rows"))
                 if loaded is None:
                     continue
                 ctx, y, k = loaded

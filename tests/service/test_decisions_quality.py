@@ -23,6 +23,7 @@ from tests.conftest import shared_data_dir
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+from bench import _decision_sets as sets  # noqa: E402
 from bench import decisions as bench  # noqa: E402
 
 pytest.importorskip("vowpalwabbit")
@@ -46,7 +47,7 @@ def progressive_reward(data: Any, body: dict[str, Any]) -> float:
 
 def vw_best(data: Any) -> float:
     ctx, y, k = data
-    lines = bench.vw_lines(ctx, y)
+    lines = sets.vw_lines(ctx, y)
     explorers = [a for name, a in bench.VW.items() if "oaa" not in name]
     return max(bench.run_vw(a.format(k=k), lines) for a in explorers)
 
@@ -55,7 +56,7 @@ def dataset(name: str, rows: int) -> Any:
     path = shared_data_dir() / ("a9a/a9a" if name == "a9a" else "mnist")
     if not path.exists():
         pytest.skip(f"{path} absent (see shared/data/PROVENANCE.md)")
-    return bench.a9a(rows) if name == "a9a" else bench.mnist(rows)
+    return sets.SETS[name](rows)
 
 
 def default_model(bits: int, **extra: Any) -> dict[str, Any]:
