@@ -98,7 +98,7 @@ def families() -> list[Family]:
         Family("json-maps", "JSON request scanner (sparse, named and hashed features)", _json_maps),
         Family("linear", "linear learners: " + ", ".join(ALGORITHMS), _kind("linear")),
         Family("ranksvm", "RankSVM (all pairs and sampled pairs)", _kind("ranksvm")),
-        Family("regression", "linear regressors: PA, PA-I, PA-II, AROW", _kind("regression")),
+        Family("regression", "linear regressors: PA, PA-I, PA-II, AROW, SGD", _kind("regression")),
         Family("payload", "log-entry decoding (dense->CSR)", _payload),
         Family("drift", "drift detectors (ADWIN, Page-Hinkley)", _drift),
     ]
