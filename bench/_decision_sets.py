@@ -6,10 +6,10 @@ or ``None`` (a message on stderr) when the file is absent from ``../shared/data`
 - ``a9a``: LIBSVM's Adult, 123 binary features, 2 classes;
 - ``mnist``: the pixels (scaled to [0, 1] by ``read_mnist``), 10 classes;
 - ``sms``: SMS Spam Collection, each distinct lower-case word a binary feature, 2
-  classes (held out: not the issue's sets);
+  classes (not one of the issue's sets);
 - ``adult``: the raw Adult census records, each category ``column=value``, ages and
-  hours / 100, capital gains and losses log1p / 10 (fnlwgt left out), 2 classes (held
-  out).
+  hours / 100, capital gains and losses log1p / 10 (fnlwgt left out), 2 classes (not
+  one of the issue's sets).
 """
 
 from __future__ import annotations

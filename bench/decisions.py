@@ -10,7 +10,7 @@ next row is ranked; the figure is the mean reward. A ``learnserve serve`` of thi
 SquareCB γ = 10·√t, unless ``--policies all``) and reward model (``--reward-models``:
 AROW, the default, and SGD; Thompson and UCB with AROW only), each learning its
 rewards unweighted (the default ``weighting``). The data sets (``bench/_decision_sets.py``):
-a9a and MNIST (the issue's), SMS spam and raw Adult records (held out); the context is
+a9a and MNIST (the issue's), SMS spam and raw Adult records (two more); the context is
 the example's non-zero features as hashed named features.
 Vowpal Wabbit on the same rows in the same order: ``--cbify K --cb_explore_adf`` with
 ``--epsilon 0.05``, ``--squarecb``, ``--cover 4 --psi 0.1 --nounif``, and the supervised
@@ -235,8 +235,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--a9a-rows", type=int, default=10_000, help="0: all 32,561")
     ap.add_argument("--mnist-rows", type=int, default=5_000, help="0: all 60,000")
-    ap.add_argument("--sms-rows", type=int, default=0, help="held out; 0: all 5,574")
-    ap.add_argument("--adult-rows", type=int, default=10_000, help="held out; 0: all 32,561")
+    ap.add_argument("--sms-rows", type=int, default=0, help="0: all 5,574")
+    ap.add_argument("--adult-rows", type=int, default=10_000, help="0: all 32,561")
     ap.add_argument("--sets", default="a9a,mnist,sms,adult", help="which, comma-separated")
     ap.add_argument("--policies", choices=("default", "all"), default="all")
     ap.add_argument(
