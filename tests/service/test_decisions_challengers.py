@@ -31,6 +31,7 @@ from service.models.decision import DecisionAdapter
 from service.settings import Settings
 from tests.service.procs import free_port, stop_process
 from tests.service.serving import ServerThread, start_learnserve
+from tests.service.test_decisions_api import refused
 
 FEATURES = {"kind": "hashed", "bits": 14}
 LEADER = {
@@ -55,13 +56,6 @@ def mean_reward(context: dict[str, Any], action: str) -> float:
 def ok(r: httpx.Response) -> dict[str, Any]:
     assert r.status_code in (200, 201), r.text
     return dict(r.json())
-
-
-def refused(r: httpx.Response, status: int, field: str) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    body = dict(r.json()["detail"])
-    assert body.get("field") == field, body
-    return body
 
 
 class InProcess:

@@ -149,6 +149,20 @@ def offset(replica: RedisServer) -> int:
         return int(c.info("replication")["slave_repl_offset"])
 
 
+def fail_over(master: RedisServer, replicas: list[RedisServer], fwd: Forwarder) -> RedisServer:
+    """SIGKILL the master, promote the replica furthest ahead, the other follows it, the
+    service's address moves to it; the new master."""
+    master.kill()
+    new, other = sorted(replicas, key=offset, reverse=True)
+    with new.client() as c:
+        c.execute_command("REPLICAOF", "NO", "ONE")
+    with other.client() as c:
+        c.execute_command("REPLICAOF", "127.0.0.1", str(new.port))
+    synced(other)
+    fwd.switch(new.port)
+    return new
+
+
 @pytest.mark.parametrize("stalled", [False, True], ids=["replicas-up", "replicas-stalled"])
 def test_a_redis_failover_under_decisions_loses_and_doubles_no_reward(
     stalled: bool, master_and_two_replicas: tuple[list[RedisServer], Forwarder], tmp_path: Path
@@ -170,14 +184,7 @@ def test_a_redis_failover_under_decisions_loses_and_doubles_no_reward(
         if stalled:
             link.switch(None)
             time.sleep(2.5)  # WAIT times out (1 s): 503, retried
-        master.kill()  # SIGKILL
-        new, other = sorted(replicas, key=offset, reverse=True)
-        with new.client() as c:
-            c.execute_command("REPLICAOF", "NO", "ONE")
-        with other.client() as c:
-            c.execute_command("REPLICAOF", "127.0.0.1", str(new.port))
-        synced(other)
-        fwd.switch(new.port)
+        new = fail_over(master, replicas, fwd)
         thread.join(PATIENCE)
         print("cut by the failover, then answered:", t.cut)
         assert t.cut, "no request met the failover: nothing tested"
@@ -376,14 +383,7 @@ def test_a_delayed_label_retried_across_a_failover_is_not_lost(
         thread = threading.Thread(target=label, args=(4,))
         thread.start()
         time.sleep(2.5)
-        master.kill()
-        new, other = sorted(replicas, key=offset, reverse=True)
-        with new.client() as c:
-            c.execute_command("REPLICAOF", "NO", "ONE")
-        with other.client() as c:
-            c.execute_command("REPLICAOF", "127.0.0.1", str(new.port))
-        synced(other)
-        fwd.switch(new.port)
+        fail_over(master, replicas, fwd)
         thread.join(PATIENCE)
         for i in range(5, 8):
             label(i)
