@@ -83,7 +83,7 @@ class RegressorModel:
     _code: ClassVar[int] = -1
     _has_cov: ClassVar[bool] = True
     _aux_cols: ClassVar[int] = 0  # SGD: the columns kept beside each weight (no covariance)
-    _y_units: ClassVar[bool] = False  # SGD: μ predicts y itself (in y's units), not (y − m)/s
+    _y_units: ClassVar[bool] = False  # SGD: μ predicts y − m in y's units, not (y − m)/s
 
     def _setup(
         self, dim: int, covariance: str, epsilon: float = 0.0, C: float = 0.0, r: float = 0.0
@@ -402,7 +402,7 @@ class RegressorModel:
         p, v = self._scores(batch)
         n_y, m, m2, _, c = (float(a) for a in self._stats[:5])
         s = _y_scale(n_y, m2)
-        if self._y_units:  # SGD: y itself, clipped to the range of y seen (VW's too)
+        if self._y_units:  # SGD: m + μ·x, clipped to the range of y seen (as VW's)
             values = np.clip(m + p, self._stats[5], self._stats[6]) if n_y > 0.0 else p
         else:
             values = m + s * p

@@ -46,7 +46,7 @@ class SGD(LinearRegressor):
     _code = K.SGD
     _has_cov = False
     _aux_cols = 2  # per coordinate: the AdaGrad sum G and the scale n, beside w
-    _y_units = True  # the weights predict y itself (see _sgd_kernels)
+    _y_units = True  # the weights predict y − m in y's units (see _sgd_kernels)
 
     def __init__(self, dim: int, eta: float = 1.0) -> None:
         self.eta = _positive("eta", eta)
