@@ -133,17 +133,8 @@ class DecisionAdapter(RegressionAdapter):
         return config
 
     @classmethod
-    def _class_for(cls, config: dict[str, Any]) -> type[DecisionAdapter]:
-        """A follower's config makes a challenger (its own adapter class)."""
-        if cls is DecisionAdapter and config.get("follows") is not None:
-            from service.models.decision_follower import ChallengerAdapter
-
-            return ChallengerAdapter
-        return cls
-
-    @classmethod
     def create(cls, config: dict[str, Any]) -> DecisionAdapter:
-        adapter = super(DecisionAdapter, cls._class_for(config)).create(config)
+        adapter = super().create(config)
         assert isinstance(adapter, DecisionAdapter)
         return adapter
 
@@ -151,7 +142,7 @@ class DecisionAdapter(RegressionAdapter):
     def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> DecisionAdapter:
         from learners.artifact import read_header
 
-        adapter = super(DecisionAdapter, cls._class_for(config)).from_checkpoint(config, blob)
+        adapter = super().from_checkpoint(config, blob)
         assert isinstance(adapter, DecisionAdapter)
         saved = (read_header(blob).get("meta") or {}).get("decisions") or {}
         adapter.rewards_learned = int(saved.get("t", 0))

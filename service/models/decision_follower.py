@@ -84,3 +84,21 @@ class ChallengerAdapter(DecisionAdapter):
             **super().describe(),
             "challenger": {"follows": self.leader, "features_reencoded": self.reencode},
         }
+
+
+class DecisionKind(DecisionAdapter):
+    """The ``decision`` kind's adapter class (:mod:`service.models.kinds`): builds a
+    :class:`DecisionAdapter`, or a :class:`ChallengerAdapter` from a follower's config.
+    (Here, not in :mod:`service.models.decision`, which this module imports.)"""
+
+    @classmethod
+    def _class_for(cls, config: dict[str, Any]) -> type[DecisionAdapter]:
+        return ChallengerAdapter if config.get("follows") is not None else DecisionAdapter
+
+    @classmethod
+    def create(cls, config: dict[str, Any]) -> DecisionAdapter:
+        return cls._class_for(config).create(config)
+
+    @classmethod
+    def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> DecisionAdapter:
+        return cls._class_for(config).from_checkpoint(config, blob)

@@ -17,7 +17,7 @@ ADAPTERS: dict[str, str] = {
     "linear": "service.models.linear:LinearAdapter",
     "ranksvm": "service.models.ranksvm:RankSVMAdapter",
     "regression": "service.models.regression:RegressionAdapter",
-    "decision": "service.models.decision:DecisionAdapter",
+    "decision": "service.models.decision_follower:DecisionKind",
     # batch kinds: deployed with PUT /models/{name}/artifact (kind = the artifact's kind)
     "lambdamart": "service.models.lambdamart:LambdaMARTAdapter",
     "llsvm": "service.models.llsvm:LLSVMAdapter",

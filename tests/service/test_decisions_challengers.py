@@ -27,7 +27,7 @@ import pytest
 
 from learners.features import FeatureSpec
 from service.models import decision_features as df
-from service.models.decision import DecisionAdapter
+from service.models.decision_follower import DecisionKind
 from service.settings import Settings
 from tests.service.procs import free_port, stop_process
 from tests.service.serving import ServerThread, start_learnserve
@@ -64,7 +64,7 @@ class InProcess:
     challenger target (its own policy)."""
 
     def __init__(self, config: dict[str, Any], leader_features: dict[str, Any]) -> None:
-        self.model = DecisionAdapter.create(config)
+        self.model = DecisionKind.create(config)  # a challenger for a follower's config
         self.leader_spec = FeatureSpec.from_config(leader_features)
         self.truth: list[float] = []  # each event's expected reward under its policy
         self.contexts: list[dict[str, Any]] = []
