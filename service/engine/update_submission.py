@@ -19,7 +19,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-from service.engine import catalog, checkpoints, log_application, update_outcomes
+from service.engine import catalog, checkpoints, followers, log_application, update_outcomes
 from service.engine.model_handle import ModelHandle
 from service.engine.registry import Registry
 from service.errors import Kind, ServiceError, invalid, not_found, store_unavailable
@@ -303,7 +303,9 @@ async def wait_for_version(
         # One cheap read: a version the log has not reached yet is refused at
         # once, so it can never hold the model's lock or poll the store.
         if h.adapter.online:
-            last = await registry.store.last_position(h.name)
+            # a follower's versions are its leader's log positions (it has no log)
+            log = followers.leader_of(h.config) or h.name
+            last = await registry.store.last_position(log)
             what = f"log (last position {last})"
         else:
             last = await registry.store.get_active_version(h.name) or 0
