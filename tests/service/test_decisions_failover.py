@@ -370,7 +370,7 @@ def test_a_delayed_label_retried_across_a_failover_is_not_lost(
 
     try:
         body = {"algorithm": "arow", "features": {"kind": "dense", "dim": 3}}
-        assert httpx.put(f"{url}/models/dl", json=body).status_code == 201
+        assert httpx.put(f"{url}/models/dl", json=body, timeout=30).status_code == 201
         warm = {"model": "dl", "examples": [{"x": [1.0, 0.0, 0.0], "y": "a"},
                                             {"x": [0.0, 1.0, 0.0], "y": "b"}]}  # fmt: skip
         assert post(url, "/update", warm, "warm").status_code == 200  # its labels known
@@ -391,7 +391,7 @@ def test_a_delayed_label_retried_across_a_failover_is_not_lost(
         assert all(answers[i].status_code == 200 for i in range(8))
         # each acknowledged label an entry of its own, kept through the failover
         assert versions == list(range(2, 10)), versions  # (the warm-up is entry 1)
-        assert httpx.get(f"{url}/models/dl").json()["version"] == 9
+        assert httpx.get(f"{url}/models/dl", timeout=30).json()["version"] == 9
     finally:
         stop_process(proc)
         fwd.close()
