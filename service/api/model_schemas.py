@@ -328,7 +328,13 @@ class DecisionCreate(_PlainCreate):
     """A decision model (contextual bandit): see docs/guides/decisions.md."""
 
     algorithm: Literal["decision"]
-    features: FeaturesConfig = Field(description='hashed features only: {"kind": "hashed", ...}')
+    features: FeaturesConfig = Field(
+        description='{"kind": "hashed", "bits": n}: the context is named values; or '
+        '{"kind": "records", "bits": n, "fields": {...}}: the context is a raw record '
+        "encoded as the records kind does (stateless encodings only: standardize and idf "
+        "are refused) and crossed with the action id and features by combining hashes "
+        "(docs/guides/decisions.md); the actions' features are named values either way"
+    )
     reward_model: RewardModel | None = None
     exploration: Exploration | None = None
     seed: int = Field(0, ge=0, le=2**63 - 1, description="the draw's seed")

@@ -201,6 +201,12 @@ async def follower_config(
         if kinds[0] != kinds[1]:
             raise invalid(f"features: {lead!r}'s features are {kinds[0]}, so must be a "
                           "challenger's", "features")  # fmt: skip
+        if kinds[0] == "records" and leader.get("features") != config["features"]:
+            # (service.models.decision_records) a record another config reads may be
+            # refused long after it was decided: the leader's rows, as they are
+            raise invalid(f"features: a challenger of {lead!r} (a raw-record context) must "
+                          f"have its features: {leader.get('features')}",
+                          "features")  # fmt: skip
         stored["features"] = leader.get("features")
     elif leader.get("features") != config.get("features"):
         raise invalid(

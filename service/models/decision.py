@@ -11,7 +11,9 @@ Config (``PUT /models/{name}``)::
 
 The reward model is one online regressor (:mod:`service.models.regression`'s algorithms)
 shared over every action, on the rows of :mod:`service.models.decision_features`
-(action id, action features, context x action id, context x action features), hashed.
+(action id, action features, context x action id, context x action features), hashed;
+with ``"features": {"kind": "records", ...}`` the context is a raw record, encoded and
+crossed as :mod:`service.models.decision_records` says.
 The default is normalised adaptive SGD (:mod:`learners.regression.sgd`, VW's learner,
 its estimates clipped to the range of rewards seen); with ``thompson`` or ``ucb``,
 which need a variance, it is AROW regression. Measured through HTTP on the bake-off
@@ -58,6 +60,7 @@ from learners.decisions.explore import Policy, decide, make_policy
 from learners.features import Batch
 from service.errors import ServiceError, conflict, invalid
 from service.models import decision_features as df
+from service.models import decision_records as dr
 from service.models.decision_config import (
     VARIANCE_POLICIES,
     decision_config,
@@ -111,9 +114,13 @@ class DecisionAdapter(RegressionAdapter):
             raise invalid("params: a decision model's regressor takes its params under "
                           "reward_model.params", "params")  # fmt: skip
         features = rest.get("features")
-        if not isinstance(features, dict) or features.get("kind") != "hashed":
+        if isinstance(features, dict) and features.get("kind") == "records":
+            rest["features"] = dr.context_features(features, settings)  # a raw-record context
+        elif not isinstance(features, dict) or features.get("kind") != "hashed":
             raise invalid('features: a decision model takes {"kind": "hashed", "bits": n} '
-                          "(named context and action features)", "features")  # fmt: skip
+                          '(named context and action features) or {"kind": "records", '
+                          '"bits": n, "fields": {...}} (a raw-record context)',
+                          "features")  # fmt: skip
         reward = body.get("reward_model", {})
         only_fields(reward, ("algorithm", "params"), "reward_model")
         algorithm = reward.get("algorithm", "arow_regression")
@@ -205,9 +212,8 @@ class DecisionAdapter(RegressionAdapter):
         actions = df.check_actions(body, int(self.settings_of["max_actions"]))
         ids = [str(a["id"]) for a in actions]
         excluded = df.excluded_rows(body, ids)
-        context = df.named_values(body.get("context", {}), "context")
         limit = settings.max_features_per_example
-        batch = df.encode_rows(self.spec, df.action_rows(context, actions, limit), limit)
+        batch = dr.rank_rows(self.spec, body.get("context"), actions, limit)
         feats = [a.get("features") or {} for a in actions]
         return RankInput(ids, excluded, batch, body.get("context") or {}, feats)
 
@@ -254,7 +260,7 @@ class DecisionAdapter(RegressionAdapter):
         rows = x.batch
         if log_as is not None and log_as.spec.to_config() != self.spec.to_config():
             ev = {"ids": x.ids, "ctx": x.context, "feat": x.features}
-            rows = df.event_rows(log_as.spec, ev, settings.max_features_per_example)
+            rows = dr.event_rows(log_as.spec, ev, settings.max_features_per_example)
         record = df.encode_event(rows, {**event, "s": listed, "rank": dec.ranking})
         return df.answer_of(event, listed, dec.ranking), record
 

@@ -18,9 +18,12 @@ its checkpoints and the leader's log like every follower), by
   **leader's** logged probability (``"weighting": "ips"``; that policy chose it).
 
 The leader's entries hold the rows in the leader's features. A challenger with other
-features (``bits``; the kind is ``hashed`` for every decision model) encodes the rows
-again from the context and actions as sent, which every event keeps; with the same
-features it reads the leader's rows as they are. Which features the leader's log has is
+features (``bits`` of the ``hashed`` kind) encodes the rows again from the context and
+actions as sent, which every event keeps; with the same features it reads the leader's
+rows as they are. A challenger of a leader with a raw-record context (``records``) must
+have the leader's features exactly (refused otherwise when it is created: a record
+another config reads may be refused, or make too many features, long after it was
+decided), so it always reads the leader's rows. Which features the leader's log has is
 stored with the follower (``config.follows.features``) when it is created.
 
 A challenger answers no ``rank`` and takes no ``reward`` (409: send them to the
@@ -38,6 +41,7 @@ import numpy as np
 from learners.decisions.estimators import Evaluation
 from learners.features import Batch
 from service.models import decision_features as df
+from service.models import decision_records as dr
 from service.models.decision import DecisionAdapter
 from service.models.decision_config import VARIANCE_POLICIES
 
@@ -60,7 +64,7 @@ class ChallengerAdapter(DecisionAdapter):
     def own_rows(self, batch: Batch, events: list[dict[str, Any]]) -> Batch:
         if not self.reencode:
             return batch
-        return df.concat_rows([df.event_rows(self.spec, ev, _NO_LIMIT) for ev in events])
+        return df.concat_rows([dr.event_rows(self.spec, ev, _NO_LIMIT) for ev in events])
 
     def own_targets(
         self, p: list[float], scores: np.ndarray, rows: Batch
