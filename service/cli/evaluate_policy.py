@@ -1,5 +1,7 @@
 """``learnserve evaluate-policy FILE``: off-policy estimates of simple policies on a
-DSJSON decision log (``learnserve decisions``' output, or VW's / Personalizer's).
+DSJSON decision log (``learnserve decisions``' output, or VW's / Personalizer's); with
+``--model CONFIG`` also a decision model's own policy
+(:func:`service.models.decision_offline.evaluate_config`).
 
 For each policy (``logged``: the policy that wrote the log, whose value is the mean
 reward; ``uniform``: each action with 1/K; ``first``: the first action), IPS, SNIPS and
@@ -8,13 +10,14 @@ was seen, progressive) with 95 % intervals (``learners.decisions.estimators``), 
 JSON object on stdout. Rows without a reward are skipped (counted as ``unrewarded``).
 
     learnserve evaluate-policy front.dsjson
+    learnserve evaluate-policy front.dsjson --model challenger.json
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -28,8 +31,17 @@ def evaluate_policy(
     level: Annotated[
         float, typer.Option(min=0.5, max=0.999, help="Confidence level of the intervals.")
     ] = 0.95,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            help="A decision model's config (a PUT /models body, JSON): its "
+            "policy evaluated on FILE as a challenger of the logging policy.",
+        ),
+    ] = None,
 ) -> None:
-    """Estimate the value of the logged, uniform and first-action policies on FILE."""
+    """Estimate the value of the logged, uniform and first-action policies on FILE (and,
+    with --model, of a decision model's own policy)."""
     evals = {name: Evaluation() for name in ("logged", "uniform", "first")}
     sums: dict[str, list[float]] = {}  # a reward model: each action id's mean reward so far
     rows = unrewarded = 0
@@ -62,4 +74,25 @@ def evaluate_policy(
         "level": level,
         "policies": {name: e.summary(level) for name, e in evals.items()},
     }
+    if config is not None:
+        out["model"] = _evaluate_model(config, log)
     sys.stdout.write(orjson.dumps(out).decode() + "\n")
+
+
+def _evaluate_model(config: Path, log: Path) -> dict[str, Any]:
+    """``--model``: the config's policy on the log (its estimates at 95 %)."""
+    from service.errors import ServiceError
+    from service.models.decision_offline import evaluate_config
+    from service.settings import Settings
+
+    try:
+        body = orjson.loads(config.read_bytes())
+        if type(body) is not dict or body.get("algorithm") != "decision":
+            raise ValueError('a decision model\'s config: {"algorithm": "decision", ...}')
+        return evaluate_config(body, read_dsjson(log), Settings(environment="development"))
+    except (OSError, ValueError, DSJSONError) as exc:
+        typer.echo(f"error: {config}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ServiceError as exc:
+        typer.echo(f"error: {config}: {exc.message}", err=True)
+        raise typer.Exit(2) from None

@@ -22,15 +22,12 @@ from learners.decisions.dsjson import DSJSONError, from_dsjson
 from service.engine.facade import Engine
 from service.engine.model_handle import ModelHandle
 from service.engine.requests import check_idempotency_key
-from service.errors import ServiceError, invalid, too_large
+from service.errors import invalid, too_large
 from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
+from service.models.decision_offline import dsjson_event
 from service.observability import metrics as M
 from service.settings import Settings
-
-
-def _plain(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if not str(k).startswith("_")}
 
 
 def _events(
@@ -55,19 +52,8 @@ def _events(
         if rec.reward is None:
             skipped += 1
             continue
-        ids = [str(a.get("_id", j + 1)) for j, a in enumerate(rec.actions)]
-        feats = [_plain(a) for a in rec.actions]
-        acts = [{"id": a, "features": f} for a, f in zip(ids, feats, strict=True)]
-        body = {"context": _plain(rec.context), "actions": acts}
-        try:
-            x = adapter.encode_rank(body, settings)
-            reward = adapter.check_reward(rec.reward, f"{loc}._label_cost")
-        except ServiceError as e:
-            raise invalid(f"{loc}: {e.message}", loc) from None
-        ev = {"id": rec.event_id, "ids": ids, "p": rec.probabilities, "a": rec.chosen,
-              "v": rec.version or "imported", "ts": rec.timestamp, "ctx": x.context,
-              "feat": x.features}  # fmt: skip
-        events.append((x.batch, ev))
+        event, reward = dsjson_event(adapter, settings, rec, loc)
+        events.append(event)
         rewards.append(reward)
     return events, rewards, skipped
 
