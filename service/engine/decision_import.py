@@ -7,10 +7,10 @@ event of a reward entry, exactly as ``/reward`` writes one: the actions' rows en
 from the line's context and actions (an action's id is its ``_id``, else its 1-based
 position; keys starting with ``_`` are metadata, not features; values must be numbers
 or strings), the logged probabilities, the chosen action and its reward. So the model
-learns them with weight 1/p and its off-policy estimates take them in, in log order on
-every replica. Lines without a reward are skipped (counted); a line that cannot be read
-or encoded is a 422 naming ``lines[i]``, and nothing is learned. With an
-``Idempotency-Key`` the request is learned at most once.
+learns them (weighted as its ``weighting`` says) and its off-policy estimates take them
+in, in log order on every replica. Lines without a reward are skipped (counted); a
+line that cannot be read or encoded is a 422 naming ``lines[i]``, and nothing is
+learned. With an ``Idempotency-Key`` the request is learned at most once.
 """
 
 from __future__ import annotations
