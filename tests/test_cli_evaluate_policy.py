@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from learners.decisions.dsjson import records_from, write_dsjson
+from learners.decisions.dsjson import DecisionRecord, records_from, to_dsjson, write_dsjson
 from service.cli.main import app
 
 
@@ -101,3 +101,9 @@ def test_a_bad_model_config_names_the_field(tmp_path: Path) -> None:
     config.write_text("[1, 2]")
     res = CliRunner().invoke(app, ["evaluate-policy", str(path), "--model", str(config)])
     assert res.exit_code == 2 and "decision model's config" in res.output, res.output
+    # a line the model cannot encode: named in the log
+    config.write_text(json.dumps({**bad, "exploration": {"policy": "squarecb"}}))
+    listed = DecisionRecord("e0", {"seg": ["s1"]}, [{"_id": "a0"}], 0, [1.0], 1.0)
+    path.write_text(to_dsjson(listed) + "\n")
+    res = CliRunner().invoke(app, ["evaluate-policy", str(path), "--model", str(config)])
+    assert res.exit_code == 2 and f"{path}: lines[0]: context.seg" in res.output, res.output

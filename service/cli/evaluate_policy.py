@@ -89,10 +89,15 @@ def _evaluate_model(config: Path, log: Path) -> dict[str, Any]:
         body = orjson.loads(config.read_bytes())
         if type(body) is not dict or body.get("algorithm") != "decision":
             raise ValueError('a decision model\'s config: {"algorithm": "decision", ...}')
-        return evaluate_config(body, read_dsjson(log), Settings(environment="development"))
-    except (OSError, ValueError, DSJSONError) as exc:
+    except (OSError, ValueError) as exc:
         typer.echo(f"error: {config}: {exc}", err=True)
         raise typer.Exit(2) from None
-    except ServiceError as exc:
-        typer.echo(f"error: {config}: {exc.message}", err=True)
+    try:
+        return evaluate_config(body, read_dsjson(log), Settings(environment="development"))
+    except (OSError, DSJSONError) as exc:
+        typer.echo(f"error: {log}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ServiceError as exc:  # the config's field, or the log's lines[i]
+        where = log if exc.field and exc.field.startswith("lines") else config
+        typer.echo(f"error: {where}: {exc.message}", err=True)
         raise typer.Exit(2) from None
