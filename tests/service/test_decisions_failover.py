@@ -233,6 +233,22 @@ def test_redis_killed_and_restarted_from_its_aof_under_decisions(tmp_path: Path)
         redis.kill()
 
 
+def sharded_fleet(
+    procs: list[Any], tmp_path: Path, redis_url: str, extra: dict[str, str]
+) -> tuple[list[str], list[httpx.Client]]:
+    """Three members p0..p2, one owner a model, on one Redis (``procs`` gets each process
+    as it starts, for the caller to stop); their URLs and clients once all are members."""
+    ports = [free_port() for _ in range(3)]
+    for i, port in enumerate(ports):
+        env = {**store_env(tmp_path / f"p{i}", redis_url), "LEARNSERVE_OWNERSHIP": "sharded",
+               "LEARNSERVE_REPLICAS_PER_MODEL": "1", "LEARNSERVE_MEMBER_ID": f"p{i}", **extra}
+        procs.append(start_learnserve(port, env))
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    clients = [httpx.Client(base_url=u, timeout=30) for u in urls]
+    assert wait_members(clients, 3) == ["p0", "p1", "p2"]
+    return urls, clients
+
+
 def post(url: str, path: str, body: dict[str, Any], key: str) -> httpx.Response:
     return httpx.post(f"{url}{path}", json=body, headers={KEY: key}, timeout=30)
 
@@ -243,20 +259,13 @@ def test_a_sharded_decision_model_learns_each_reward_once_wherever_it_is_sent(
     """Three processes, one owner per model (R = 1): each rank and reward goes to a
     process that does not own the model, then again (a retry whose answer was lost) to
     the next process: one decision an event, one reward learned, by the owner once."""
-    ports = [free_port() for _ in range(3)]
-    urls = [f"http://127.0.0.1:{p}" for p in ports]
-    procs = []
     name, n = "ds-sharded", 18
+    procs: list[Any] = []
     try:
-        for i, port in enumerate(ports):
-            env = {**store_env(tmp_path / f"p{i}", redis_url), "LEARNSERVE_OWNERSHIP": "sharded",
-                   "LEARNSERVE_REPLICAS_PER_MODEL": "1", "LEARNSERVE_MEMBER_ID": f"p{i}",
-                   # no checkpoint: the owner applies the whole log, counted below
-                   "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "100000",
-                   "LEARNSERVE_CHECKPOINT_EVERY_SECONDS": "100000"}  # fmt: skip
-            procs.append(start_learnserve(port, env))
-        clients = [httpx.Client(base_url=u, timeout=30) for u in urls]
-        assert wait_members(clients, 3) == ["p0", "p1", "p2"]
+        # no checkpoint: the owner applies the whole log, counted below
+        never = {"LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "100000",
+                 "LEARNSERVE_CHECKPOINT_EVERY_SECONDS": "100000"}  # fmt: skip
+        urls, clients = sharded_fleet(procs, tmp_path, redis_url, never)
         for c in clients:
             c.close()
         put_model(urls[0], name)
@@ -305,18 +314,11 @@ def test_the_owner_of_a_sharded_decision_model_killed_under_traffic(
     """The client talks to the owner (R = 1) and goes to another process when its
     connection breaks; the owner gets SIGKILL mid-reward, another process takes the
     model over once the lease runs out: every acknowledged reward learned once."""
-    ports = [free_port() for _ in range(3)]
-    urls = [f"http://127.0.0.1:{p}" for p in ports]
-    procs = []
     name, n = "ds-owner-killed", 30
+    procs: list[Any] = []
     try:
-        for i, port in enumerate(ports):
-            env = {**store_env(tmp_path / f"p{i}", redis_url), "LEARNSERVE_OWNERSHIP": "sharded",
-                   "LEARNSERVE_REPLICAS_PER_MODEL": "1", "LEARNSERVE_MEMBER_ID": f"p{i}",
-                   "LEARNSERVE_MEMBER_LEASE_SECONDS": "2"}  # fmt: skip
-            procs.append(start_learnserve(port, env))
-        clients = [httpx.Client(base_url=u, timeout=30) for u in urls]
-        assert wait_members(clients, 3) == ["p0", "p1", "p2"]
+        urls, clients = sharded_fleet(procs, tmp_path, redis_url,
+                                      {"LEARNSERVE_MEMBER_LEASE_SECONDS": "2"})
         put_model(urls[0], name)
         info = clients[0].get(f"/models/{name}").json()
         owner = int(info["ownership"]["owners"][0][1:])
