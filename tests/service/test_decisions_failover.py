@@ -240,8 +240,13 @@ def sharded_fleet(
     as it starts, for the caller to stop); their URLs and clients once all are members."""
     ports = [free_port() for _ in range(3)]
     for i, port in enumerate(ports):
-        env = {**store_env(tmp_path / f"p{i}", redis_url), "LEARNSERVE_OWNERSHIP": "sharded",
-               "LEARNSERVE_REPLICAS_PER_MODEL": "1", "LEARNSERVE_MEMBER_ID": f"p{i}", **extra}
+        env = {
+            **store_env(tmp_path / f"p{i}", redis_url),
+            "LEARNSERVE_OWNERSHIP": "sharded",
+            "LEARNSERVE_REPLICAS_PER_MODEL": "1",
+            "LEARNSERVE_MEMBER_ID": f"p{i}",
+            **extra,
+        }
         procs.append(start_learnserve(port, env))
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     clients = [httpx.Client(base_url=u, timeout=30) for u in urls]
@@ -317,8 +322,9 @@ def test_the_owner_of_a_sharded_decision_model_killed_under_traffic(
     name, n = "ds-owner-killed", 30
     procs: list[Any] = []
     try:
-        urls, clients = sharded_fleet(procs, tmp_path, redis_url,
-                                      {"LEARNSERVE_MEMBER_LEASE_SECONDS": "2"})
+        urls, clients = sharded_fleet(
+            procs, tmp_path, redis_url, {"LEARNSERVE_MEMBER_LEASE_SECONDS": "2"}
+        )
         put_model(urls[0], name)
         info = clients[0].get(f"/models/{name}").json()
         owner = int(info["ownership"]["owners"][0][1:])
