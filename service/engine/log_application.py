@@ -76,7 +76,16 @@ async def _catch_up_locked(registry: Registry, h: ModelHandle, target: int | Non
                 limit = min(limit, ahead - h.version - 1)
         entries = await registry.store.read_log(h.name, h.version, limit)
         if not entries:
-            return
+            # Nothing past our version, or a log trimmed wholly behind a checkpoint at
+            # its last entry (say a promotion, then a checkpoint): the store's position
+            # tells. Without this look a replica stayed behind until the next append.
+            if await registry.store.last_position(h.name) <= h.version:
+                return
+            # (read again: an entry appended since the first read is no trim)
+            entries = await registry.store.read_log(h.name, h.version, limit)
+            if not entries:
+                await reload_from_checkpoint(registry, h, h.version + 2)
+                continue
         if entries[0].position != h.version + 1:
             # The entries we need were trimmed behind a newer checkpoint: reload it.
             await reload_from_checkpoint(registry, h, entries[0].position)

@@ -10,247 +10,40 @@ entry is durable (as durable as the store is configured to be).
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any
 
-
-class StoreUnavailable(RuntimeError):
-    """The store cannot be reached; the caller answers 503 and retries later."""
-
-
-class ConfigConflict(RuntimeError):
-    """A model of that name already exists with a different configuration."""
-
-
-class ValueTooLarge(ValueError):
-    """A value (artifact, checkpoint) is larger than the store can hold; the caller
-    answers 413. Redis refuses strings over 512 MB (``proto-max-bulk-len``), SQLite
-    blobs over ``SQLITE_MAX_LENGTH`` (1e9 bytes by default)."""
-
-
-class IdempotencyKeyReused(ValueError):
-    """``append_once`` found the key recorded for the model with a different payload
-    hash: the client reused an idempotency key for another body (the API answers 409)."""
-
-
-@dataclass(frozen=True)
-class KeyGuard:
-    """An idempotency key guarding ``append_labelled`` as ``append_once``'s key guards
-    an append: recorded in the same atomic step, ``(position, payload_hash, n)``."""
-
-    key: str
-    payload_hash: str
-    n: int
-    ttl_seconds: float
-
-    def __post_init__(self) -> None:
-        check_ttl(self.ttl_seconds)
-        if not self.key or not self.payload_hash or " " in self.payload_hash:
-            raise ValueError("the key and payload_hash must be non-empty, the hash without spaces")
-
-
-class KeyReplayed(Exception):
-    """``append_labelled`` found its ``KeyGuard``'s key recorded with the same payload
-    hash: nothing was appended or marked; ``position`` and ``n`` are the first append's."""
-
-    def __init__(self, position: int, n: int) -> None:
-        super().__init__(f"idempotency key recorded at position {position}")
-        self.position, self.n = position, n
-
-
-class FeedbackConflict(RuntimeError):
-    """``append_labelled`` refused the append: the ``index``-th id of its ``labels`` is
-    ``"missing"`` (unknown, or expired), already ``"labelled"``, or its record
-    ``"changed"`` (predicted again since it was read). Nothing was appended or marked."""
-
-    def __init__(self, index: int, reason: str) -> None:
-        super().__init__(f"labels[{index}]: {reason}")
-        self.index, self.reason = index, reason
-
-
-class LogDiverged(RuntimeError):
-    """A checkpoint's state does not match the log at its position: the writer applied
-    entries that the store has since lost (a failover lost the log's tail). The caller
-    reloads the model from the store instead of keeping (or saving) that state."""
-
-
-class ActiveVersionChanged(RuntimeError):
-    """``set_active_version(..., expected=v)`` found another active version than ``v``
-    (a concurrent rollback or deploy won): nothing was changed (the API answers 409)."""
-
-    def __init__(self, name: str, expected: int, active: int | None) -> None:
-        super().__init__(
-            f"model {name!r}: the active version is {active}, not the expected {expected}"
-        )
-        self.expected, self.active = expected, active
-
-
-class ArtifactActive(RuntimeError):
-    """``delete_artifact`` of the version the model serves: refused, nothing deleted
-    (the API answers 409; activate another version first)."""
-
-    def __init__(self, name: str, version: int) -> None:
-        super().__init__(f"model {name!r}: version {version} is the active one")
-        self.version = version
-
-
-class ModelInUse(RuntimeError):
-    """``delete_model`` refused, nothing deleted: the model is a leader that ``followers``
-    follow (``reason`` "has_followers"), or a follower its leader's promotion makes
-    answer ``/predict`` (``reason`` "promoted"; ``followers`` names the leader)."""
-
-    def __init__(self, name: str, reason: str, others: list[str]) -> None:
-        super().__init__(f"model {name!r}: {reason} {others}")
-        self.reason, self.others = reason, others
-
-
-class LeaderGone(RuntimeError):
-    """``create_follower`` refused, nothing stored: the leader is gone (deleted, or
-    deleted and created again: another generation), or its log no longer holds the
-    entries after the follower's ``from_version`` (trimmed meanwhile: read it again)."""
-
-    def __init__(self, leader: str, trimmed: bool = False) -> None:
-        super().__init__(f"leader {leader!r} {'trimmed' if trimmed else 'gone'}")
-        self.leader, self.trimmed = leader, trimmed
-
-
-class NotAFollower(RuntimeError):
-    """``append_serving`` refused, nothing appended: the model named is not (or no
-    longer: deleted) a follower of the model whose log it was to be appended to."""
-
-
-class ModelNotFound(KeyError):
-    """The model does not exist (never created, or deleted). Raised by writes that
-    need the model (``append``, ``add_artifact``, ``set_active_version``); reads of a
-    missing model return empty results instead."""
-
-
-def validate_name(name: str) -> str:
-    """Return ``name`` if a store can hold it, else raise ValueError saying why.
-
-    Curly braces are refused because RedisStore puts the name in a ``{hash tag}``.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError("model name must be a non-empty string")
-    if len(name) > 200:
-        raise ValueError(f"model name is {len(name)} characters long; the limit is 200")
-    if any(c in "{}" or ord(c) < 32 or ord(c) == 127 for c in name):
-        raise ValueError(f"model name {name!r} must not contain braces or control characters")
-    if name in (".", ".."):  # HTTP clients normalise /models/.. away: unreachable by URL
-        raise ValueError(f"model name {name!r} is reserved (a path segment)")
-    return name
-
-
-def canonical_config(config: dict[str, Any]) -> str:
-    """The JSON text that configs are stored and compared as (sorted keys, compact)."""
-    import json
-
-    if not isinstance(config, dict):
-        raise ValueError("config must be a JSON object")
-    return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def payload_digest(payload: bytes | memoryview) -> str:
-    """SHA-1 (hex) of one log entry's payload: what the chain of heads is built from."""
-    return hashlib.sha1(payload).hexdigest()
-
-
-def chain_head(prev_head: str, payload: bytes | memoryview, digest: str | None = None) -> str:
-    """The log's head after appending ``payload`` to a log whose head was ``prev_head``:
-    ``sha1hex(prev_head ‖ sha1hex(payload))`` ("" before the first entry).
-
-    Every store computes it inside the append's atomic step (Redis in its Lua script,
-    which has ``redis.sha1hex``; SQLite in the append transaction) and keeps it beside
-    the entry and the model's ``seq``. A worker recomputes it from the entries it
-    applies: a position that comes back holding another entry (the log lost its tail
-    in a failover and was appended to again) gives another head, so the worker
-    reloads instead of answering a version it did not apply. Integrity against
-    accidents, not an adversary: SHA-1 is what Redis's Lua offers.
-
-    ``digest``: ``payload_digest(payload)`` when the caller has it already (the
-    appending worker hashes its entry once, for the store and for its own check)."""
-    if digest is None:
-        digest = payload_digest(payload)
-    return hashlib.sha1((prev_head + digest).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    position: int
-    payload: bytes
-    # The log's chain head after this entry ("" for an entry written before chains
-    # existed: nothing to check it against).
-    head: str = ""
-    # payload_digest(payload) as its appender computed it, when the store kept it (Redis):
-    # a worker applying the entry checks the chain without hashing the payload again.
-    digest: str | None = None
-
-
-@dataclass(frozen=True)
-class Feedback:
-    """What the store holds for one (model, id) given to a prediction (delayed labels):
-    the service's ``record`` (the features as learned, the prediction served) until the
-    id is labelled; then the label's ``mark`` (opaque text) and the ``position`` of the
-    log entry that learned it, and no record."""
-
-    record: bytes | None
-    mark: str | None = None
-    position: int = 0
-
-
-def record_digest(record: bytes) -> str:
-    """SHA-1 (hex) of a feedback record: ``append_labelled`` checks that the record it
-    marks is the one the caller read (Redis's Lua has ``redis.sha1hex``)."""
-    return hashlib.sha1(record).hexdigest()
-
-
-def check_feedback_records(records: list[tuple[str, bytes]]) -> None:
-    """``put_feedback``'s ``records``: distinct non-empty ids, non-empty byte records."""
-    if len({i for i, _ in records}) != len(records):
-        raise ValueError("ids must be distinct")
-    for i, rec in records:
-        if not isinstance(i, str) or not i:
-            raise ValueError("an id must be a non-empty string")
-        if not isinstance(rec, bytes | bytearray) or not rec:
-            raise ValueError("a record must be non-empty bytes")
-
-
-def check_payload(payload: object) -> None:
-    """An entry's payload for the log: bytes, bytearray or memoryview."""
-    if not isinstance(payload, bytes | bytearray | memoryview):
-        raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
-
-
-def check_ttl(ttl_seconds: float) -> None:
-    """How long a store keeps an idempotency key or a feedback record: > 0 seconds."""
-    if ttl_seconds <= 0:
-        raise ValueError("ttl_seconds must be > 0")
-
-
-def check_feedback_labels(labels: list[tuple[str, str, str]]) -> None:
-    """``append_labelled``'s ``labels``: distinct non-empty ids, non-empty marks."""
-    if len({i for i, _, _ in labels}) != len(labels):
-        raise ValueError("ids must be distinct")
-    if any(not i or not m for i, _, m in labels):
-        raise ValueError("ids and marks must be non-empty")
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    position: int  # the last log position the state includes
-    blob: bytes  # learner artifact bytes
-    created_at: float
-
-
-@dataclass(frozen=True)
-class ArtifactVersion:
-    version: int
-    size: int
-    checksum: str
-    created_at: float
-    kind: str
+from service.store.errors import (  # noqa: F401  (re-exported: the store's contract)
+    ActiveVersionChanged,
+    ArtifactActive,
+    ConfigConflict,
+    FeedbackConflict,
+    IdempotencyKeyReused,
+    KeyReplayed,
+    LeaderGone,
+    LogDiverged,
+    ModelInUse,
+    ModelNotFound,
+    NotAFollower,
+    StoreUnavailable,
+    ValueTooLarge,
+)
+from service.store.values import (  # noqa: F401
+    ArtifactVersion,
+    Checkpoint,
+    Feedback,
+    KeyGuard,
+    LogEntry,
+    canonical_config,
+    chain_head,
+    check_feedback_labels,
+    check_feedback_records,
+    check_payload,
+    check_ttl,
+    payload_digest,
+    record_digest,
+    validate_name,
+)
 
 
 class Store(ABC):

@@ -97,6 +97,44 @@ def test_lagging_replica_reloads_the_checkpoint_when_the_log_was_trimmed(tmp_pat
     asyncio.run(main())
 
 
+def test_a_replica_behind_a_log_trimmed_to_nothing_reloads_the_checkpoint(tmp_path) -> None:
+    """Issue 32: the log trimmed wholly (a checkpoint at its last entry, nothing kept):
+    a replica behind it reads no entry past its version, yet the store is ahead. It
+    reloads the checkpoint; it used to stay where it was until the model's next update
+    (a promotion that was the last entry never reached it)."""
+
+    async def main() -> None:
+        settings = Settings(
+            data_dir=str(tmp_path), checkpoint_every_updates=10**6, log_retain_entries=0
+        )
+        s1, s2 = open_store(None, tmp_path), open_store(None, tmp_path)
+        await s1.open()
+        await s2.open()
+        try:
+            a, b = Engine(s1, settings), Engine(s2, settings)
+            await a.restore_all()
+            cls = adapter_class("linear")
+            h, _ = await a.create("m", cls, cls.normalize_config(BODY, settings))
+            spec = FeatureSpec.dense(3)
+            x = [[1.0, 1.0, -1.0], [1.0, 2.0, 0.5]]
+            await a.submit_update(h, encode_payload(spec.encode(x), ["p", "n"]))
+            await b.restore_all()
+            hb = b.get("m")
+            assert hb.version == 1
+            await a.submit_update(h, encode_payload(spec.encode(x[::-1]), ["p", "n"]))
+            assert await a.checkpoint(h)  # at 2, the log trimmed up to 2: empty
+            assert await s1.read_log("m", 0, 100) == []
+            assert await s1.last_position("m") == 2
+            await b.catch_up(hb)
+            assert hb.version == 2
+            assert hb.adapter.state_digest() == h.adapter.state_digest()
+        finally:
+            await s1.close()
+            await s2.close()
+
+    asyncio.run(main())
+
+
 def test_a_model_that_cannot_be_restored_does_not_block_the_others(tmp_path) -> None:
     async def main() -> None:
         settings = Settings(data_dir=str(tmp_path))

@@ -125,13 +125,6 @@ async def orphans(c: httpx.AsyncClient) -> list[str]:
 
 
 # ------------------------------------------------------------------ 1: promotion reaches
-@pytest.mark.xfail(
-    strict=False,
-    reason="known race, not fixed: in about 1 run in 4 the FIRST promotion of a fresh pair "
-    "of workers never reaches the other worker (still the leader's answers after 25 s; "
-    "later rounds take ~25 ms). Reproduced at the session's start commit too (fe68656). "
-    "Issue 32 stays open for it",
-)
 def test_a_promotion_reaches_the_other_worker_at_once(two_workers: list[str]) -> None:
     async def run() -> list[float]:
         a, b = clients(two_workers)
