@@ -310,8 +310,8 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         checked = self.model.check(batch, meta["y"], weights)
         row = self._first_nonfinite_row(batch, meta["y"], weights, checked)
         if row is not None:
-            loc = f"examples[{row}].x"
-            raise invalid(f"{loc}: {overflow_problem(batch, [row])}", loc)
+            loc, problem = self._overflow_refusal(batch, meta["y"], weights, row)
+            raise invalid(f"{loc}: {problem}", loc)
         # This worker appends and applies this very bytes object next (several are in
         # flight at once, waiting for one group commit): ``apply`` takes the decoded,
         # checked and label-coded form instead of making it again (``update`` checks
@@ -352,7 +352,8 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
         try:
             result = self._update_entry(batch, meta, entry_weights(meta), checked)
         except NonFiniteWeightsError as e:  # appended by a worker behind this state
-            raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
+            loc, problem = self._overflow_refusal(batch, meta["y"], entry_weights(meta), e.row)
+            raise ValueError(f"{loc}: {problem}") from None
         names.record(self.model, meta)
         return self._learned(result, meta)
 
@@ -370,11 +371,19 @@ class LinearAdapter(LinearReadPath, ModelAdapter):
             result: UpdateResult = self.model.update(batch, meta["y"], entry_weights(meta))
         except NonFiniteWeightsError as e:
             encoder._state = before
-            raise ValueError(f"examples[{e.row}].x: {overflow_problem(batch, [e.row])}") from None
+            loc, problem = self._overflow_refusal(batch, meta["y"], entry_weights(meta), e.row)
+            raise ValueError(f"{loc}: {problem}") from None
         except BaseException:
             encoder._state = before
             raise
         return self._learned(result, meta)
+
+    def _overflow_refusal(
+        self, batch: Batch, y: list[Any], weights: list[float] | None, row: int
+    ) -> tuple[str, str]:
+        """Where and why the example ``row`` was refused although every value is finite:
+        a classifier's labels are classes, so its feature values."""
+        return f"examples[{row}].x", overflow_problem(batch, [row])
 
     # What a model of another target (service.models.regression) does otherwise: the
     # dry run's kernel, the labels' clash check, the update of an entry (with delayed

@@ -170,6 +170,21 @@ class RegressionAdapter(LinearAdapter):
         row: int | None = self.model.first_nonfinite_row(batch, y, weights, checked)
         return row
 
+    def _overflow_refusal(
+        self, batch: Batch, y: list[Any], weights: list[float] | None, row: int
+    ) -> tuple[str, str]:
+        """The target when it alone is the cause: the same entry with that target at the
+        model's running mean goes past the row (a dry run, on the refusal path only)."""
+        ys = list(y)
+        ys[row] = float(self.model.y_mean_)
+        again = self.model.first_nonfinite_row(batch, ys, weights)
+        if again is not None and again <= row:
+            return super()._overflow_refusal(batch, y, weights, row)
+        return f"examples[{row}].y", (
+            f"the target {y[row]!r} would make the model's statistics non-finite; the "
+            "update was refused and the model is unchanged"
+        )
+
     def _refuse_clash(self, y: list[Any]) -> None:
         return None  # numbers: no labels whose JSON keys could clash
 

@@ -145,8 +145,15 @@ def test_non_finite_and_huge_targets_are_refused(service: httpx.Client) -> None:
         ex = [{"x": [1.0] * DIM, "y": 1.0}, {"x": [1.0] * DIM, "y": y}]
         r = service.post("/models/reg-huge/update", json={"examples": ex})
         assert r.status_code == 422, r.text
-        assert r.json()["detail"]["field"] == "examples[1].x", r.text
+        err = r.json()["detail"]
+        assert err["field"] == "examples[1].y" and "the target" in err["message"], r.text
         assert digest(service, "reg-huge") == before
+    # huge feature values with an ordinary target: the features are named
+    ex = [{"x": [1.0] * DIM, "y": 1.0}, {"x": [1e300] * DIM, "y": 2.0}]
+    r = service.post("/models/reg-huge/update", json={"examples": ex})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"]["field"] == "examples[1].x", r.text
+    assert digest(service, "reg-huge") == before
     r = service.post("/models/reg-huge/update", json={"examples": [{"x": [1.0] * 5, "y": 1.0}]})
     assert r.status_code == 422 and "examples[0].x" in r.json()["detail"]["field"], r.text
     r = service.post("/models/nope-reg/update", json={"examples": [{"x": [1.0], "y": 1.0}]})
