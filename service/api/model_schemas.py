@@ -340,10 +340,11 @@ class DecisionCreate(_PlainCreate):
     seed: int = Field(0, ge=0, le=2**63 - 1, description="the draw's seed")
     max_actions: int = Field(256, ge=1, le=1024)
     reward_range: list[float] = Field([-1e6, 1e6], min_length=2, max_length=2)
-    weighting: Literal["ips", "none"] = Field(
+    weighting: Literal["ips", "dr", "none"] = Field(
         "none",
         description="none: each reward learned with weight 1 (SquareCB's plain "
-        "square-loss regression); ips: with importance weight 1/p",
+        "square-loss regression); ips: with importance weight 1/p; dr: with weight 1 "
+        "towards the doubly robust estimate ŝ + (r − ŝ)/p",
     )
     default_reward: float | None = Field(
         None, description="learned for an event with no reward within reward_wait_seconds"

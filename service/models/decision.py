@@ -29,7 +29,8 @@ id and ``seed``.
 
 A reward learns the chosen action's row with the reward as target and weight 1
 (``"weighting": "none"``, the default: SquareCB's oracle is plain square-loss
-regression) or importance weight 1/p (``"ips"``, VW's ``mtr``). Each
+regression) or importance weight 1/p (``"ips"``, VW's ``mtr``), or with weight 1 towards
+the doubly robust estimate of its reward (``"dr"``, VW's ``dr``). Each
 applied reward also updates, before the reward model learns it, the progressive
 off-policy estimates (IPS, SNIPS, DR with 95 % intervals,
 :class:`learners.decisions.estimators.Evaluation`) of four policies on the logged
@@ -324,6 +325,18 @@ class DecisionAdapter(RegressionAdapter):
         w = [1.0 / float(ev["p"][ev["a"]]) if ips else 1.0 for ev in events]
         return batch.take(rows), y, w, (batch, events)
 
+    def _targets(self, x: Batch, y: list[float], events: list[dict[str, Any]]) -> list[float]:
+        """What the reward model learns the chosen rows towards: the rewards, or with
+        ``"weighting": "dr"`` the doubly robust estimate of each chosen action's reward,
+        ŝ + (r − ŝ)/p (VW's ``dr``; ŝ the reward model's score of the row as the model
+        is before this entry, so the whole entry is checked in one dry run; every other
+        action's estimate is its own score, which square loss learns nothing from)."""
+        if self.settings_of["weighting"] != "dr":
+            return y
+        s = self.model.predict_details(x)[0].tolist()
+        ps = [float(ev["p"][ev["a"]]) for ev in events]
+        return [si + (r - si) / p for si, r, p in zip(s, y, ps, strict=True)]
+
     def apply(self, payload: bytes) -> UpdateResult:
         """Each event in order: its off-policy estimates from the reward model as it is,
         then the chosen action's row learned. Refused whole (the state unchanged) when
@@ -333,14 +346,15 @@ class DecisionAdapter(RegressionAdapter):
             self.mode = mode
             return UpdateResult(applied=0)
         x, y, w, (batch, events) = self._learned_rows(payload)
-        checked = self.model.check(x, y, w)
-        if self.model.first_nonfinite_row(x, y, w, checked) is not None:
+        t = self._targets(x, y, events)
+        checked = self.model.check(x, t, w)
+        if self.model.first_nonfinite_row(x, t, w, checked) is not None:
             raise ValueError("rewards: learning them would make the weights non-finite")
         results, start = [], 0
         for i, ev in enumerate(events):
             k = len(ev["ids"])
             self._evaluate(ev, y[i], batch.take(list(range(start, start + k))))
-            results.append(self.model.update(x.take([i]), [y[i]], [w[i]]))
+            results.append(self.model.update(x.take([i]), [t[i]], [w[i]]))
             self.rewards_learned += 1
             start += k
         result = merge_results(results)

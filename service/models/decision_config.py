@@ -56,8 +56,8 @@ def decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, An
         raise invalid("reward_range: must be [low, high], finite numbers with low < high",
                       "reward_range")  # fmt: skip
     weighting = body.get("weighting", "none")
-    if weighting not in ("ips", "none"):
-        raise invalid(f"weighting: must be 'ips' or 'none', got {weighting!r}", "weighting")
+    if weighting not in ("ips", "dr", "none"):
+        raise invalid(f"weighting: must be 'none', 'ips' or 'dr', got {weighting!r}", "weighting")
     mode = body.get("mode", "learning")
     if mode not in MODES:
         raise invalid(f"mode: must be one of {list(MODES)}, got {mode!r}", "mode")

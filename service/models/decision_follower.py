@@ -14,8 +14,8 @@ its checkpoints and the leader's log like every follower), by
   reward model), its probabilities computed as a rank would at that point (its scores,
   variances and ``t``; the exploration policy whatever the mode). An action the leader
   gave probability 0 is excluded for every target: the log tells nothing of it;
-- then its reward model learns the chosen action's row, weighted by 1/p with p the
-  **leader's** logged probability (``"weighting": "ips"``; that policy chose it).
+- then its reward model learns the chosen action's row as its own ``weighting`` says,
+  with p the **leader's** logged probability (that policy chose it).
 
 The leader's entries hold the rows in the leader's features. A challenger with other
 features (``bits`` of the ``hashed`` kind) encodes the rows again from the context and
