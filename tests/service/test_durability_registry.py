@@ -97,17 +97,21 @@ def test_lagging_replica_reloads_the_checkpoint_when_the_log_was_trimmed(tmp_pat
     asyncio.run(main())
 
 
-def test_a_replica_behind_a_log_trimmed_to_nothing_reloads_the_checkpoint(tmp_path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_replica_behind_a_log_trimmed_to_nothing_reloads_the_checkpoint(
+    tmp_path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """Issue 32: the log trimmed wholly (a checkpoint at its last entry, nothing kept):
     a replica behind it reads no entry past its version, yet the store is ahead. It
     reloads the checkpoint; it used to stay where it was until the model's next update
     (a promotion that was the last entry never reached it)."""
+    url = request.getfixturevalue("redis_url") if backend == "redis" else None
 
     async def main() -> None:
         settings = Settings(
             data_dir=str(tmp_path), checkpoint_every_updates=10**6, log_retain_entries=0
         )
-        s1, s2 = open_store(None, tmp_path), open_store(None, tmp_path)
+        s1, s2 = open_store(url, tmp_path), open_store(url, tmp_path)
         await s1.open()
         await s2.open()
         try:
