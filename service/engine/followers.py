@@ -208,6 +208,7 @@ async def follower_config(
                           f"have its features: {leader.get('features')}",
                           "features")  # fmt: skip
         stored["features"] = leader.get("features")
+        stored["crossing"] = (leader.get("decision") or {}).get("crossing", "names")
     elif leader.get("features") != config.get("features"):
         raise invalid(
             f"features: a follower reads its leader's entries, so its features must be "

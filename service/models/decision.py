@@ -78,7 +78,8 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 DECISION_KEYS = ("reward_model", "exploration", "seed", "max_actions", "reward_range",
-                 "weighting", "default_reward", "reward_wait_seconds", "mode")  # fmt: skip
+                 "weighting", "default_reward", "reward_wait_seconds", "mode",
+                 "crossing")  # fmt: skip
 TARGETS = ("served", "learned", "first", "uniform")
 
 
@@ -107,6 +108,9 @@ class DecisionAdapter(RegressionAdapter):
         # learning; "learning": explore. Model state, switched by a log entry.
         self.mode: str = d.get("mode", "learning")
         self.agreement = [0, 0]  # rewards evaluated, of which the learned greedy = served
+        # how a hashed context is crossed with the actions (decision_crossing): names for
+        # a model created before the hash crossing, whose stored config has none
+        self.crossing: str = d.get("crossing", "names")
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -215,7 +219,7 @@ class DecisionAdapter(RegressionAdapter):
         ids = [str(a["id"]) for a in actions]
         excluded = df.excluded_rows(body, ids)
         limit = settings.max_features_per_example
-        batch = dr.rank_rows(self.spec, body.get("context"), actions, limit)
+        batch = dr.rank_rows(self.spec, body.get("context"), actions, limit, self.crossing)
         feats = [a.get("features") or {} for a in actions]
         return RankInput(ids, excluded, batch, body.get("context") or {}, feats)
 
@@ -260,9 +264,12 @@ class DecisionAdapter(RegressionAdapter):
         }  # fmt: skip
         listed = [float(v) for v in scores.tolist()]
         rows = x.batch
-        if log_as is not None and log_as.spec.to_config() != self.spec.to_config():
+        if log_as is not None and (
+            log_as.spec.to_config() != self.spec.to_config() or log_as.crossing != self.crossing
+        ):
             ev = {"ids": x.ids, "ctx": x.context, "feat": x.features}
-            rows = dr.event_rows(log_as.spec, ev, settings.max_features_per_example)
+            limit = settings.max_features_per_example
+            rows = dr.event_rows(log_as.spec, ev, limit, log_as.crossing)
         record = df.encode_event(rows, {**event, "s": listed, "rank": dec.ranking})
         return df.answer_of(event, listed, dec.ranking), record
 

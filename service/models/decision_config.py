@@ -61,8 +61,13 @@ def decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, An
     mode = body.get("mode", "learning")
     if mode not in MODES:
         raise invalid(f"mode: must be one of {list(MODES)}, got {mode!r}", "mode")
+    crossing = body.get("crossing", "hash")  # (decision_crossing; a records context's too)
+    records = (body.get("features") or {}).get("kind") == "records"
+    if crossing not in ("hash", "names") or (records and crossing != "hash"):
+        allowed = "'hash' (a raw-record context's only)" if records else "'hash' or 'names'"
+        raise invalid(f"crossing: must be {allowed}, got {crossing!r}", "crossing")
     return {
-        "mode": mode,
+        "mode": mode, "crossing": crossing,
         "reward_algorithm": reward_algorithm, "policy": name, "policy_params": policy.params,
         "seed": seed, "max_actions": max_actions,
         "reward_range": [float(rng[0]), float(rng[1])], "weighting": weighting,

@@ -58,13 +58,16 @@ class ChallengerAdapter(DecisionAdapter):
         follows = config.get("follows")
         logged = follows.get("features") if isinstance(follows, dict) else None
         self.leader = follows.get("model") if isinstance(follows, dict) else follows
-        # the leader's rows are ours only when its log has our features (known)
-        self.reencode = logged != config["features"]
+        # the leader's rows are ours only when its log has our features (known) and
+        # crossing (its stored config's; names for one stored before crossings existed)
+        crossing = follows.get("crossing", "names") if isinstance(follows, dict) else None
+        self.reencode = logged != config["features"] or crossing != self.crossing
 
     def own_rows(self, batch: Batch, events: list[dict[str, Any]]) -> Batch:
         if not self.reencode:
             return batch
-        return df.concat_rows([dr.event_rows(self.spec, ev, _NO_LIMIT) for ev in events])
+        rows = [dr.event_rows(self.spec, ev, _NO_LIMIT, self.crossing) for ev in events]
+        return df.concat_rows(rows)
 
     def own_targets(
         self, p: list[float], scores: np.ndarray, rows: Batch

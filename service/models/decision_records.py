@@ -127,16 +127,23 @@ def crossed_rows(
     )
 
 
-def rank_rows(spec: FeatureSpec, context: Any, actions: list[dict[str, Any]], limit: int) -> Batch:
-    """The rows a rank encodes for ``context`` and ``actions``, by the model's kind."""
+def rank_rows(
+    spec: FeatureSpec, context: Any, actions: list[dict[str, Any]], limit: int, crossing: str
+) -> Batch:
+    """The rows a rank encodes for ``context`` and ``actions``, by the model's kind and,
+    for a hashed context, its ``crossing`` (:mod:`service.models.decision_crossing`)."""
+    from service.models.decision_crossing import crossed_batch, hashed_context
+
     if spec.kind == "records":
         return crossed_rows(spec, encode_context(spec, context), actions, limit)
+    if crossing == "hash":
+        return crossed_batch(spec.dim, hashed_context(context), actions, limit, spec.intercept)
     named = df.named_values(context if context is not None else {}, "context")
     return df.encode_rows(spec, df.action_rows(named, actions, limit), limit)
 
 
-def event_rows(spec: FeatureSpec, ev: dict[str, Any], limit: int) -> Batch:
-    """A logged event's rows (its context and actions as sent) encoded with ``spec``:
-    what ``rank`` encodes for them with that spec."""
+def event_rows(spec: FeatureSpec, ev: dict[str, Any], limit: int, crossing: str) -> Batch:
+    """A logged event's rows (its context and actions as sent) encoded with ``spec`` and
+    ``crossing``: what ``rank`` encodes for them so."""
     acts = [{"id": a, "features": f} for a, f in zip(ev["ids"], ev["feat"], strict=True)]
-    return rank_rows(spec, ev.get("ctx") or {}, acts, limit)
+    return rank_rows(spec, ev.get("ctx") or {}, acts, limit, crossing)

@@ -109,3 +109,43 @@ def test_bad_values_are_refused_naming_them() -> None:
     with pytest.raises(ServiceError) as e:
         crossed_batch(2**BITS, hashed_context({}), [{"id": "a", "features": {"y": [1]}}], 99, True)
     assert e.value.field == "actions[0].features.y"
+
+
+def test_a_model_crosses_by_hash_unless_its_config_says_names() -> None:
+    """New models cross by hash; ``"crossing": "names"``, and a stored config from before
+    crossings existed (none), keep the names' rows; a records context takes only hash."""
+    from service.models.decision import DecisionAdapter
+    from service.settings import Settings
+
+    settings = Settings(data_dir="/tmp/unused")
+    body = {"algorithm": "decision", "features": {"kind": "hashed", "bits": BITS}}
+    context = {"u": 3, "d": "m"}
+    actions = [{"id": f"a{i}", "features": {"t": f"x{i % 2}", "n": i}} for i in range(5)]
+    spec_rows = {}
+    for crossing in ("hash", "names", None):
+        config = DecisionAdapter.normalize_config(
+            body if crossing is None else {**body, "crossing": crossing}, settings
+        )
+        if crossing is None:
+            assert config["decision"]["crossing"] == "hash"
+            del config["decision"]["crossing"]  # as stored before crossings existed
+        model = DecisionAdapter.create(config)
+        spec_rows[crossing] = model.encode_rank({"context": context, "actions": actions},
+                                                settings).batch  # fmt: skip
+    hashed = crossed_batch(2**BITS, hashed_context(context), actions, 10_000, True)
+    spec = DecisionAdapter.create(DecisionAdapter.normalize_config(body, settings)).spec
+    named = spec.encode(df.action_rows(df.named_values(context, "c"), actions, 10_000))
+    for crossing, want in (("hash", hashed), ("names", named), (None, named)):
+        got = spec_rows[crossing]
+        assert got.indices.tolist() == want.indices.tolist(), crossing
+        assert got.values.tolist() == want.values.tolist(), crossing
+    assert hashed.indices.tolist() != named.indices.tolist()
+    with pytest.raises(ServiceError) as e:
+        DecisionAdapter.normalize_config({**body, "crossing": "words"}, settings)
+    assert e.value.field == "crossing"
+    records = {"algorithm": "decision", "crossing": "names",
+               "features": {"kind": "records", "bits": BITS,
+                            "fields": {"u": {"type": "numeric"}}}}  # fmt: skip
+    with pytest.raises(ServiceError) as e:
+        DecisionAdapter.normalize_config(records, settings)
+    assert e.value.field == "crossing" and "raw-record" in e.value.message

@@ -20,6 +20,7 @@ from learners.features import FeatureSpec
 from learners.regression import make_regressor
 from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
+from service.models.decision_crossing import crossed_batch, hashed_context
 from service.models.regression import learner_algorithm
 from service.settings import Settings
 from tests.service.serving import ServerThread
@@ -98,9 +99,9 @@ def test_rank_reward_round_trip_and_the_in_process_model(service: httpx.Client) 
     reg = make_regressor(learner_algorithm(config["algorithm"]), spec.dim, config["params"])
     for action, ctx, p in chosen:
         feats = next(x["features"] for x in acts if x["id"] == action)
-        row = df.action_rows(df.named_values(ctx, "context"),
-                             [{"id": action, "features": feats}], 10_000)  # fmt: skip
-        reg.update(spec.encode(row), [true_reward(ctx, action)], [1.0 / p] if ips else None)
+        row = crossed_batch(spec.dim, hashed_context(ctx), [{"id": action, "features": feats}],
+                            10_000, True)  # fmt: skip
+        reg.update(row, [true_reward(ctx, action)], [1.0 / p] if ips else None)
     model = DecisionAdapter.create(config)
     # ... and the whole adapter (reward model and estimates) fed the same entries
     for i, (action, ctx, p) in enumerate(chosen):

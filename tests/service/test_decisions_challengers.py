@@ -27,6 +27,7 @@ import pytest
 
 from learners.features import FeatureSpec
 from service.models import decision_features as df
+from service.models import decision_records as dr
 from service.models.decision_follower import DecisionKind
 from service.settings import Settings
 from tests.service.procs import free_port, stop_process
@@ -86,7 +87,7 @@ class InProcess:
         ev = {"id": eid, "ids": ids, "p": [p[i] for i in ids], "ctx": ctx,
               "a": ids.index(answer["action"]), "v": answer["version"],
               "feat": [a["features"] for a in ACTIONS]}  # fmt: skip
-        batch = df.event_rows(self.leader_spec, ev, 10_000)
+        batch = dr.event_rows(self.leader_spec, ev, 10_000, "hash")  # (the leader's crossing)
         self.contexts.append(ctx)
         self.rewards.append(r)
         self.model.apply(df.reward_entry([(batch, ev)], [r]))
@@ -120,6 +121,7 @@ def test_challengers_learn_and_estimate_the_leaders_log(tmp_path: Path) -> None:
                 "model": "lead",
                 "from_version": 20,
                 "features": {**FEATURES, "intercept": True},
+                "crossing": "hash",
             }
             assert (
                 c.put(f"/models/{name}", json={**LEADER, **body, "follows": "lead"}).status_code

@@ -160,8 +160,7 @@ def twin(
         p = {x["id"]: x["probability"] for x in e.answer["ranking"]}
         ev = {"id": e.event_id, "ids": IDS, "p": [p[i] for i in IDS],
               "a": IDS.index(e.answer["action"]), "v": 0, "ctx": e.context, "feat": []}  # fmt: skip
-        named = df.action_rows(df.named_values(e.context, "context"), ACTIONS, 10_000)
-        rows = df.encode_rows(model.spec, named, 10_000)
+        rows = model.encode_rank({"context": e.context, "actions": ACTIONS}, s).batch
         model.apply(df.reward_entry([(rows, ev)], [e.reward]))
     return model
 

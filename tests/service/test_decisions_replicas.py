@@ -70,10 +70,8 @@ def test_two_processes_agree(redis_url: str, tmp_path: Path) -> None:
     for rec in recs:  # one reward per entry: as the service learned them (defaults too)
         ev = {"id": rec.event_id, "ids": [x["_id"] for x in rec.actions], "p": rec.probabilities,
               "a": rec.chosen, "v": 0, "ctx": rec.context, "feat": []}  # fmt: skip
-        rows = df.action_rows(df.named_values(rec.context, "context"),
-                              [{"id": x["_id"], "features": {k: v for k, v in x.items()
-                                                              if k != "_id"}}
-                               for x in rec.actions], 10_000)  # fmt: skip
-        model.apply(df.reward_entry([(df.encode_rows(model.spec, rows, 10_000), ev)],
-                                    [float(rec.reward or 0.0)]))  # fmt: skip
+        acts = [{"id": x["_id"], "features": {k: v for k, v in x.items() if k != "_id"}}
+                for x in rec.actions]  # fmt: skip
+        rows = model.encode_rank({"context": rec.context, "actions": acts}, s).batch
+        model.apply(df.reward_entry([(rows, ev)], [float(rec.reward or 0.0)]))
     assert model.state_digest() == infos[0]["state_digest"]

@@ -14,6 +14,7 @@ from learners.features import FeatureSpec
 from learners.regression import make_regressor
 from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
+from service.models.decision_crossing import crossed_batch, hashed_context
 from service.models.regression import learner_algorithm
 from service.settings import Settings
 from tests.service.serving import ServerThread
@@ -57,11 +58,8 @@ def test_each_reward_is_learned_as_the_weighting_says(
         r = service.post(f"/models/{name}/reward", json={"event_id": f"e{i}", "reward": reward})
         assert r.status_code == 200, r.text
         feats = next(x["features"] for x in acts if x["id"] == a["action"])
-        row = spec.encode(
-            df.action_rows(
-                df.named_values(ctx, "context"), [{"id": a["action"], "features": feats}], 10_000
-            )
-        )
+        row = crossed_batch(spec.dim, hashed_context(ctx),
+                            [{"id": a["action"], "features": feats}], 10_000, True)  # fmt: skip
         p = a["probability"]
         if weighting == "dr":  # towards ŝ + (r − ŝ)/p, weight 1
             s = float(reg.predict_details(row)[0][0])
