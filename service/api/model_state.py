@@ -38,6 +38,14 @@ from it on any service with `PUT /models/{name}` and this body
 (`Content-Type: application/octet-stream`): the state is bit-exact (same
 `state_digest`). Headers: `X-Model-Version`, `X-State-Digest`. Needs the `admin`
 scope (it is a full copy of the model). 409 for a batch model.
+
+A decision model's artifact holds its reward model (kind `regression`), and in
+`meta.decisions` its exploration's step `t`, its mode, its agreement counts and its
+progressive off-policy estimates; imported, it ranks as the exported model does (the
+same `event_id` and context: the same answer). Decisions awaiting a reward are not
+carried: they belong to the exported model's decision log (`GET
+/models/{name}/decisions`), and their rewards go to that model. A challenger's export
+imports as a standalone decision model, without its `challenger` estimate.
 """
 
 WEIGHTS_DESCRIPTION = """\
@@ -133,9 +141,6 @@ async def export_model_state(
     h = await engine.find(name)
     request.state.model = name
     _online(h, name)
-    if h.adapter.kind == "decision":  # its artifact would import as a plain regressor
-        why = "exporting one is not built yet (its decision log: GET /models/{name}/decisions)"
-        raise ApiError(409, "not_exportable", f"model {name!r} is a decision model; {why}")
     blob, version, digest = await export_state(h)
     headers = {
         "Content-Disposition": f'attachment; filename="{name}.lsrn"',

@@ -53,7 +53,9 @@ Two bodies:
 - `application/octet-stream`: an artifact of an online model (`GET
   /models/{name}/state` of this or another service, or `model.to_bytes()` of a
   `learners` model whose `features_` is set): the model starts from its state,
-  bit-exact (same `state_digest`), with its algorithm, params and features. Its
+  bit-exact (same `state_digest`), with its algorithm, params and features (a
+  decision model's: its config and decision state too, not its decisions awaiting a
+  reward; a challenger's imports as a standalone decision model). Its
   config records the artifact's SHA-256 (`imported`). A malformed, truncated or
   corrupted artifact, one of a batch kind, or one without `meta.features` is a 422
   naming the problem (`field: "artifact"`); nothing is created.

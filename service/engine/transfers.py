@@ -15,6 +15,12 @@ model, from that checkpoint and the log after it, so the state is bit-exact (sam
 ``state_digest``) everywhere and the same updates give the same digests as on the
 model it was exported from. The config records the artifact's SHA-256
 (``"imported"``): the same artifact PUT again is idempotent (200), another one a 409.
+
+A decision model's export is its reward model's artifact (kind ``"regression"``) with
+its decision state in ``meta.decisions`` and its config in ``meta.service.config``
+(:mod:`service.models.decision_state` checks both): it imports as a decision model (a
+challenger's as a standalone one), without the decisions awaiting a reward (they are in
+the exported model's decision log).
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ def load_online_artifact(
         raise ServiceError(Kind.TOO_LARGE, "model_too_large", f"artifact: {e}", FIELD) from None
     except ArtifactError as e:
         raise _refuse(str(e)) from None
+    if _is_decision(art.meta):
+        return _load_decision(art, settings)
     if art.kind not in ONLINE_KINDS:
         raise _refuse(
             f"holds a {art.kind!r} model, not an online one {list(ONLINE_KINDS)}; deploy "
@@ -112,16 +120,9 @@ def load_online_artifact(
         raise _refuse(f"its config is refused here: {e.message}") from None
     if FeatureSpec.from_config(config["features"]).dim != model.dim:
         raise _refuse("meta.features does not match the model's dimension")
-    names = model.feature_names_
-    if names is not None and len(names) > settings.max_feature_names:
-        model.feature_names_ = _first(names, settings.max_feature_names)
-        config["trimmed_names"] = True  # popped below: the stored state is then re-written
-    rewrite = bool(config.pop("trimmed_names", False))
+    rewrite = _trim_names(model, settings)
     config["imported"] = art.checksum
-    service = art.meta.get("service")
-    learned = service.get("examples_learned") if isinstance(service, dict) else None
-    if isinstance(learned, bool) or not isinstance(learned, int) or learned < 0:
-        learned = int(getattr(model, "n_seen_", 0))
+    learned = _examples_learned(art, model)
     adapter = cls(config, model)
     load_calibration = getattr(adapter, "load_calibration", None)
     if load_calibration is not None:  # a binary classifier's probability map, when exported
@@ -137,6 +138,84 @@ def load_online_artifact(
             raise _refuse(f"meta.{record_entries.META_KEY}: {e}") from None
     check_digest(art, adapter)
     return cls, config, adapter, learned, rewrite
+
+
+def _trim_names(model: Any, settings: Settings) -> bool:
+    """Names over this server's limit dropped: whether the stored state must then be
+    re-written."""
+    names = model.feature_names_
+    if names is None or len(names) <= settings.max_feature_names:
+        return False
+    model.feature_names_ = _first(names, settings.max_feature_names)
+    return True
+
+
+def _examples_learned(art: Artifact, model: Any) -> int:
+    service = art.meta.get("service")
+    learned = service.get("examples_learned") if isinstance(service, dict) else None
+    if isinstance(learned, bool) or not isinstance(learned, int) or learned < 0:
+        learned = int(getattr(model, "n_seen_", 0))
+    return learned
+
+
+def _is_decision(meta: dict[str, Any]) -> bool:
+    """Whether an artifact's meta says it holds a decision model (its decision state,
+    or a decision model's config)."""
+    service = meta.get("service")
+    config = service.get("config") if isinstance(service, dict) else None
+    return "decisions" in meta or (isinstance(config, dict) and config.get("kind") == "decision")
+
+
+def _load_decision(
+    art: Artifact, settings: Settings
+) -> tuple[type[ModelAdapter], dict[str, Any], ModelAdapter, int, bool]:
+    """``load_online_artifact`` of a decision model's export
+    (:mod:`service.models.decision_state`): its reward model, its config rebuilt from
+    ``meta.service.config`` (without ``follows``: a challenger's export imports as a
+    standalone model, re-written without its own estimate) and its decision state."""
+    from learners.regression import LinearRegressor
+    from service.models import decision_state
+    from service.models.decision import DecisionAdapter
+
+    if art.kind != "regression":
+        raise _refuse(
+            f"holds a decision model's state, whose reward model is of kind "
+            f"'regression', but the artifact's kind is {art.kind!r}"
+        )
+    try:
+        decision_state.check_arrays(art.arrays)
+        model = LinearRegressor.from_artifact(art)
+        body, challenger = decision_state.import_body(art.meta, model)
+    except (ArtifactError, ValueError, KeyError, TypeError) as e:
+        raise _refuse(str(e)) from None
+    check_state(None, model)
+    cls = adapter_class("decision")
+    try:
+        config = cls.normalize_config(body, settings)
+    except ServiceError as e:
+        raise _refuse(f"its config (meta.service.config) is refused here: {e.message}") from None
+    spec, held = FeatureSpec.from_config(config["features"]), model.features_
+    if held is None:
+        raise _refuse(
+            "meta.features is missing: the artifact does not say how the reward "
+            "model's rows are encoded"
+        )
+    if spec.dim != model.dim or spec.to_config() != held.to_config():
+        raise _refuse(
+            f"meta.features {held.to_config()} does not match the features of "
+            f"meta.service.config {spec.to_config()}"
+        )
+    rewrite = _trim_names(model, settings) or challenger
+    config["imported"] = art.checksum
+    adapter = cls(config, model)
+    assert isinstance(adapter, DecisionAdapter)
+    try:
+        decision_state.restore(adapter, art.meta["decisions"], challenger)
+    except ValueError as e:
+        raise _refuse(str(e)) from None
+    check_digest(art, adapter)
+    decision_state.standalone(adapter)
+    return cls, config, adapter, _examples_learned(art, model), rewrite
 
 
 def check_state(sigma: np.ndarray | None, model: Any) -> None:
