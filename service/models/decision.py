@@ -61,6 +61,7 @@ from learners.decisions.explore import Policy, decide, make_policy
 from learners.features import Batch
 from service.errors import ServiceError, conflict, invalid
 from service.models import decision_features as df
+from service.models import decision_names as dn
 from service.models import decision_records as dr
 from service.models.decision_config import (
     VARIANCE_POLICIES,
@@ -106,6 +107,7 @@ class DecisionAdapter(RegressionAdapter):
         # learning; "learning": explore. Model state, switched by a log entry.
         self.mode: str = d.get("mode", "learning")
         self.agreement = [0, 0]  # rewards evaluated, of which the learned greedy = served
+        dn.set_limit(model, d.get("max_feature_names", 100_000))  # (configs made before it)
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -343,6 +345,7 @@ class DecisionAdapter(RegressionAdapter):
             results.append(self.model.update(x.take([i]), [y[i]], [w[i]]))
             self.rewards_learned += 1
             start += k
+        dn.record(self.model, self.spec, events, x)  # the learned rows' names (/weights)
         result = merge_results(results)
         return _with_targets(result, y, None, self.model.y_std_)
 
