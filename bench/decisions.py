@@ -11,7 +11,10 @@ SquareCB γ = 10·√t, unless ``--policies all``) and reward model (``--reward-
 AROW, the default, and SGD; Thompson and UCB with AROW only), each learning its
 rewards unweighted (the default ``weighting``). The data sets (``bench/_decision_sets.py``):
 a9a and MNIST (the issue's), SMS spam and raw Adult records (two more); the context is
-the example's non-zero features as hashed named features.
+the example's non-zero features as hashed named features. ``adult-records``: the raw
+Adult rows with a raw-record context (``"kind": "records"``; ``bench/_decision_records.py``),
+each run's figure and state checked equal to its in-process twin's, VW on the ``adult``
+set's features of the same rows.
 Vowpal Wabbit on the same rows in the same order: ``--cbify K --cb_explore_adf`` with
 ``--epsilon 0.05``, ``--squarecb``, ``--cover 4 --psi 0.1 --nounif``, and the supervised
 ``--oaa K`` as the ceiling (VW's figure: 1 − its progressive average loss).
@@ -25,6 +28,7 @@ pairs per second, and the server's CPU per pair (per core).
     PYTHONPATH=. .venv/bin/python bench/decisions.py                 # a9a 10,000, MNIST 5,000, ...
     PYTHONPATH=. .venv/bin/python bench/decisions.py --a9a-rows 0 --mnist-rows 0 --adult-rows 0
     PYTHONPATH=. .venv/bin/python bench/decisions.py --no-bakeoff    # the cost only
+    PYTHONPATH=. .venv/bin/python bench/decisions.py --sets adult-records --adult-records-rows 0
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import numpy as np  # noqa: E402
 
 from bench._baseline import tree_cpu_seconds  # noqa: E402
 from bench._common import print_table, write_results  # noqa: E402
+from bench._decision_records import bakeoff as records_bakeoff  # noqa: E402
 from bench._decision_sets import SETS, vw_lines  # noqa: E402
 from bench._loadgen import build_request  # noqa: E402
 from tests.service.procs import free_port, start_service, stop_process  # noqa: E402
@@ -237,7 +242,9 @@ def main() -> None:
     ap.add_argument("--mnist-rows", type=int, default=5_000, help="0: all 60,000")
     ap.add_argument("--sms-rows", type=int, default=0, help="0: all 5,574")
     ap.add_argument("--adult-rows", type=int, default=10_000, help="0: all 32,561")
-    ap.add_argument("--sets", default="a9a,mnist,sms,adult", help="which, comma-separated")
+    ap.add_argument("--adult-records-rows", type=int, default=5_000, help="0: all 32,561")
+    ap.add_argument("--sets", default="a9a,mnist,sms,adult,adult-records",
+                    help="which, comma-separated")  # fmt: skip
     ap.add_argument("--policies", choices=("default", "all"), default="all")
     ap.add_argument(
         "--reward-models",
@@ -256,19 +263,26 @@ def main() -> None:
     try:
         with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
             names = [] if args.no_bakeoff else args.sets.split(",")
+            runs = [
+                (f"{label} + {rm}", exploration, rm)
+                for label, exploration in policies.items()
+                for rm in args.reward_models.split(",")
+                if rm == "arow_regression" or exploration.get("policy") not in VARIANCE
+            ]
             for data_name in names:
-                loaded = SETS[data_name](getattr(args, f"{data_name}_rows"))
-                if loaded is None:
-                    continue
-                ctx, y, k = loaded
                 figures: dict[str, float] = {}
-                runs = [
-                    (f"{label} + {rm}", exploration, rm)
-                    for label, exploration in policies.items()
-                    for rm in args.reward_models.split(",")
-                    if rm == "arow_regression" or exploration.get("policy") not in VARIANCE
-                ]
-                for label, exploration, rm in runs:
+                if data_name == "adult-records":  # a records context, checked in process
+                    got = records_bakeoff(c, put, args.adult_records_rows, runs)
+                    loaded = None if got is None else SETS["adult"](got[0])
+                    if got is None or loaded is None:
+                        continue
+                    figures, (ctx, y, k), runs_here = got[1], loaded, []
+                else:
+                    loaded = SETS[data_name](getattr(args, f"{data_name}_rows"))
+                    if loaded is None:
+                        continue
+                    (ctx, y, k), runs_here = loaded, runs
+                for label, exploration, rm in runs_here:
                     name = f"{data_name}-{len(figures)}"
                     put(c, name, decision_model(exploration, 20 if k > 2 else 18, rm))
                     t0 = time.perf_counter()

@@ -99,6 +99,28 @@ class FeatureNames:
         self._arrays = None
         return len(new)
 
+    def add_hashed(self, names: Sequence[str], hashes: Sequence[int]) -> int:
+        """:meth:`add` of names whose column is not their own hash (a decision model's
+        crossed features, :mod:`service.models.decision_names`): each name with the
+        32-bit value its index is masked from (``hashes[i] & (2**bits - 1)``)."""
+        room = self.limit - len(self._hash)
+        known = self._hash
+        new: dict[str, int] = {}
+        for name, h in zip(names, hashes, strict=True):
+            if len(new) >= room:
+                break
+            if name not in known and name not in new:
+                new[name] = int(h) & _FULL
+        if not new:
+            return 0
+        known.update(new)
+        if 2 * len(known) > self._table.shape[0]:
+            self._rehash()
+        else:
+            K.insert_all(self._table, np.fromiter(new.values(), np.int64, len(new)))
+        self._arrays = None
+        return len(new)
+
     def unknown(self, names: Iterable[str]) -> list[str]:
         """The names not recorded, each once, in first-seen order."""
         known = self._hash

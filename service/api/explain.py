@@ -16,6 +16,7 @@ from service.api.errors import ApiError, json_response
 from service.api.request_bodies import read_json_object
 from service.api.schemas import error_responses
 from service.engine import followers
+from service.models import decision_names
 from service.models.explain import MAX_INSTANCES, explain
 
 router = APIRouter(tags=["models"])
@@ -33,6 +34,17 @@ sparse inputs list their non-zero values. One version's weights (`version`), of 
 state that answers `/predict` under this name (`serving`: a promoted follower's).
 422: the errors `/predict` gives, naming `x.<field>` or `instances[i].x.<field>`; an
 unknown body field. 409: a batch model.
+
+A decision model takes a rank body instead, `{{"context": ..., "actions": [...]}}` (`x` is
+a 422 naming `x`), and answers `reward_model`, `baseline` (the rewards' mean m: a score is
+m + the sum of the contributions) and per action (`actions`, in the body's order) its
+`id`, `score` (what `rank` scores it, at this version), `clipped` (`sgd_regression` only:
+the sum was clipped to the range of rewards seen, so it is not the score) and
+`features`: each column of its row with `index`, `names` (`id=<action>`, `a:<name>`,
+`c:<context feature>|id=<action>`, `c:<context feature>|a:<name>`, `^constant`; the
+context feature as the records encoder names it for a records context: `age#3`,
+`job=clerk`), `collision` (several names), `value`, `weight` (in the reward's units)
+and `contribution` (value x weight). 422: the errors `rank` gives.
 """
 
 
@@ -72,16 +84,52 @@ class ExplainResponse(BaseModel):
     explanations: list[Explanation]
 
 
+class DecisionColumn(BaseModel):
+    index: int
+    names: list[str] = Field(description="id=<action>, a:<name>, c:<context>|id=<action>, ...")
+    collision: bool = Field(description="several names at this column")
+    value: float
+    weight: float = Field(description="in the reward's units")
+    contribution: float = Field(description="value x weight")
+
+
+class ExplainedAction(BaseModel):
+    id: str
+    score: float = Field(description="what rank scores the action: baseline + the contributions")
+    clipped: bool = Field(description="sgd_regression: the sum clipped to the rewards seen")
+    features: list[DecisionColumn]
+
+
+class DecisionExplainResponse(BaseModel):
+    model: str
+    serving: str
+    version: int
+    features: dict[str, Any] = Field(description="the model's feature config")
+    reward_model: str
+    baseline: float = Field(description="the rewards' mean, in every score")
+    actions: list[ExplainedAction]
+
+
 _ONE_X = {
     "type": "object",
     "required": ["x"],
     "properties": {"x": {"description": "an input, as /predict's instance x"}},
     "additionalProperties": False,
 }
+_RANK_BODY = {
+    "type": "object",
+    "description": "a decision model's: a rank body (its actions scored for the context)",
+    "required": ["actions"],
+    "properties": {"context": {"description": "the context, as rank takes it"},
+                   "actions": {"type": "array", "minItems": 1,
+                               "items": {"type": "object", "required": ["id"]}}},
+    "additionalProperties": False,
+}  # fmt: skip
 _BODY_SCHEMA = {
     "title": "ExplainRequest",
     "oneOf": [
         _ONE_X,
+        _RANK_BODY,
         {
             "type": "object",
             "required": ["instances"],
@@ -103,7 +151,10 @@ _BODY = {
     "/models/{name}/explain",
     summary="The features an input makes, with their weights and contributions (an audit)",
     description=EXPLAIN_DESCRIPTION,
-    responses={200: {"model": ExplainResponse}, **error_responses(401, 403, 404, 409, 422)},
+    responses={
+        200: {"model": ExplainResponse | DecisionExplainResponse},
+        **error_responses(401, 403, 404, 409, 413, 422),
+    },
     openapi_extra=_BODY,
 )
 async def explain_input(
@@ -123,7 +174,10 @@ async def explain_input(
         version = h.version
         served = followers.serving(h)
         adapter: Any = served.adapter
-        found = await asyncio.to_thread(explain, adapter.spec, adapter.model, body, settings)
+        if adapter.kind == "decision":  # a rank body: each action's score taken apart
+            found = await asyncio.to_thread(decision_names.explain, adapter, body, settings)
+        else:
+            found = await asyncio.to_thread(explain, adapter.spec, adapter.model, body, settings)
     body_out = {"model": name, "serving": served.name, "version": version,
                 "features": served.config["features"], **found}  # fmt: skip
     return json_response(body_out)

@@ -63,6 +63,10 @@ that index, at update time, by whichever worker parsed the update; see
 `POST /models/{name}/explain` names them; not yet for one with `standardize` or `idf`)
 and `collision` (several names share the index). Names are recorded up to the
 `max_feature_names` setting per model (100k by default), first seen first.
+A decision model (one weight vector, `label: null`) names its columns `id=<action>`,
+`a:<name>`, `c:<context feature>|id=<action>`, `c:<context feature>|a:<name>` and
+`^constant` (a records context's feature as the records encoder names it, `age#3`,
+`job=clerk`), recorded as rewards are learned (`service.models.decision_names`).
 422: `top` outside 1..1000, a `label` the model does not have. 409: a batch model.
 """
 

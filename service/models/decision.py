@@ -62,6 +62,7 @@ from learners.decisions.explore import Policy, decide, make_policy
 from learners.features import Batch
 from service.errors import ServiceError, conflict, invalid
 from service.models import decision_features as df
+from service.models import decision_names as dn
 from service.models import decision_records as dr
 from service.models.decision_config import (
     VARIANCE_POLICIES,
@@ -111,6 +112,7 @@ class DecisionAdapter(RegressionAdapter):
         # how a hashed context is crossed with the actions (decision_crossing): names for
         # a model created before the hash crossing, whose stored config has none
         self.crossing: str = d.get("crossing", "names")
+        dn.set_limit(model, d.get("max_feature_names", 100_000))  # (configs made before it)
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -364,6 +366,9 @@ class DecisionAdapter(RegressionAdapter):
             results.append(self.model.update(x.take([i]), [t[i]], [w[i]]))
             self.rewards_learned += 1
             start += k
+        dn.record(
+            self.model, self.spec, self.crossing, events, x
+        )  # the learned rows' names (/weights)
         result = merge_results(results)
         return _with_targets(result, y, None, self.model.y_std_)
 

@@ -88,4 +88,6 @@ def default_config(body: dict[str, Any], d: dict[str, Any], settings: Settings) 
     if type(wait) not in (int, float) or not 0 < wait <= ttl:
         raise invalid(f"reward_wait_seconds: must be a number in (0, feedback_ttl_seconds = "
                       f"{ttl:g}], got {wait!r}", "reward_wait_seconds")  # fmt: skip
-    return {"default_reward": default, "reward_wait_seconds": float(wait)}
+    # the most column names the model records (service.models.decision_names)
+    return {"default_reward": default, "reward_wait_seconds": float(wait),
+            "max_feature_names": settings.max_feature_names}  # fmt: skip

@@ -18,8 +18,11 @@ An action's row, in ``2**bits`` columns with ``mask = 2**bits - 1`` and
   ``((16777619 * c) ^ h("a:<name>")) & mask``, value ``x * v`` (context x action
   features). 16777619 is the FNV prime VW crosses namespaces with.
 
-Values landing in one column are summed. No names are built for the crossed features:
-the context's columns come from the encoder's kernel, the action's hashes once per name.
+Values landing in one column are summed. No names are built for the crossed features
+when ranking: the context's columns come from the encoder's kernel, the action's hashes
+once per name. ``/weights`` and ``/explain`` name them ``c:<context feature>|id=<id>``
+and ``c:<context feature>|a:<name>`` (:mod:`service.models.decision_names`, which
+records them when a reward is learned).
 
 Only stateless encodings are allowed: rows are computed when a ``rank`` decides and are
 learned later, so they may not depend on the records seen meanwhile. ``standardize``

@@ -148,10 +148,11 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 # The same for an import (PUT /models/{name} with an artifact body: any bytes are
 # schema-valid, only a learnserve artifact is accepted), for /weights, whose
 # ``label`` must be one of the model's labels, and for /explain, whose x must fit the
-# model's features as /predict's.
+# model's features as /predict's (a decision model's rank body: as /rank's, 413 too).
 [[operations]]
 include-name = ["PUT /models/{name}", "GET /models/{name}/weights", "POST /models/{name}/explain"]
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "413",
+                                                     "422"]
 
 # The Open Inference Protocol routes: the same, with its 400 for invalid input (a tensor
 # whose shape is not the model's rows) and for models whose input is no tensor.
