@@ -102,6 +102,11 @@ def import_body(meta: dict[str, Any], model: Any) -> tuple[dict[str, Any], bool]
     for k in DECISION_KEYS:
         if k in d and k not in ("reward_model", "exploration"):
             body[k] = d[k]
+    features = config.get("features")
+    if not (isinstance(features, dict) and features.get("kind") == "records"):
+        # (service.models.decision_crossing) a config stored before crossings existed
+        # has none: its rows were crossed by names, and the weights learned so
+        body.setdefault("crossing", "names")
     for k in _CARRIED:
         if k in config:
             body[k] = config[k]

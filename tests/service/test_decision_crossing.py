@@ -149,3 +149,24 @@ def test_a_model_crosses_by_hash_unless_its_config_says_names() -> None:
     with pytest.raises(ServiceError) as e:
         DecisionAdapter.normalize_config(records, settings)
     assert e.value.field == "crossing" and "raw-record" in e.value.message
+
+
+def test_an_export_of_a_model_from_before_crossings_imports_crossing_by_names() -> None:
+    """The body an import makes again from an exported config: a hashed config with no
+    ``crossing`` (stored before crossings existed) keeps its names' rows."""
+    from learners.regression import make_regressor
+    from service.models.decision import DecisionAdapter
+    from service.models.decision_state import import_body
+    from service.settings import Settings
+
+    settings = Settings(data_dir="/tmp/unused")
+    body = {"algorithm": "decision", "features": {"kind": "hashed", "bits": BITS}}
+    config = DecisionAdapter.normalize_config(body, settings)
+    reg = make_regressor("arow", 2**BITS, config["params"])
+    for stored, want in ((True, "hash"), (False, "names")):
+        c = {**config, "decision": dict(config["decision"])}
+        if not stored:
+            del c["decision"]["crossing"]
+        meta = {"decisions": {}, "service": {"config": c, "state_digest": "x"}}
+        got, _ = import_body(meta, reg)
+        assert DecisionAdapter.normalize_config(got, settings)["decision"]["crossing"] == want

@@ -20,6 +20,7 @@ from learners.feature_keys import murmurhash3_32
 from learners.features import FeatureSpec
 from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
+from service.models.decision_crossing import FNV_PRIME
 from service.settings import Settings
 from tests.service.serving import ServerThread
 from tests.service.test_decisions_api import ok, refused
@@ -48,8 +49,8 @@ def context(i: int, records: bool) -> dict[str, Any]:
     return {"age": (20 + 7 * i) / 100, "country": f"c{i % 3}"}
 
 
-def learn(c: httpx.Client, name: str, features: dict[str, Any], n: int = 30) -> None:
-    body = {"algorithm": "decision", "features": features}
+def learn(c: httpx.Client, name: str, features: dict[str, Any], n: int = 30, **extra: Any) -> None:
+    body = {"algorithm": "decision", "features": features, **extra}
     r = c.put(f"/models/{name}", json=body)
     for _ in range(600):  # a kind's kernels compile on first use: 503 + Retry-After
         if r.status_code != 503:
@@ -83,17 +84,26 @@ def spec_of(c: httpx.Client, name: str) -> FeatureSpec:
     return FeatureSpec.from_config(ok(c.get(f"/models/{name}"))["config"]["features"])
 
 
-def test_weights_name_every_column_of_a_hashed_context(service: httpx.Client) -> None:
-    learn(service, "dn-hashed", HASHED)
-    names, w = named_columns(service, "dn-hashed")
+@pytest.mark.parametrize("crossing", ["hash", "names"])
+def test_weights_name_every_column_of_a_hashed_context(
+    service: httpx.Client, crossing: str
+) -> None:
+    name = f"dn-hashed-{crossing}"
+    learn(service, name, HASHED, crossing=crossing)
+    names, w = named_columns(service, name)
     assert w["kind"] == "decision" and w["feature_names"]["recorded"] > 0
     expected = ["id=a0", "a:topic=t0", "a:len", "c:age|id=a1", "c:country=c2|id=a2",
                 "c:age|a:len", "c:country=c0|a:topic=t1", "^constant"]  # fmt: skip
     for n in expected:
         assert n in names, (n, sorted(names)[:20])
-    mask = spec_of(service, "dn-hashed").dim - 1
-    for n, col in names.items():  # the column the rows use: the name's own hash
-        assert murmurhash3_32(n) & mask == col, n
+    mask = spec_of(service, name).dim - 1
+    for n, col in names.items():  # the column the rows use
+        if crossing == "hash" and n.startswith("c:"):  # crossed from the two hashes
+            cname, own = n[2:].split("|")
+            want = ((FNV_PRIME * (murmurhash3_32(cname) & mask)) ^ murmurhash3_32(own)) & mask
+        else:  # the name's own hash
+            want = murmurhash3_32(n) & mask
+        assert want == col, n
 
 
 def test_weights_name_the_crossed_columns_of_a_records_context(service: httpx.Client) -> None:
