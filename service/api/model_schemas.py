@@ -351,6 +351,12 @@ class DecisionCreate(_PlainCreate):
     )
     reward_wait_seconds: float = Field(600.0, gt=0, description="at most feedback_ttl_seconds")
     mode: Literal["learning", "apprentice"] = "learning"
+    crossing: Literal["hash", "names"] = Field(
+        "hash",
+        description="hash: a cross's column combined from the context name's and the "
+        "action part's hashes (16777619·c ^ h); names: each cross's name hashed (every "
+        "model created before this field existed); a raw-record context: hash only",
+    )
 
 
 ModelCreate = Annotated[

@@ -7,11 +7,14 @@ Config (``PUT /models/{name}``)::
      "features": {"kind": "hashed", "bits": 20},
      "reward_model": {"algorithm": "arow_regression", "params": {"r": 1.0}},
      "exploration": {"policy": "squarecb", "params": {"gamma": 10, "gamma_exponent": 0.5}},
-     "seed": 0, "max_actions": 256, "reward_range": [-1e6, 1e6], "weighting": "none"}
+     "seed": 0, "max_actions": 256, "reward_range": [-1e6, 1e6], "weighting": "none",
+     "crossing": "hash"}
 
 The reward model is one online regressor (:mod:`service.models.regression`'s algorithms)
 shared over every action, on the rows of :mod:`service.models.decision_features`
-(action id, action features, context x action id, context x action features), hashed;
+(action id, action features, context x action id, context x action features), hashed,
+the crosses' columns combined from the two sides' hashes
+(:mod:`service.models.decision_crossing`; ``"crossing": "names"`` hashes their names);
 with ``"features": {"kind": "records", ...}`` the context is a raw record, encoded and
 crossed as :mod:`service.models.decision_records` says.
 The default is AROW regression (a variance, which ``thompson`` and ``ucb`` need);
