@@ -29,7 +29,9 @@ Per input, every feature it makes (as Vowpal Wabbit's `--audit`): its `name`
 name sent, `job=clerk` for a string value; `sparse`: the key; `dense`: null), its
 `index` (the column of `GET /models/{{name}}/weights`), its `value`, the model's
 `weights` for that column and the `contributions` (value x weight), one per label in
-the order of `labels`; `scores` are the sums, the model's score per label. Dense and
+the order of `labels`; `scores` are the sums, the model's score per label (a
+regressor's: `[/predict's value]`, `baseline`, the running mean of its targets, plus the
+sum; `clipped` when `sgd_regression` clipped it to the targets seen). Dense and
 sparse inputs list their non-zero values. One version's weights (`version`), of the
 state that answers `/predict` under this name (`serving`: a promoted follower's).
 422: the errors `/predict` gives, naming `x.<field>` or `instances[i].x.<field>`; an
@@ -58,7 +60,16 @@ class ExplainedFeature(BaseModel):
 
 class Explanation(BaseModel):
     features: list[ExplainedFeature]
-    scores: list[float] = Field(description="the sum of the contributions, per label")
+    scores: list[float] = Field(
+        description="the sum of the contributions, per label; a regressor's: /predict's "
+        "value, baseline + the sum (unless clipped)"
+    )
+    baseline: float | None = Field(
+        None, description="a regressor only: the running mean of its targets, in its score"
+    )
+    clipped: bool | None = Field(
+        None, description="a regressor only: its value clipped to the targets seen (SGD)"
+    )
 
 
 class ExplainResponse(BaseModel):

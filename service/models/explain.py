@@ -14,6 +14,10 @@ the answer. ``index`` is the column in the model's weights (0-based, what
 ``scores[k]`` is their sum, the model's score ``w_k · x`` of label ``k`` (a binary
 model scores its second label with the first one's negated weights; a ranker has one
 ``w`` and ``labels: [null]``; a model that has learned nothing has ``labels: []``).
+A regressor (``labels: [null]``) predicts ``m + w · x``: its answer has ``baseline``
+(``m``, the running mean of the targets learned), ``scores`` is ``[/predict's value]``,
+``baseline`` plus the contributions, and ``clipped`` says whether the prediction was
+clipped to the range of targets seen (``sgd_regression``), when it is not that sum.
 
 Names, by feature kind: ``records`` as :meth:`learners.records.RecordEncoder.explain`
 gives them (``age#3``, ``job=clerk``, ``note^free``; several names may share a column,
@@ -114,6 +118,10 @@ def explain(
     xs, form = read_inputs(body)
     batch = _encode(spec, xs, form, settings)
     labels, rows = _weight_rows(model)
+    # a regressor predicts ŷ = m + coef_·x (m: the running mean of its targets): its
+    # score is that, with m as the ``baseline`` (SGD's clipped to the targets' range)
+    regressor = hasattr(model, "y_mean_") and hasattr(model, "predict_details")
+    predicted = model.predict_details(batch)[0].tolist() if regressor else None
     out = []
     for i, x in enumerate(xs):
         lo, hi = int(batch.indptr[i]), int(batch.indptr[i + 1])
@@ -124,6 +132,13 @@ def explain(
         with np.errstate(over="ignore", invalid="ignore"):
             contrib = w * vals[:, None]
             scores = contrib.sum(axis=0)
+            extra: dict[str, Any] = {}
+            if predicted is not None:
+                baseline = float(model.y_mean_)
+                total = float(scores.sum()) + baseline
+                scores = np.array([predicted[i]])
+                clipped = not np.isclose(total, predicted[i], rtol=1e-9, atol=1e-12)
+                extra = {"baseline": baseline, "clipped": bool(clipped)}
         if not (np.isfinite(contrib).all() and np.isfinite(scores).all()):
             # as /predict (service.models.finite_answers): never a JSON null for a number
             loc = "x" if form == "x" else f"instances[{i}].x"
@@ -141,6 +156,7 @@ def explain(
                     for k, (name, col, value) in enumerate(feats)
                 ],
                 "scores": scores.tolist(),
+                **extra,
             }
         )
     return {"labels": labels, "explanations": out}

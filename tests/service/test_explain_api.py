@@ -245,3 +245,42 @@ def test_explanations_add_up_to_predict_for_every_kind_and_intercept(
         assert e["scores"] == pytest.approx([p["scores"][str(lab)] for lab in got["labels"]])
         names = [f["name"] for f in e["features"]]
         assert ("^constant" in names) == (intercept and kind == "hashed"), names
+
+
+@pytest.mark.parametrize(
+    "algorithm", ["arow_regression", "pa_regression", "pa1_regression", "sgd_regression"]
+)
+@pytest.mark.parametrize("kind", ["dense", "hashed"])
+def test_a_regressors_explanation_is_its_prediction(
+    client: httpx.Client, algorithm: str, kind: str
+) -> None:
+    """A regressor predicts m + w·x: explain's score is /predict's value, the baseline m
+    (the targets' running mean) plus the contributions, unless SGD clipped it."""
+    rng = np.random.default_rng(3)
+
+    def x_of(v: np.ndarray) -> Any:
+        if kind == "dense":
+            return v.round(3).tolist()
+        return {f"f{j}": round(float(t), 3) for j, t in enumerate(v)}
+
+    features = {"kind": kind, "dim": 4} if kind == "dense" else {"kind": kind, "bits": 8}
+    name = f"explain-reg-{algorithm}-{kind}"
+    ex = [{"x": x_of(v), "y": float(50 + 3 * v[0] - v[1])} for v in rng.normal(size=(60, 4))]
+    train(client, name, {**features, "intercept": True}, ex, algorithm)
+    inputs = [x_of(v) for v in rng.normal(size=(4, 4))] + [x_of(np.full(4, 40.0))]
+    got = ok(client.post(f"/models/{name}/explain", json={"instances": [{"x": x} for x in inputs]}))
+    served = ok(client.post(f"/models/{name}/predict",
+                            json={"instances": [{"x": x} for x in inputs]}))  # fmt: skip
+    assert got["labels"] == [None]
+    clipped = []
+    for e, p in zip(got["explanations"], served["predictions"], strict=True):
+        assert e["scores"] == [p["value"]]
+        assert 45 < e["baseline"] < 55  # the targets' mean
+        total = e["baseline"] + sum(f["contributions"][0] for f in e["features"])
+        clipped.append(e["clipped"])
+        if not e["clipped"]:
+            assert total == pytest.approx(p["value"], rel=1e-9)
+        else:
+            assert total != pytest.approx(p["value"], rel=1e-9)
+    # far outside the data: SGD clips to the targets seen, the others extrapolate
+    assert clipped[-1] == (algorithm == "sgd_regression") and not any(clipped[:-1])
