@@ -97,3 +97,24 @@ def test_the_defaults_and_a_policy_that_needs_a_variance() -> None:
                          reward_model={"algorithm": "sgd_regression"})  # fmt: skip
     with pytest.raises(Exception, match="needs a reward model with a variance"):
         DecisionAdapter.normalize_config(body, settings)
+
+
+def test_vw_seeds_through_the_cbify_emulation() -> None:
+    """cbify draws with a fixed seed (``uniform_hash("vw")`` + the example counter), so
+    ``--random_seed`` leaves its figure as it is; ``bench/_vw_cbify.py`` does cbify's
+    part over VW's ``--cb_explore_adf``: with seed 0 it equals ``--cbify`` exactly on
+    a9a's first 3,000 rows (ε-greedy and SquareCB), with another seed it draws anew."""
+    from bench import _decisions_seeds as seeds
+    from bench._vw_cbify import cbify_reward
+
+    ctx, y, k = data = dataset("a9a", 3000)
+    lines = sets.vw_lines(ctx, y)
+    for explore, figure in (("--epsilon 0.05", 0.8003), ("--squarecb", 0.8197)):
+        real = seeds.run_vw(f"--cbify {k} --cb_explore_adf {explore}", lines, seed=0)
+        assert real == pytest.approx(figure, abs=5e-5)
+        assert seeds.run_vw(f"--cbify {k} --cb_explore_adf {explore}", lines, seed=7) == real
+        assert cbify_reward(explore, ctx, y, k, 0) == real
+    assert cbify_reward("--squarecb", ctx, y, k, 1) != real
+    assert seeds.inprocess_reward(data, default_model(18, seed=1)) != seeds.inprocess_reward(
+        data, default_model(18)
+    )
