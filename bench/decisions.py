@@ -50,11 +50,14 @@ sys.path.insert(0, str(_HERE.parent))
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench import _decisions_seeds as seeds  # noqa: E402
 from bench._baseline import tree_cpu_seconds  # noqa: E402
 from bench._common import print_table, write_results  # noqa: E402
 from bench._decision_records import bakeoff as records_bakeoff  # noqa: E402
 from bench._decision_sets import SETS, vw_lines  # noqa: E402
+from bench._decisions_seeds import run_vw  # noqa: E402
 from bench._loadgen import build_request  # noqa: E402
+from bench._vw_cbify import cbify_reward  # noqa: E402
 from tests.service.procs import free_port, start_service, stop_process  # noqa: E402
 
 HOST = "127.0.0.1"
@@ -72,18 +75,6 @@ VW = {
     "vw --cover 4 --psi 0.1 --nounif": "--cbify {k} --cb_explore_adf --cover 4 --psi 0.1 --nounif",
     "vw --oaa (supervised ceiling)": "--oaa {k}",
 }
-
-
-def run_vw(args: str, lines: list[str]) -> float:
-    from vowpalwabbit import Workspace
-
-    ws = Workspace(args + " --quiet --random_seed 0")
-    try:
-        for line in lines:
-            ws.learn(line)
-        return float(1.0 - ws.get_sum_loss() / ws.get_weighted_examples())
-    finally:
-        ws.finish()
 
 
 # ----------------------------------------------------------------------------- server
@@ -112,9 +103,11 @@ def put(c: httpx.Client, name: str, body: dict[str, Any]) -> None:
 
 
 def decision_model(
-    exploration: dict[str, Any], bits: int, reward_model: str | None = None
+    exploration: dict[str, Any], bits: int, reward_model: str | None = None, seed: int = 0
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"algorithm": "decision", "features": {"kind": "hashed", "bits": bits}}
+    if seed:
+        body["seed"] = seed
     if exploration:
         body["exploration"] = exploration
     if reward_model:
@@ -233,6 +226,75 @@ def cost(c: httpx.Client, pid: int, port: int, k: int, count: int, conns: int) -
     return summary
 
 
+# ----------------------------------------------------------------------------- bake-off
+
+
+def bakeoff_set(
+    c: httpx.Client | None, data_name: str, loaded: Any, policies: dict[str, Any],
+    args: argparse.Namespace,
+) -> dict[str, Any]:  # fmt: skip
+    """Every run of ours (policies x reward models, then the variants) and of VW on one
+    set, with seeds 0..N-1: per run the mean, std and each seed's figure."""
+    ctx, y, k = loaded
+    bits = 20 if k > 2 else 18
+    runs = [
+        (f"learnserve {label} + {rm}", decision_model(exploration, bits, rm))
+        for label, exploration in policies.items()
+        for rm in args.reward_models.split(",")
+        if rm == "arow_regression" or exploration.get("policy") not in VARIANCE
+    ]
+    for label, extra in json.loads(args.variants).items():
+        runs.append((f"variant {label}", {**decision_model({}, bits), **extra}))
+    per_seed: dict[str, dict[str, Any]] = {}
+    checks: dict[str, Any] = {}
+    for label, body in runs:
+        figures = []
+        for seed in range(args.seeds):
+            t0 = time.perf_counter()
+            body_s = {**body, "seed": seed} if seed else body
+            inproc = args.no_http or args.seeds > 1 or label.startswith("variant ")
+            if (
+                seed == 0
+                and c is not None
+                and not args.no_http
+                and not label.startswith("variant ")
+            ):
+                name = f"{data_name}-{len(per_seed)}"
+                put(c, name, body_s)
+                http = bakeoff_ours(c, name, ctx, y, k)
+                if inproc:
+                    checks[label] = {
+                        "http": http,
+                        "inprocess": seeds.inprocess_reward(loaded, body_s),
+                    }
+                    assert checks[label]["http"] == checks[label]["inprocess"], checks[label]
+                figures.append(http)
+            else:
+                figures.append(seeds.inprocess_reward(loaded, body_s))
+            print(f"{data_name} {label} seed {seed}: {figures[-1]:.4f} "
+                  f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)  # fmt: skip
+        per_seed[label] = seeds.summary(figures)
+    lines = vw_lines(ctx, y)
+    for label, vw_args in {} if args.no_vw else VW.items():
+        figures = [run_vw(vw_args.format(k=k), lines)]
+        print(f"{data_name} {label} (--cbify): {figures[-1]:.4f}", file=sys.stderr)
+        explore = vw_args.split("--cb_explore_adf")[-1].strip()
+        if args.seeds > 1 and "oaa" not in label:  # cbify's own draw ignores --random_seed
+            per_seed[f"{label} (cbify, seed-independent)"] = seeds.summary(figures)
+            figures = []
+            for seed in range(args.seeds):
+                figures.append(cbify_reward(explore, ctx, y, k, seed))
+                print(f"{data_name} {label} seed {seed}: {figures[-1]:.4f}", file=sys.stderr)
+        per_seed[label] = seeds.summary(figures)
+    default = runs[0][0]
+    comparison = seeds.comparisons(per_seed, default)
+    for label, _ in runs[1:]:
+        comparison[f"{label} - {default}"] = seeds.difference(per_seed[label], per_seed[default])
+    return {"rows": len(y), "actions": k, "seeds": args.seeds,
+            "reward": {p: v["mean"] for p, v in per_seed.items()}, "per_seed": per_seed,
+            "comparison": comparison, "http_check": checks}  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -251,15 +313,33 @@ def main() -> None:
         default="arow_regression,sgd_regression",
         help="each policy with each of these reward models (the first: the default)",
     )
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="each policy with seeds 0..N-1 (ours: the model's seed; VW: "
+                         "--random_seed); with N > 1 ours run in process, seed 0 through "
+                         "HTTP as well (checked equal)")  # fmt: skip
+    ap.add_argument("--no-http", action="store_true", help="ours in process only")
+    ap.add_argument("--variants", default="{}",
+                    help='JSON {label: fields added to the default model\'s body}, in '
+                         'process, with the seeds (candidate defaults)')  # fmt: skip
+    ap.add_argument("--no-vw", action="store_true")
+    ap.add_argument("--results", default="decisions", help="bench/results/<this>.json")
     ap.add_argument("--no-bakeoff", action="store_true")
     ap.add_argument("--no-cost", action="store_true")
     ap.add_argument("--count", type=int, default=2000, help="requests of each kind (cost)")
     ap.add_argument("--connections", type=int, default=16)
     args = ap.parse_args()
     policies = POLICIES if args.policies == "all" else dict(list(POLICIES.items())[:1])
+    if args.no_http and args.no_cost:  # in process only: no server
+        doc: dict[str, Any] = {"settings": vars(args), "bakeoff": {}, "cost": []}
+        for data_name in [] if args.no_bakeoff else args.sets.split(","):
+            loaded = SETS[data_name](getattr(args, f"{data_name}_rows"))
+            if loaded is not None:
+                doc["bakeoff"][data_name] = bakeoff_set(None, data_name, loaded, policies, args)
+        report(doc, args)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="bench-decisions-"))
     proc, port = serve(tmp)
-    doc: dict[str, Any] = {"settings": vars(args), "bakeoff": {}, "cost": []}
+    doc = {"settings": vars(args), "bakeoff": {}, "cost": []}
     try:
         with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=600) as c:
             names = [] if args.no_bakeoff else args.sets.split(",")
@@ -270,40 +350,45 @@ def main() -> None:
                 if rm == "arow_regression" or exploration.get("policy") not in VARIANCE
             ]
             for data_name in names:
-                figures: dict[str, float] = {}
                 if data_name == "adult-records":  # a records context, checked in process
                     got = records_bakeoff(c, put, args.adult_records_rows, runs)
                     loaded = None if got is None else SETS["adult"](got[0])
                     if got is None or loaded is None:
                         continue
-                    figures, (ctx, y, k), runs_here = got[1], loaded, []
-                else:
-                    loaded = SETS[data_name](getattr(args, f"{data_name}_rows"))
-                    if loaded is None:
-                        continue
-                    (ctx, y, k), runs_here = loaded, runs
-                for label, exploration, rm in runs_here:
-                    name = f"{data_name}-{len(figures)}"
-                    put(c, name, decision_model(exploration, 20 if k > 2 else 18, rm))
-                    t0 = time.perf_counter()
-                    figures[f"learnserve {label}"] = bakeoff_ours(c, name, ctx, y, k)
-                    print(f"{data_name} {label}: {figures[f'learnserve {label}']:.4f} "
-                          f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)  # fmt: skip
-                lines = vw_lines(ctx, y)
-                for label, vw_args in VW.items():
-                    figures[label] = run_vw(vw_args.format(k=k), lines)
-                    print(f"{data_name} {label}: {figures[label]:.4f}", file=sys.stderr)
-                doc["bakeoff"][data_name] = {"rows": len(y), "actions": k, "reward": figures}
+                    figures, (ctx, y, k) = got[1], loaded
+                    lines = vw_lines(ctx, y)
+                    for label, vw_args in VW.items():
+                        figures[label] = run_vw(vw_args.format(k=k), lines)
+                        print(f"{data_name} {label}: {figures[label]:.4f}", file=sys.stderr)
+                    doc["bakeoff"][data_name] = {
+                        "rows": len(y), "actions": k, "seeds": 1, "comparison": {},
+                        "per_seed": {p: {"mean": v, "std": 0.0, "runs": [v]}
+                                     for p, v in figures.items()},
+                    }  # fmt: skip
+                    continue
+                loaded = SETS[data_name](getattr(args, f"{data_name}_rows"))
+                if loaded is not None:
+                    doc["bakeoff"][data_name] = bakeoff_set(c, data_name, loaded, policies, args)
             if not args.no_cost:
                 for k in (10, 50):
                     doc["cost"].append(cost(c, proc.pid, port, k, args.count, args.connections))
     finally:
         stop_process(proc)
+    report(doc, args)
+
+
+def report(doc: dict[str, Any], args: argparse.Namespace) -> None:
     for data_name, b in doc["bakeoff"].items():
         print_table(
-            f"{data_name}: progressive reward, {b['rows']} rows, {b['actions']} actions, one pass",
-            ["policy", "reward"], [[p, f"{v:.4f}"] for p, v in b["reward"].items()],
+            f"{data_name}: progressive reward, {b['rows']} rows, {b['actions']} actions, one "
+            f"pass, seeds {b['seeds']}",
+            ["policy", "mean", "std", "each seed"],
+            [[p, f"{v['mean']:.4f}", f"{v['std']:.4f}", " ".join(f"{r:.4f}" for r in v["runs"])]
+             for p, v in b["per_seed"].items()],
         )  # fmt: skip
+        for label, d in b["comparison"].items():
+            if isinstance(d, dict):
+                print(f"  {label}: {d['mean']:+.4f} ± {d['se']:.4f} (se)")
     if doc["cost"]:
         print_table(
             f"rank + reward against /predict + /update ({args.count} of each, "
@@ -316,8 +401,8 @@ def main() -> None:
               f"{s['predict + update']['cpu_us_per_pair']:.0f}",
               f"{s['ratio_per_core']:.2f}x"] for s in doc["cost"]],
         )  # fmt: skip
-    path = write_results("decisions", doc, extra_packages=("vowpalwabbit",))
-    print(json.dumps({**doc, "written": str(path)}, indent=1, default=str))
+    path = write_results(args.results, doc, extra_packages=("vowpalwabbit",))
+    print(f"written: {path}")
     os.environ.pop("UNUSED", None)
 
 

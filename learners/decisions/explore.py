@@ -10,7 +10,8 @@ the ``excluded`` actions; at least one action must stay eligible.
 - :class:`Softmax`: p ∝ exp(ŷ/τ).
 - :class:`SquareCB` (Foster & Rakhlin 2020, "Beyond UCB"): with K eligible actions,
   p_a = 1/(K + γ(ŷ_best − ŷ_a)) for a ≠ best, the rest on the best; γ_t =
-  ``gamma`` · t^``gamma_exponent`` (exponent 0: a constant γ).
+  ``gamma`` · K^``gamma_action_exponent`` · t^``gamma_exponent`` (exponents 0: a
+  constant γ; the paper's γ grows as √(K·T), VW's ``--squarecb`` as 10·√t without K).
 - :class:`Thompson`: Thompson sampling from N(ŷ_a, var_a), its probabilities
   estimated by Monte-Carlo with common random numbers (a generator seeded with the
   policy's ``seed`` at every call, so the probabilities are a deterministic function
@@ -175,18 +176,34 @@ class Softmax(Policy):
 
 
 class SquareCB(Policy):
-    """Inverse-gap weighting: p_a = 1/(K + γ_t(ŷ_best − ŷ_a)), γ_t = gamma·t^gamma_exponent."""
+    """Inverse-gap weighting: p_a = 1/(K + γ_t(ŷ_best − ŷ_a)) over the K eligible
+    actions, γ_t = gamma·K^gamma_action_exponent·t^gamma_exponent."""
 
     name = "squarecb"
 
-    def __init__(self, gamma: float = 10.0, gamma_exponent: float = 0.0) -> None:
+    def __init__(
+        self, gamma: float = 10.0, gamma_exponent: float = 0.0, gamma_action_exponent: float = 0.0
+    ) -> None:
         self.gamma = _finite_nonneg("gamma", gamma)
         self.gamma_exponent = _finite_nonneg("gamma_exponent", gamma_exponent, upper=1.0)
+        self.gamma_action_exponent = _finite_nonneg(
+            "gamma_action_exponent", gamma_action_exponent, upper=1.0
+        )
+
+    @property
+    def params(self) -> dict[str, float | int]:
+        out = dict(vars(self))
+        if not self.gamma_action_exponent:  # as before it existed (stored configs, digests)
+            del out["gamma_action_exponent"]
+        return out
 
     def _probs(self, s: np.ndarray, v: np.ndarray | None, mask: np.ndarray, t: int) -> np.ndarray:
         best = _best(s, mask)
+        k = int(mask.sum())
         gamma = self.gamma * float(t) ** self.gamma_exponent
-        p = 1.0 / (int(mask.sum()) + gamma * (s[best] - s))
+        if self.gamma_action_exponent:
+            gamma *= float(k) ** self.gamma_action_exponent
+        p = 1.0 / (k + gamma * (s[best] - s))
         return _finish(p, mask, best)
 
 

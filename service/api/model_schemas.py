@@ -320,7 +320,9 @@ class Exploration(BaseModel):
     model_config = ConfigDict(extra="forbid")
     policy: Literal["epsilon_greedy", "softmax", "squarecb", "thompson", "ucb"] = "squarecb"
     params: dict[str, Any] | None = Field(
-        None, description="the policy's hyperparameters (squarecb: gamma 10, gamma_exponent 0.5)"
+        None,
+        description="the policy's hyperparameters (squarecb: gamma 10, gamma_exponent 0.5, "
+        "gamma_action_exponent 0.5)",
     )
 
 

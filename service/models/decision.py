@@ -6,7 +6,8 @@ Config (``PUT /models/{name}``)::
     {"algorithm": "decision",
      "features": {"kind": "hashed", "bits": 20},
      "reward_model": {"algorithm": "arow_regression", "params": {"r": 1.0}},
-     "exploration": {"policy": "squarecb", "params": {"gamma": 10, "gamma_exponent": 0.5}},
+     "exploration": {"policy": "squarecb",
+                     "params": {"gamma": 10, "gamma_exponent": 0.5, "gamma_action_exponent": 0.5}},
      "seed": 0, "max_actions": 256, "reward_range": [-1e6, 1e6], "weighting": "none",
      "crossing": "hash"}
 
@@ -24,10 +25,12 @@ sparse binary or text contexts. Measured through HTTP on the bake-off
 bandit and 0.8386 on a9a, SGD 0.8465 and 0.8414, VW's best 0.8637 and 0.8400. The
 policy is one of
 :mod:`learners.decisions.explore` (``epsilon_greedy``, ``softmax``, ``squarecb``,
-``thompson``, ``ucb``); the default is SquareCB with γ_t = 10·√t (t: rewards learned + 1),
-VW's default too, the best of ours measured on a9a as a 2-action bandit (softmax at
-τ = 0.05 leaves almost no mass off the best action and so makes poor off-policy
-estimates). The draw is :func:`~learners.decisions.explore.event_uniform` of the event
+``thompson``, ``ucb``); the default is SquareCB with γ_t = 10·√(K·t) (K: the eligible
+actions, t: rewards learned + 1): Foster & Rakhlin's γ grows as √(K·T); VW's default,
+10·√t without K, was level or lower on each of the four bake-off sets over seeds
+(bench/README.md, issue 34). SquareCB was the best of ours on a9a as a 2-action bandit
+(softmax at τ = 0.05 leaves almost no mass off the best action and so makes poor
+off-policy estimates). The draw is :func:`~learners.decisions.explore.event_uniform` of the event
 id and ``seed``.
 
 A reward learns the chosen action's row with the reward as target and weight 1

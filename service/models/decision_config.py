@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 MAX_ACTIONS = 1024  # the most a config may allow
 DEFAULT_RANGE = (-1e6, 1e6)
 VARIANCE_POLICIES = ("thompson", "ucb")
+SQUARECB_DEFAULT = {"gamma": 10.0, "gamma_exponent": 0.5, "gamma_action_exponent": 0.5}
 
 
 def only_fields(obj: Any, keys: tuple[str, ...], loc: str) -> None:
@@ -34,7 +35,8 @@ def decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, An
     name = exploration.get("policy", "squarecb")
     params = exploration.get("params")
     if params is None:
-        params = {"gamma": 10.0, "gamma_exponent": 0.5} if name == "squarecb" else {}
+        # SquareCB's γ_t = 10·√(K·t), K the eligible actions (bench/README.md, issue 34)
+        params = SQUARECB_DEFAULT if name == "squarecb" else {}
     try:
         policy = make_policy(name, params)
     except ValueError as e:

@@ -70,6 +70,19 @@ def test_squarecb_is_inverse_gap_weighting_and_gamma_grows():
     assert r[1] == pytest.approx(1 / (3 + 10 * 0.4)) and r[3] == 0.0
 
 
+def test_squarecb_gamma_grows_with_the_eligible_actions():
+    # the decision models' default: gamma_t = 10 * sqrt(K * t), K the eligible actions
+    s = np.array([0.9, 0.5, 0.0, 0.8])
+    pol = SquareCB(gamma=10.0, gamma_exponent=0.5, gamma_action_exponent=0.5)
+    p = pol.probabilities(s, t=9)
+    assert p[1] == pytest.approx(1 / (4 + 10 * 2 * 3 * 0.4))
+    r = pol.probabilities(s, excluded=[3], t=3)
+    assert r[1] == pytest.approx(1 / (3 + 10 * 3 * 0.4))
+    # exponent 0 (the class default) leaves the params, and so stored configs, as before
+    assert SquareCB(10.0, 0.5).params == {"gamma": 10.0, "gamma_exponent": 0.5}
+    assert pol.params["gamma_action_exponent"] == 0.5
+
+
 def test_softmax_matches_the_formula():
     s = np.array([1.0, 0.5, -0.2])
     p = Softmax(0.5).probabilities(s)
