@@ -73,7 +73,7 @@ def test_mnist_default_beats_vw() -> None:
     assert ours >= vw
     sgd = {"algorithm": "sgd_regression"}
     sgd_ips = progressive_reward(data, default_model(20, reward_model=sgd, weighting="ips"))
-    assert sgd_ips == pytest.approx(0.5455, abs=0.015)
+    assert sgd_ips == pytest.approx(0.57, abs=0.015)  # crossing by names: 0.5455
     assert sgd_ips >= vw
 
 
