@@ -7,7 +7,7 @@ file order, progressive: each row is ``POST /models/{name}/rank`` (event id = th
 number) then ``POST /models/{name}/reward`` of the chosen action's reward, before the
 next row is ranked; the figure is the mean reward. A ``learnserve serve`` of this tree
 (SQLite under a temporary directory) holds one decision model per policy (the default,
-SquareCB γ = 10·√t, unless ``--policies all``) and reward model (``--reward-models``:
+SquareCB γ = 10·√(K·t), unless ``--policies all``) and reward model (``--reward-models``:
 AROW, the default, and SGD; Thompson and UCB with AROW only), each learning its
 rewards unweighted (the default ``weighting``). The data sets (``bench/_decision_sets.py``):
 a9a and MNIST (the issue's), SMS spam and raw Adult records (two more); the context is
@@ -29,6 +29,10 @@ pairs per second, and the server's CPU per pair (per core).
     PYTHONPATH=. .venv/bin/python bench/decisions.py --a9a-rows 0 --mnist-rows 0 --adult-rows 0
     PYTHONPATH=. .venv/bin/python bench/decisions.py --no-bakeoff    # the cost only
     PYTHONPATH=. .venv/bin/python bench/decisions.py --sets adult-records --adult-records-rows 0
+    PYTHONPATH=. .venv/bin/python bench/decisions.py --sets a9a --a9a-rows 0 --seeds 5 --no-cost
+
+With ``--seeds N`` every policy runs with seeds 0..N-1 (``bench/_decisions_seeds.py``; VW's
+explorers re-seeded through ``bench/_vw_cbify.py``, since cbify ignores ``--random_seed``).
 """
 
 from __future__ import annotations
