@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
 from service.settings import Settings
 from tests.conftest import shared_data_dir
@@ -30,19 +29,11 @@ pytest.importorskip("vowpalwabbit")
 
 
 def progressive_reward(data: Any, body: dict[str, Any]) -> float:
-    ctx, y, k = data
-    settings = Settings(data_dir="/tmp/unused")
-    model = DecisionAdapter.create(DecisionAdapter.normalize_config(body, settings))
-    actions = [{"id": str(a), "features": {}} for a in range(k)]
-    total = 0.0
-    for i, (x, truth) in enumerate(zip(ctx, y.tolist(), strict=True)):
-        answer, record = model.rank({"context": x, "actions": actions}, settings, str(i), 0)
-        reward = 1.0 if answer["action"] == str(truth) else 0.0
-        total += reward
-        batch, ev = df.decode_event(record, model.spec.dim)
-        ev = {key: v for key, v in ev.items() if key not in ("s", "rank")}
-        model.apply(df.reward_entry([(batch, ev)], [reward]))
-    return total / len(y)
+    """The in-process bake-off's figure (``bench/_decisions_seeds.py``, which the
+    benchmark's HTTP runs are checked equal to)."""
+    from bench._decisions_seeds import inprocess_reward
+
+    return inprocess_reward(data, body)
 
 
 def vw_best(data: Any) -> float:
