@@ -70,6 +70,7 @@ from service.errors import ServiceError, conflict, invalid
 from service.models import decision_features as df
 from service.models import decision_names as dn
 from service.models import decision_records as dr
+from service.models import decision_rewards as rewards
 from service.models.decision_config import (
     VARIANCE_POLICIES,
     decision_config,
@@ -77,7 +78,6 @@ from service.models.decision_config import (
     only_fields,
 )
 from service.models.json_fields import type_name
-from service.models.payload import decode_payload
 from service.models.regression import ALGORITHMS as REWARD_ALGORITHMS
 from service.models.regression import RegressionAdapter, _with_targets, merge_results
 
@@ -306,9 +306,10 @@ class DecisionAdapter(RegressionAdapter):
 
     # ------------------------------------------------------------ learn
     def check_update(self, payload: bytes) -> None:
-        x, y, w, _ = self._learned_rows(payload)
-        checked = self.model.check(x, y, w)
-        row = self.model.first_nonfinite_row(x, y, w, checked)
+        x, y, w, (_, events) = rewards.learned_rows(self, payload)
+        t = rewards.targets(self, x, y, events)
+        checked = self.model.check(x, t, w)
+        row = self.model.first_nonfinite_row(x, t, w, checked)
         if row is not None:
             loc = f"rewards[{row}].reward"
             raise invalid(f"{loc}: learning it would make the reward model's weights "
@@ -316,41 +317,6 @@ class DecisionAdapter(RegressionAdapter):
 
     def forget_checked(self, payload: bytes) -> None:
         return None
-
-    def _learned_rows(
-        self, payload: bytes
-    ) -> tuple[Batch, list[float], list[float], tuple[Batch, list[dict[str, Any]]]]:
-        """The chosen rows, their rewards and weights; the entry's batch and events."""
-        batch, meta = decode_payload(payload, self.spec.dim)
-        events = meta.get("ev")
-        if type(events) is not list or len(events) != len(meta["y"]):
-            raise ValueError("not a decision reward entry")
-        rows, start = [], 0
-        for ev in events:
-            k = len(ev["ids"])
-            if not 0 <= int(ev["a"]) < k or not 0.0 < float(ev["p"][ev["a"]]) <= 1.0:
-                raise ValueError("a decision with a bad chosen action or probability")
-            rows.append(start + int(ev["a"]))
-            start += k
-        if start != batch.n_rows:
-            raise ValueError(f"a reward entry of {batch.n_rows} rows for {start} actions")
-        batch = self.own_rows(batch, events)
-        y = [float(r) for r in meta["y"]]
-        ips = self.settings_of["weighting"] == "ips"
-        w = [1.0 / float(ev["p"][ev["a"]]) if ips else 1.0 for ev in events]
-        return batch.take(rows), y, w, (batch, events)
-
-    def _targets(self, x: Batch, y: list[float], events: list[dict[str, Any]]) -> list[float]:
-        """What the reward model learns the chosen rows towards: the rewards, or with
-        ``"weighting": "dr"`` the doubly robust estimate of each chosen action's reward,
-        ŝ + (r − ŝ)/p (VW's ``dr``; ŝ the reward model's score of the row as the model
-        is before this entry, so the whole entry is checked in one dry run; every other
-        action's estimate is its own score, which square loss learns nothing from)."""
-        if self.settings_of["weighting"] != "dr":
-            return y
-        s = self.model.predict_details(x)[0].tolist()
-        ps = [float(ev["p"][ev["a"]]) for ev in events]
-        return [si + (r - si) / p for si, r, p in zip(s, y, ps, strict=True)]
 
     def apply(self, payload: bytes) -> UpdateResult:
         """Each event in order: its off-policy estimates from the reward model as it is,
@@ -360,8 +326,8 @@ class DecisionAdapter(RegressionAdapter):
         if mode is not None:  # a switch of mode (POST /models/{name}/mode)
             self.mode = mode
             return UpdateResult(applied=0)
-        x, y, w, (batch, events) = self._learned_rows(payload)
-        t = self._targets(x, y, events)
+        x, y, w, (batch, events) = rewards.learned_rows(self, payload)
+        t = rewards.targets(self, x, y, events)
         checked = self.model.check(x, t, w)
         if self.model.first_nonfinite_row(x, t, w, checked) is not None:
             raise ValueError("rewards: learning them would make the weights non-finite")
