@@ -1,7 +1,8 @@
 """Online models as artifacts: export a model's state, start a model from one.
 
 Export (``GET /models/{name}/state``): the learner's artifact (the container of
-:mod:`learners.artifact`, kind ``"linear"`` or ``"ranksvm"``, what checkpoints hold),
+:mod:`learners.artifact`, kind ``"linear"``, ``"ranksvm"`` or ``"regression"``, what
+checkpoints hold),
 taken under the model's lock at a version, with ``meta["service"]`` saying where it
 came from (model, config, version, examples learned, state digest) and
 ``meta["features"]`` (the spec); ``learners.load(blob)`` reads it.
