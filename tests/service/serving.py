@@ -14,7 +14,7 @@ import uvicorn
 
 from service.app import create_app
 from service.settings import Settings
-from tests.service.procs import free_port, start_service
+from tests.service.procs import free_port, start_service, stop_process
 
 
 class ServerThread:
@@ -79,8 +79,27 @@ def start_learnserve(
     """``learnserve serve`` in a subprocess; returns once it is ready (``/readyz``)."""
     args = [*learnserve_cmd(), "serve", "--port", str(port), "--workers", str(workers)]
     proc = start_service(args + (extra or []), {"LEARNSERVE_LOG_LEVEL": "warning", **env}, port)
-    wait_ready(f"http://127.0.0.1:{port}", workers=workers)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", workers=workers)
+    except BaseException:
+        stop_process(proc)  # not left running after the test session
+        raise
     return proc
+
+
+def start_learnserve_all(
+    ports: list[int], env: dict[str, str], extra: list[str] | None = None
+) -> list[Any]:
+    """``start_learnserve`` on each port; those started are stopped if one fails."""
+    procs: list[Any] = []
+    try:
+        for p in ports:
+            procs.append(start_learnserve(p, env, extra=extra))
+    except BaseException:
+        for proc in procs:
+            stop_process(proc)
+        raise
+    return procs
 
 
 def dense_model(dim: int = 4, algorithm: str = "arow", **params: Any) -> dict[str, Any]:

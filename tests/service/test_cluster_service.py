@@ -19,7 +19,7 @@ import numpy as np
 from learners.ranking.lambdamart import LambdaMART
 from tests.service.cluster_procs import RedisClusterNodes
 from tests.service.procs import free_port, stop_process
-from tests.service.serving import dense_model, start_learnserve
+from tests.service.serving import dense_model, start_learnserve, start_learnserve_all
 from tests.service.test_store_redis_cluster import node_of
 
 DIM = 4
@@ -54,7 +54,7 @@ def test_service_on_a_redis_cluster(
         "LEARNSERVE_LOG_RETAIN_ENTRIES": "1",
     }
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env, extra=["--redis-cluster"]) for p in ports]
+    procs = start_learnserve_all(ports, env, extra=["--redis-cluster"])
     a, b = (httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=30) for p in ports)
     try:
         assert a.get("/readyz").json()["store"] == "redis-cluster"

@@ -31,7 +31,7 @@ from service.models import decision_records as dr
 from service.models.decision_follower import DecisionKind
 from service.settings import Settings
 from tests.service.procs import free_port, stop_process
-from tests.service.serving import ServerThread, start_learnserve
+from tests.service.serving import ServerThread, start_learnserve, start_learnserve_all
 from tests.service.test_decisions_api import refused
 
 FEATURES = {"kind": "hashed", "bits": 14}
@@ -264,7 +264,7 @@ def test_two_processes_and_a_fresh_one_hold_the_same_challenger(
            "LEARNSERVE_LOG_RETAIN_ENTRIES": "3"}  # fmt: skip
     leader = {**LEADER, "default_reward": 0.0, "reward_wait_seconds": 1}
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     names = ("lead2", "c2-good", "c2-pa")
     try:
         cs = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in ports]

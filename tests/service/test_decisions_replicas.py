@@ -15,7 +15,7 @@ from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
 from service.settings import Settings
 from tests.service.procs import free_port, stop_process
-from tests.service.serving import start_learnserve
+from tests.service.serving import start_learnserve_all
 
 BODY = {"algorithm": "decision", "features": {"kind": "hashed", "bits": 14},
         "default_reward": 0.0, "reward_wait_seconds": 1}  # fmt: skip
@@ -30,7 +30,7 @@ def ok(r: httpx.Response) -> dict[str, Any]:
 def test_two_processes_agree(redis_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "LEARNSERVE_REDIS_URL": redis_url, "LEARNSERVE_DATA_DIR": str(tmp_path)}
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     try:
         a = httpx.Client(base_url=f"http://127.0.0.1:{ports[0]}", timeout=60)
         b = httpx.Client(base_url=f"http://127.0.0.1:{ports[1]}", timeout=60)

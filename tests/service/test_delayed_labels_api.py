@@ -18,7 +18,7 @@ from service.models.fast_json import scan_dense_examples
 from service.models.fast_json_maps import scan_map_examples
 from service.settings import Settings
 from tests.service.procs import free_port, stop_process
-from tests.service.serving import ServerThread, dense_model, start_learnserve
+from tests.service.serving import ServerThread, dense_model, start_learnserve_all
 from tests.service.test_delayed_labels import SPARSE, a9a, info, ok, refused
 
 JSON = {"content-type": "application/json"}
@@ -290,7 +290,7 @@ def test_two_processes_on_one_redis(redis_url: str, tmp_path: Path) -> None:
     _, rows, y = a9a("a9a")
     env = {**os.environ, "LEARNSERVE_REDIS_URL": redis_url, "LEARNSERVE_DATA_DIR": str(tmp_path)}
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     try:
         a = httpx.Client(base_url=f"http://127.0.0.1:{ports[0]}", timeout=60)
         b = httpx.Client(base_url=f"http://127.0.0.1:{ports[1]}", timeout=60)

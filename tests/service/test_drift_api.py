@@ -25,7 +25,7 @@ from service.settings import Settings
 from tests.docs.figures import tolerance
 from tests.docs.markdown import DOCS, code_blocks
 from tests.service.procs import free_port, stop_process
-from tests.service.serving import ServerThread, start_learnserve
+from tests.service.serving import ServerThread, start_learnserve, start_learnserve_all
 from tests.service.test_delayed_labels import SPARSE, a9a, info, ok
 
 FLIP_AT = 6000
@@ -195,7 +195,7 @@ def test_restart_and_two_processes_hold_the_same_detector(
     env = {**os.environ, "LEARNSERVE_REDIS_URL": redis_url, "LEARNSERVE_DATA_DIR": str(tmp_path),
            "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "7"}  # fmt: skip
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     try:
         cs = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in ports]
         assert cs[0].put("/models/m", json=SPARSE).status_code == 201

@@ -25,7 +25,7 @@ from service.settings import Settings
 from tests.learners.drift_reaction import run
 from tests.learners.drift_streams import LabelledStream, a9a_flipping, agrawal_stream
 from tests.service.procs import free_port, stop_process
-from tests.service.serving import ServerThread, start_learnserve
+from tests.service.serving import ServerThread, start_learnserve, start_learnserve_all
 from tests.service.test_delayed_labels import SPARSE, info, ok
 from tests.service.test_drift_api import BATCH, send
 
@@ -73,7 +73,7 @@ def test_replicas_and_a_restart_hold_the_same_reacted_model(redis_url: str, tmp_
     env = {**os.environ, "LEARNSERVE_REDIS_URL": redis_url, "LEARNSERVE_DATA_DIR": str(tmp_path),
            "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "7"}  # fmt: skip
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     version = len(s.rows) // BATCH
     wait = {"model": "m", "instances": [{"x": s.rows[0]}], "min_version": version}
     try:

@@ -28,7 +28,7 @@ import pytest
 
 from service.settings import Settings
 from tests.service.procs import free_port, stop_process
-from tests.service.serving import ServerThread, dense_model, start_learnserve
+from tests.service.serving import ServerThread, dense_model, start_learnserve_all
 
 ROUNDS = 30
 LEADER = dense_model(4, "arow")
@@ -54,7 +54,7 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, redis_server: Any) -> 
            "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "2",
            "LEARNSERVE_LOG_RETAIN_ENTRIES": "0"}  # fmt: skip
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     try:
         yield [f"http://127.0.0.1:{p}" for p in ports]
     finally:

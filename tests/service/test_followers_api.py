@@ -20,7 +20,7 @@ import pytest
 
 from service.settings import Settings
 from tests.service.procs import free_port, stop_process
-from tests.service.serving import ServerThread, start_learnserve
+from tests.service.serving import ServerThread, start_learnserve, start_learnserve_all
 from tests.service.test_delayed_labels import a9a, info, ok
 
 FEATURES = {"kind": "sparse", "dim": 123}
@@ -184,7 +184,7 @@ def test_two_processes_and_a_restart_hold_the_same_followers(
            "LEARNSERVE_CHECKPOINT_EVERY_UPDATES": "7",
            "LEARNSERVE_LOG_RETAIN_ENTRIES": "3"}  # fmt: skip
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     try:
         cs = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in ports]
         assert cs[0].put("/models/lead", json=LEADER).status_code == 201

@@ -207,7 +207,7 @@ def test_statistics_on_two_processes_and_after_a_restart(redis_url: str, tmp_pat
     import os
 
     from tests.service.procs import free_port, stop_process
-    from tests.service.serving import start_learnserve
+    from tests.service.serving import start_learnserve, start_learnserve_all
 
     examples = stateful_stream(1200, seed=2)
     want = in_process_digest(examples, 50)
@@ -219,7 +219,7 @@ def test_statistics_on_two_processes_and_after_a_restart(redis_url: str, tmp_pat
         "LEARNSERVE_LOG_RETAIN_ENTRIES": "2",
     }
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     try:
         cs = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in ports]
         assert (

@@ -331,7 +331,7 @@ def test_two_processes_on_one_redis_and_a_fresh_one_agree(redis_url: str, tmp_pa
     import os
 
     from tests.service.procs import free_port, stop_process
-    from tests.service.serving import start_learnserve
+    from tests.service.serving import start_learnserve, start_learnserve_all
 
     X, y = stream(400, seed=4)
     spec = FeatureSpec.dense(DIM, intercept=True)
@@ -345,7 +345,7 @@ def test_two_processes_on_one_redis_and_a_fresh_one_agree(redis_url: str, tmp_pa
         "LEARNSERVE_LOG_RETAIN_ENTRIES": "2",
     }
     ports = [free_port(), free_port()]
-    procs = [start_learnserve(p, env) for p in ports]
+    procs = start_learnserve_all(ports, env)
     try:
         cs = [httpx.Client(base_url=f"http://127.0.0.1:{p}", timeout=60) for p in ports]
         put(cs[0], "m", "arow_regression")
