@@ -295,10 +295,13 @@ def test_explain_and_weights_are_in_the_targets_units(service: httpx.Client) -> 
     assert r.status_code == 200, r.text
     got = r.json()
     assert got["labels"] == [None]
-    score = got["explanations"][0]["scores"][0]
+    e = got["explanations"][0]
     asked = service.post("/models/reg-explain/predict", json={"instances": [{"x": X[0]}]})
     value = asked.json()["predictions"][0]["value"]
-    assert mean + score == pytest.approx(value, rel=1e-9)
+    # the score is /predict's: the baseline (the targets' mean) plus the contributions
+    assert e["scores"] == [value] and e["baseline"] == pytest.approx(mean) and not e["clipped"]
+    total = e["baseline"] + sum(f["contributions"][0] for f in e["features"])
+    assert total == pytest.approx(value, rel=1e-9)
     w = service.get("/models/reg-explain/weights", params={"top": 2}).json()["classes"][0]
     # feature 0 has the largest true weight (3 × 20 000 per unit): the top positive one
     assert w["positive"][0]["index"] == 0 and w["positive"][0]["variance"] > 0
