@@ -30,35 +30,9 @@ import struct
 
 import numpy as np
 
+from learners.feature_keys import murmurhash3_32 as murmur3_32  # VW's uniform_hash
+
 _MASK64 = (1 << 64) - 1
-
-
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit (VW's ``uniform_hash``)."""
-    c1, c2, h = 0xCC9E2D51, 0x1B873593, seed & 0xFFFFFFFF
-    n = len(data) // 4 * 4
-    for i in range(0, n, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * c1) & 0xFFFFFFFF
-        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
-        k = (k * c2) & 0xFFFFFFFF
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & 0xFFFFFFFF
-        h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
-    tail, k = data[n:], 0
-    if tail:
-        for j, b in enumerate(tail):
-            k |= b << (8 * j)
-        k = (k * c1) & 0xFFFFFFFF
-        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
-        k = (k * c2) & 0xFFFFFFFF
-        h ^= k
-    h ^= len(data)
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-    return h ^ (h >> 16)
 
 
 def merand48_noadvance(v: int) -> np.float32:
