@@ -314,7 +314,7 @@ def main() -> None:
     ap.add_argument("--policies", choices=("default", "all"), default="all")
     ap.add_argument(
         "--reward-models",
-        default="arow_regression,sgd_regression",
+        default="auto,arow_regression,sgd_regression",
         help="each policy with each of these reward models (the first: the default)",
     )
     ap.add_argument("--seeds", type=int, default=1,

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from learners import artifact
 from learners.base import digest_arrays
 from learners.feature_names import artifact_extras
@@ -49,19 +51,31 @@ class LinearRegressor(RegressorModel):
         meta = [self.algorithm, self.dim, self.params, self.n_seen_, self.n_updates_]
         return digest_arrays(*meta, *arrays)
 
-    def to_bytes(self, meta: dict[str, Any] | None = None) -> bytes:
+    def to_bytes(
+        self, meta: dict[str, Any] | None = None, arrays: dict[str, np.ndarray] | None = None
+    ) -> bytes:
         """The model as an artifact (kind ``"regression"``): hyperparameters, counts,
         ``mu`` (and ``sigma``), ``y_stats``, ``noise``, plus ``features_`` and
-        ``feature_names_`` when set. ``meta`` adds JSON fields to the artifact's meta."""
-        return artifact.dumps(KIND, *_artifact.parts(self, self.state(), meta))
+        ``feature_names_`` when set. ``meta`` adds JSON fields to the artifact's meta,
+        ``arrays`` more arrays (a caller's own, under names of its own)."""
+        params, own, meta_ = _artifact.parts(self, self.state(), meta)
+        return artifact.dumps(KIND, params, {**own, **(arrays or {})}, meta_)
 
-    def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], memoryview]:
+    def snapshot(
+        self, meta: dict[str, Any] | None = None, arrays: dict[str, np.ndarray] | None = None
+    ) -> Callable[[], memoryview]:
         """Copy the learned state now and return a function that serialises the copy
         (in a worker thread, while updates go on); it holds the bytes ``to_bytes()``
-        would have given at the moment of the snapshot (up to the creation time)."""
+        would have given at the moment of the snapshot (up to the creation time).
+        ``arrays``: as for ``to_bytes``, copies the caller made now."""
         extras = artifact_extras(self.features_, self.feature_names_)
         st = self.state()
-        return lambda: artifact.dumps_buffer(KIND, *_artifact.parts(self, st, meta, extras))
+
+        def dump() -> memoryview:
+            params, own, meta_ = _artifact.parts(self, st, meta, extras)
+            return artifact.dumps_buffer(KIND, params, {**own, **(arrays or {})}, meta_)
+
+        return dump
 
     @classmethod
     def from_bytes(

@@ -211,7 +211,7 @@ def _load_decision(
     adapter = cls(config, model)
     assert isinstance(adapter, DecisionAdapter)
     try:
-        decision_state.restore(adapter, art.meta["decisions"], challenger)
+        decision_state.restore(adapter, art.meta["decisions"], challenger, art.arrays)
     except ValueError as e:
         raise _refuse(str(e)) from None
     check_digest(art, adapter)

@@ -71,10 +71,13 @@ from service.models import decision_features as df
 from service.models import decision_names as dn
 from service.models import decision_records as dr
 from service.models import decision_rewards as rewards
+from service.models import record_entries
+from service.models.decision_candidates import AUTO, AUTO_CANDIDATES, Candidates
 from service.models.decision_config import (
     VARIANCE_POLICIES,
     decision_config,
     default_config,
+    default_reward_model,
     only_fields,
 )
 from service.models.json_fields import type_name
@@ -119,6 +122,10 @@ class DecisionAdapter(RegressionAdapter):
         # a model created before the hash crossing, whose stored config has none
         self.crossing: str = d.get("crossing", "names")
         dn.set_limit(model, d.get("max_feature_names", 100_000))  # (configs made before it)
+        # "auto": the reward model serving is chosen among candidates
+        # (decision_candidates); self.model is the one serving
+        names = d.get("candidates")
+        self.candidates = Candidates.of(names, model) if names else None
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -137,12 +144,17 @@ class DecisionAdapter(RegressionAdapter):
                           "features")  # fmt: skip
         reward = body.get("reward_model", {})
         only_fields(reward, ("algorithm", "params"), "reward_model")
-        algorithm = reward.get("algorithm", "arow_regression")
-        if algorithm not in REWARD_ALGORITHMS:
+        algorithm = reward.get("algorithm", default_reward_model(body))
+        if algorithm not in (*REWARD_ALGORITHMS, AUTO):
             loc = "reward_model.algorithm"
-            raise invalid(f"{loc}: must be one of {list(REWARD_ALGORITHMS)}, got {algorithm!r}",
-                          loc)  # fmt: skip
-        reg_body = {**rest, "algorithm": algorithm, "params": reward.get("params", {})}
+            raise invalid(f"{loc}: must be one of {[*REWARD_ALGORITHMS, AUTO]}, got "
+                          f"{algorithm!r}", loc)  # fmt: skip
+        if algorithm == AUTO and reward.get("params"):
+            raise invalid("reward_model.params: the auto reward model's candidates take "
+                          "their default params (choose arow_regression or sgd_regression "
+                          "to set them)", "reward_model.params")  # fmt: skip
+        first = AUTO_CANDIDATES[0] if algorithm == AUTO else algorithm
+        reg_body = {**rest, "algorithm": first, "params": reward.get("params", {})}
         try:
             config = super().normalize_config(reg_body, settings)
         except ServiceError as e:
@@ -150,6 +162,8 @@ class DecisionAdapter(RegressionAdapter):
                 e.field = f"reward_model.{e.field}"
             raise
         config["decision"] = decision_config(body, algorithm)
+        if algorithm == AUTO:
+            config["decision"]["candidates"] = list(AUTO_CANDIDATES)
         config["decision"].update(default_config(body, config["decision"], settings))
         return config
 
@@ -161,35 +175,60 @@ class DecisionAdapter(RegressionAdapter):
 
     @classmethod
     def from_checkpoint(cls, config: dict[str, Any], blob: bytes) -> DecisionAdapter:
-        from learners.artifact import read_header
+        from learners import artifact
+        from learners.regression import LinearRegressor
 
-        adapter = super().from_checkpoint(config, blob)
-        assert isinstance(adapter, DecisionAdapter)
-        saved = (read_header(blob).get("meta") or {}).get("decisions") or {}
+        art = artifact.loads(blob, expected_kind="regression")  # read once: candidates' too
+        adapter = cls(config, LinearRegressor.from_artifact(art))
+        if adapter.spec.stateful:
+            record_entries.restore_statistics(adapter.spec, art.meta)
+        saved = art.meta.get("decisions") or {}
         adapter.rewards_learned = int(saved.get("t", 0))
         adapter.mode = str(saved.get("mode", adapter.mode))
         adapter.agreement = [int(v) for v in saved.get("agree", [0, 0])]
         for t, d in (saved.get("ope") or {}).items():
             adapter.evaluations[t] = Evaluation.from_dict(d)
+        if adapter.candidates is not None:
+            adapter.candidates.restore(saved.get("candidates"), art.arrays)
         return adapter
 
     def snapshot(self, meta: dict[str, Any] | None = None) -> Callable[[], bytes | memoryview]:
         return super().snapshot({**(meta or {}), "decisions": self._state()})
 
+    def snapshot_arrays(self) -> dict[str, np.ndarray] | None:
+        return None if self.candidates is None else self.candidates.arrays()
+
     def _state(self) -> dict[str, Any]:
         ope = {t: e.to_dict() for t, e in self.evaluations.items()}
-        return {
+        state = {
             "t": self.rewards_learned,
             "ope": ope,
             "mode": self.mode,
             "agree": list(self.agreement),
         }
+        if self.candidates is not None:
+            state["candidates"] = self.candidates.state()
+        return state
 
     def state_digest(self) -> str:
         both = super().state_digest().encode() + orjson.dumps(
             self._state(), option=orjson.OPT_SORT_KEYS
         )
+        if self.candidates is not None:  # every candidate's learned state
+            both += ":".join(self.candidates.digests()).encode()
         return hashlib.sha256(both).hexdigest()
+
+    @property
+    def reward_model_name(self) -> str:
+        """The reward model serving: the config's, or ``auto``'s candidate serving now."""
+        if self.candidates is not None:
+            return self.candidates.names[self.candidates.serving]
+        return str(self.settings_of["reward_algorithm"])
+
+    @property
+    def reward_models(self) -> list[Any]:
+        """Every reward model that learns a reward: the one serving, then the others."""
+        return [self.model] + ([] if self.candidates is None else self.candidates.others())
 
     @classmethod
     def warmup(cls) -> None:
@@ -308,8 +347,7 @@ class DecisionAdapter(RegressionAdapter):
     def check_update(self, payload: bytes) -> None:
         x, y, w, (_, events) = rewards.learned_rows(self, payload)
         t = rewards.targets(self, x, y, events)
-        checked = self.model.check(x, t, w)
-        row = self.model.first_nonfinite_row(x, t, w, checked)
+        row = rewards.first_nonfinite_row(self.reward_models, x, t, w)
         if row is not None:
             loc = f"rewards[{row}].reward"
             raise invalid(f"{loc}: learning it would make the reward model's weights "
@@ -328,14 +366,21 @@ class DecisionAdapter(RegressionAdapter):
             return UpdateResult(applied=0)
         x, y, w, (batch, events) = rewards.learned_rows(self, payload)
         t = rewards.targets(self, x, y, events)
-        checked = self.model.check(x, t, w)
-        if self.model.first_nonfinite_row(x, t, w, checked) is not None:
+        if rewards.first_nonfinite_row(self.reward_models, x, t, w) is not None:
             raise ValueError("rewards: learning them would make the weights non-finite")
         results, start = [], 0
         for i, ev in enumerate(events):
             k = len(ev["ids"])
-            self._evaluate(ev, y[i], batch.take(list(range(start, start + k))))
-            results.append(self.model.update(x.take([i]), [t[i]], [w[i]]))
+            rows = batch.take(list(range(start, start + k)))
+            self._evaluate(ev, y[i], rows)
+            if self.candidates is not None:
+                self.candidates.observe(self.policy, ev, y[i], rows, self.rewards_learned + 1)
+            serving, *others = self.reward_models
+            results.append(serving.update(x.take([i]), [t[i]], [w[i]]))
+            for other in others:
+                other.update(x.take([i]), [t[i]], [w[i]])
+            if self.candidates is not None:  # after each event, whatever the entries
+                self.model = self.candidates.choose()  # the policy valued highest
             self.rewards_learned += 1
             start += k
         dn.record(
@@ -389,6 +434,7 @@ class DecisionAdapter(RegressionAdapter):
             **super().describe(),
             "policy": {"name": d["policy"], "params": d["policy_params"]},
             "reward_model": d["reward_algorithm"],
+            **({} if self.candidates is None else {"reward_models": self.candidates.describe()}),
             "rewards_learned": self.rewards_learned,
             "mode": self.mode,
             "agreement": {

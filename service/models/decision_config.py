@@ -29,6 +29,14 @@ def only_fields(obj: Any, keys: tuple[str, ...], loc: str) -> None:
             raise invalid(f"{loc}.{k}: unknown field ({loc} has {', '.join(keys)})", f"{loc}.{k}")
 
 
+def default_reward_model(body: dict[str, Any]) -> str:
+    """``auto`` (service.models.decision_candidates), or AROW for a policy that needs a
+    variance (thompson, ucb: SGD has none)."""
+    exploration = body.get("exploration")
+    name = exploration.get("policy") if isinstance(exploration, dict) else None
+    return "arow_regression" if name in VARIANCE_POLICIES else "auto"
+
+
 def decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, Any]:
     exploration = body.get("exploration", {})
     only_fields(exploration, ("policy", "params"), "exploration")

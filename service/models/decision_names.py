@@ -219,5 +219,5 @@ def explain(adapter: Any, body: dict[str, Any], settings: Settings) -> dict[str,
         if not np.isfinite(numbers).all():  # as /predict: never a JSON null for a number
             loc = f"actions[{j}]"
             raise invalid(f"{loc}: a contribution or score overflows (not finite)", loc)
-    return {"reward_model": adapter.settings_of["reward_algorithm"],
+    return {"reward_model": adapter.reward_model_name,
             "baseline": float(model.y_mean_), "actions": rows}  # fmt: skip

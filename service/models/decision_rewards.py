@@ -50,3 +50,11 @@ def targets(adapter: Any, x: Batch, y: list[float], events: Events) -> list[floa
     s = adapter.model.predict_details(x)[0].tolist()
     ps = [float(ev["p"][ev["a"]]) for ev in events]
     return [si + (r - si) / p for si, r, p in zip(s, y, ps, strict=True)]
+
+
+def first_nonfinite_row(models: list[Any], x: Batch, t: list[float], w: list[float]) -> int | None:
+    """The first row any of ``models`` (every reward model that learns it) could not
+    learn with finite weights, else None (a dry run: nothing changes)."""
+    rows = [m.first_nonfinite_row(x, t, w, m.check(x, t, w)) for m in models]
+    found = [r for r in rows if r is not None]
+    return min(found) if found else None

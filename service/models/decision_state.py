@@ -34,6 +34,7 @@ import numpy as np
 
 from learners.decisions.estimators import Evaluation
 from service.models.decision import DECISION_KEYS, TARGETS
+from service.models.decision_candidates import AUTO, AUTO_CANDIDATES
 from service.models.decision_features import MODES
 from service.models.regression import learner_algorithm
 
@@ -54,9 +55,9 @@ _NONNEGATIVE = ("m2", "sw", "sw2", "sw2r2")  # sums of squares and of weights
 def check_arrays(arrays: dict[str, np.ndarray]) -> None:
     """The reward model's arrays are float64 (what it keeps and writes): another dtype
     is refused here, naming the array, before the learner would cast it."""
-    for name in REWARD_ARRAYS:
-        a = arrays.get(name)
-        if a is not None and a.dtype != np.float64:
+    for name, a in arrays.items():
+        reward_array = name in REWARD_ARRAYS or name.startswith("candidates.")
+        if reward_array and a.dtype != np.float64:
             raise ValueError(
                 f"array {name!r} has dtype {a.dtype}; a decision model's reward "
                 "model keeps float64 arrays"
@@ -87,16 +88,21 @@ def import_body(meta: dict[str, Any], model: Any) -> tuple[dict[str, Any], bool]
     d = config.get("decision")
     if not isinstance(d, dict) or not isinstance(d.get("reward_algorithm"), str):
         raise ValueError("meta.service.config.decision is missing or malformed")
-    if learner_algorithm(d["reward_algorithm"]) != model.algorithm:
+    auto = d["reward_algorithm"] == AUTO
+    allowed = [learner_algorithm(n) for n in (AUTO_CANDIDATES if auto else [d["reward_algorithm"]])]
+    if model.algorithm not in allowed:
         raise ValueError(
             f"meta.service.config.decision.reward_algorithm is "
             f"{d['reward_algorithm']!r}, but the reward model the artifact holds "
             f"is {model.algorithm!r}"
         )
+    reward: dict[str, Any] = {"algorithm": d["reward_algorithm"]}
+    if not auto:  # (auto's candidates take their default params)
+        reward["params"] = dict(model.params)
     body: dict[str, Any] = {
         "algorithm": "decision",
         "features": config.get("features"),
-        "reward_model": {"algorithm": d["reward_algorithm"], "params": dict(model.params)},
+        "reward_model": reward,
         "exploration": {"policy": d.get("policy"), "params": d.get("policy_params")},
     }
     for k in DECISION_KEYS:
@@ -113,13 +119,21 @@ def import_body(meta: dict[str, Any], model: Any) -> tuple[dict[str, Any], bool]
     return body, config.get("follows") is not None
 
 
-def restore(adapter: DecisionAdapter, saved: dict[str, Any], challenger: bool) -> None:
+def restore(
+    adapter: DecisionAdapter,
+    saved: dict[str, Any],
+    challenger: bool,
+    arrays: dict[str, np.ndarray] | None = None,
+) -> None:
     """``meta.decisions`` checked and set on ``adapter`` (a new model built from the
     artifact's reward model); a challenger's ``challenger`` estimate is set too, for the
-    digest check (:func:`standalone` drops it)."""
+    digest check (:func:`standalone` drops it). ``arrays``: the artifact's, which hold
+    an ``auto`` model's other candidates (:mod:`service.models.decision_candidates`)."""
     want = set(TARGETS) | ({CHALLENGER} if challenger else set())
-    if set(saved) != {"t", "ope", "mode", "agree"}:
-        raise ValueError(f"meta.decisions: must hold t, ope, mode and agree, got {sorted(saved)}")
+    keys = {"t", "ope", "mode", "agree"} | ({"candidates"} if adapter.candidates else set())
+    if set(saved) != keys:
+        raise ValueError(f"meta.decisions: must hold {', '.join(sorted(keys))}, got "
+                         f"{sorted(saved)}")  # fmt: skip
     t, mode, agree, ope = saved["t"], saved["mode"], saved["agree"], saved["ope"]
     if not _count(t):
         raise ValueError(f"meta.decisions.t: must be an integer >= 0 (rewards learned), got {t!r}")
@@ -138,6 +152,14 @@ def restore(adapter: DecisionAdapter, saved: dict[str, Any], challenger: bool) -
         )
     names = [t for t in (*TARGETS, CHALLENGER) if t in want]  # the adapter's order
     evaluations = {name: _evaluation(ope[name], f"meta.decisions.ope.{name}") for name in names}
+    if adapter.candidates is not None:
+        c = saved["candidates"]
+        values = c.get("values") if isinstance(c, dict) else None
+        if not isinstance(values, list):
+            raise ValueError("meta.decisions.candidates.values: must be a list of estimates")
+        for i, v in enumerate(values):
+            _evaluation(v, f"meta.decisions.candidates.values[{i}]")
+        adapter.candidates.restore(c, arrays or {})
     adapter.rewards_learned = t
     adapter.mode = mode
     adapter.agreement = [agree[0], agree[1]]

@@ -132,8 +132,12 @@ class RegressionAdapter(LinearAdapter):
         own = dict(meta or {})
         if self.spec.stateful:
             own.update(record_entries.snapshot_meta(self.spec.encoder))
-        dump: Callable[[], bytes | memoryview] = self.model.snapshot(own)
+        dump: Callable[[], bytes | memoryview] = self.model.snapshot(own, self.snapshot_arrays())
         return dump
+
+    def snapshot_arrays(self) -> dict[str, np.ndarray] | None:
+        """More arrays for the checkpoint, taken now (a decision model's candidates)."""
+        return None
 
     @classmethod
     def warmup(cls) -> None:

@@ -146,7 +146,8 @@ def test_explain_sums_to_the_score_rank_gives(service: httpx.Client, features: A
     ranked = ok(service.post(f"/models/{name}/rank", json={**body, "event_id": "probe"}))
     scores = {r["id"]: r["score"] for r in ranked["ranking"]}
     ex = ok(service.post(f"/models/{name}/explain", json=body))
-    assert ex["version"] == ranked["version"] and ex["reward_model"] == "arow_regression"
+    serving = ok(service.get(f"/models/{name}"))["reward_models"]["serving"]  # (auto)
+    assert ex["version"] == ranked["version"] and ex["reward_model"] == serving
     assert [a["id"] for a in ex["actions"]] == ["a0", "a1", "a2"]
     for a in ex["actions"]:
         total = ex["baseline"] + sum(f["contribution"] for f in a["features"])
