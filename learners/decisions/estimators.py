@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from statistics import NormalDist
 from typing import Any
 
-__all__ = ["DR", "IPS", "SNIPS", "Evaluation", "dr_parts"]
+__all__ = ["DR", "IPS", "SNIPS", "Difference", "Evaluation", "dr_parts"]
 
 
 def _z(level: float) -> float:
@@ -146,6 +146,16 @@ class DR(_TermMean):
         return self._add(_finite("direct", direct) + w * (r - _finite("predicted", predicted)))
 
 
+class Difference(_TermMean):
+    """The mean of per-row differences of two policies' terms on the same rows (paired:
+    much of the two policies' variance cancels), with its standard error."""
+
+    kind = "difference"
+
+    def add(self, term: float) -> float:
+        return self._add(_finite("difference", term))
+
+
 class SNIPS:
     """Self-normalised IPS: Σw·r / Σw, with a delta-method interval."""
 
@@ -231,14 +241,14 @@ class Evaluation:
         target_probability: float,
         direct: float = 0.0,
         predicted: float = 0.0,
-    ) -> None:
+    ) -> float:
         """One logged row; without ``direct``/``predicted`` DR has a zero reward model
-        (and equals IPS)."""
+        (and equals IPS). Returns the row's DR term."""
         _weight(probability, target_probability)  # validate before touching any state
         _finite("reward", reward), _finite("direct", direct), _finite("predicted", predicted)
         self.ips.update(probability, reward, target_probability)
         self.snips.update(probability, reward, target_probability)
-        self.dr.update(probability, reward, target_probability, direct, predicted)
+        return self.dr.update(probability, reward, target_probability, direct, predicted)
 
     def summary(self, level: float = 0.95) -> dict[str, dict[str, float]]:
         """``{"ips": {"estimate", "lo", "hi", "n"}, "snips": …, "dr": …}``."""

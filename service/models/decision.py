@@ -5,25 +5,24 @@ Config (``PUT /models/{name}``)::
 
     {"algorithm": "decision",
      "features": {"kind": "hashed", "bits": 20},
-     "reward_model": {"algorithm": "arow_regression", "params": {"r": 1.0}},
+     "reward_model": {"algorithm": "auto"},
      "exploration": {"policy": "squarecb",
                      "params": {"gamma": 10, "gamma_exponent": 0.5, "gamma_action_exponent": 0.5}},
      "seed": 0, "max_actions": 256, "reward_range": [-1e6, 1e6], "weighting": "none",
      "crossing": "hash"}
 
-The reward model is one online regressor (:mod:`service.models.regression`'s algorithms)
+The reward model is an online regressor (:mod:`service.models.regression`'s algorithms)
 shared over every action, on the rows of :mod:`service.models.decision_features`
 (action id, action features, context x action id, context x action features), hashed,
 the crosses' columns combined from the two sides' hashes
 (:mod:`service.models.decision_crossing`; ``"crossing": "names"`` hashes their names);
 with ``"features": {"kind": "records", ...}`` the context is a raw record, encoded and
 crossed as :mod:`service.models.decision_records` says.
-The default is AROW regression (a variance, which ``thompson`` and ``ucb`` need);
-``sgd_regression`` (:mod:`learners.regression.sgd`, VW's learner) is the option for
-sparse binary or text contexts. Measured through HTTP on the bake-off
-(``bench/decisions.py``, all rows, unweighted): AROW 0.8703 on MNIST as a 10-action
-bandit and 0.8386 on a9a, SGD 0.8465 and 0.8414, VW's best 0.8637 and 0.8400. The
-policy is one of
+The default is ``auto`` (:mod:`service.models.decision_candidates`): AROW and SGD
+regression both learn every reward, and the one whose policy has the higher IPS
+estimate on the model's own logged decisions serves; neither is the better on every
+problem (bench/README.md, issue 34). With ``thompson`` or ``ucb`` (they need a
+variance) the default is AROW regression. The policy is one of
 :mod:`learners.decisions.explore` (``epsilon_greedy``, ``softmax``, ``squarecb``,
 ``thompson``, ``ucb``); the default is SquareCB with γ_t = 10·√(K·t) (K: the eligible
 actions, t: rewards learned + 1): Foster & Rakhlin's γ grows as √(K·T); VW's default,
@@ -53,7 +52,6 @@ and estimates its own policy on them; it does not rank.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -63,7 +61,7 @@ import orjson
 
 from learners.base import UpdateResult
 from learners.decisions.dsjson import format_timestamp
-from learners.decisions.estimators import Evaluation, dr_parts
+from learners.decisions.estimators import Evaluation
 from learners.decisions.explore import Policy, decide, make_policy
 from learners.features import Batch
 from service.errors import ServiceError, conflict, invalid
@@ -75,12 +73,12 @@ from service.models import record_entries
 from service.models.decision_candidates import AUTO, AUTO_CANDIDATES, Candidates
 from service.models.decision_config import (
     VARIANCE_POLICIES,
+    check_reward,
     decision_config,
     default_config,
     default_reward_model,
     only_fields,
 )
-from service.models.json_fields import type_name
 from service.models.regression import ALGORITHMS as REWARD_ALGORITHMS
 from service.models.regression import RegressionAdapter, _with_targets, merge_results
 
@@ -331,17 +329,7 @@ class DecisionAdapter(RegressionAdapter):
         return wait + default_grace(wait)
 
     def check_reward(self, r: Any, loc: str) -> float:
-        lo, hi = self.settings_of["reward_range"]
-        if type(r) not in (int, float):
-            raise invalid(f"{loc}: must be a finite number, got {type_name(r)}", loc)
-        try:
-            f = float(r)
-        except OverflowError:
-            f = math.inf
-        if not (math.isfinite(f) and lo <= f <= hi):
-            raise invalid(f"{loc}: must be a finite number in [{lo:g}, {hi:g}] (the model's "
-                          f"reward_range), got {r!r}", loc)  # fmt: skip
-        return f + 0.0
+        return check_reward(self.settings_of["reward_range"], r, loc)
 
     # ------------------------------------------------------------ learn
     def check_update(self, payload: bytes) -> None:
@@ -372,7 +360,7 @@ class DecisionAdapter(RegressionAdapter):
         for i, ev in enumerate(events):
             k = len(ev["ids"])
             rows = batch.take(list(range(start, start + k)))
-            self._evaluate(ev, y[i], rows)
+            rewards.evaluate(self, ev, y[i], rows)
             if self.candidates is not None:
                 self.candidates.observe(self.policy, ev, y[i], rows, self.rewards_learned + 1)
             serving, *others = self.reward_models
@@ -398,25 +386,6 @@ class DecisionAdapter(RegressionAdapter):
     ) -> dict[str, list[float]]:
         """More policies to evaluate on an event (a challenger: its own policy)."""
         return {}
-
-    def _evaluate(self, ev: dict[str, Any], reward: float, rows: Batch) -> None:
-        """An event's off-policy terms from the reward model as it is (before it learns
-        the event): each target policy's probabilities and the model's scores."""
-        raw, _ = self.model.predict_details(rows)
-        scores = [float(s) for s in raw.tolist()]
-        p = [float(v) for v in ev["p"]]
-        a = int(ev["a"])
-        eligible = [j for j, v in enumerate(p) if v > 0.0]
-        best = max(eligible, key=lambda j: (scores[j], -j))
-        greedy = [1.0 if j == best else 0.0 for j in range(len(p))]
-        first = [1.0 if j == eligible[0] else 0.0 for j in range(len(p))]
-        uniform = [1.0 / len(eligible) if v > 0.0 else 0.0 for v in p]
-        self.agreement[0] += 1
-        self.agreement[1] += int(best == a)
-        targets = {"served": p, "learned": greedy, "first": first, "uniform": uniform,
-                   **self.own_targets(p, raw, rows)}  # fmt: skip
-        for name, e in self.evaluations.items():
-            e.update(p[a], reward, *dr_parts(targets[name], scores, a))
 
     # ------------------------------------------------------------ reading
     def policy_values(self) -> dict[tuple[str, str], float]:

@@ -34,16 +34,22 @@ counts and every candidate's estimates in ``meta.decisions.candidates``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from learners.decisions.estimators import Evaluation, dr_parts
+from learners.decisions.estimators import Difference, Evaluation, dr_parts
 from learners.decisions.explore import Policy
 from learners.features import Batch
 
 AUTO = "auto"
 AUTO_CANDIDATES = ("arow_regression", "sgd_regression")  # the first serves at first
+# a candidate replaces the one serving when its value is over it by this many standard
+# errors of the paired difference (measured in bench/README.md, issue 34: 1.96 kept AROW
+# serving on a9a, where SGD is the better by little; with no margin, noise on MNIST's 10
+# actions put SGD, far the worse there, to serve)
+SWITCH_Z = 1.0
 _SUFFIX = "_regression"
 _ARRAYS = ("mu", "sigma", "y_stats", "noise")
 
@@ -75,6 +81,8 @@ class Candidates:
             m.features_, m.feature_names_ = model.features_, model.feature_names_
         self.serving = serving
         self.values = [Evaluation() for _ in self.names]
+        # (i, j), i < j: the paired difference of candidate i's and j's DR terms
+        self.gaps = {pair: Difference() for pair in _pairs(len(self.names))}
 
     @classmethod
     def of(cls, names: list[str], model: Any) -> Candidates:
@@ -87,26 +95,42 @@ class Candidates:
         self, policy: Policy, ev: dict[str, Any], reward: float, rows: Batch, t: int
     ) -> None:
         """One logged event's off-policy terms for each candidate's policy, from each
-        candidate as it is before it learns the event."""
+        candidate as it is before it learns the event. DR's reward model is the mean of
+        the candidates' scores: one for all, so it favours none of them."""
         p = [float(v) for v in ev["p"]]
         a = int(ev["a"])
         excluded = [j for j, v in enumerate(p) if v <= 0.0]
-        for model, value in zip(self.models, self.values, strict=True):
-            scores, _ = model.predict_details(rows)  # (auto takes no variance policy)
-            q = policy.probabilities(scores, None, excluded, t)
-            s = [float(v) for v in scores.tolist()]
-            value.update(p[a], reward, *dr_parts([float(v) for v in q.tolist()], s, a))
+        scores = [m.predict_details(rows)[0] for m in self.models]  # (no variance policy)
+        shared = [float(v) for v in np.mean(scores, axis=0).tolist()]
+        terms = []
+        for s, value in zip(scores, self.values, strict=True):
+            q = [float(v) for v in policy.probabilities(s, None, excluded, t).tolist()]
+            terms.append(value.update(p[a], reward, *dr_parts(q, shared, a)))
+        for (i, j), gap in self.gaps.items():
+            gap.add(terms[i] - terms[j])
 
     def others(self) -> list[Any]:
         """The candidates not serving (they learn what the serving one learns)."""
         return [m for i, m in enumerate(self.models) if i != self.serving]
 
+    def gap(self, i: int, j: int) -> tuple[float, float]:
+        """Candidate i's DR estimate less j's, and its standard error (paired)."""
+        d = self.gaps[(min(i, j), max(i, j))]
+        sign = 1.0 if i < j else -1.0
+        return sign * d.estimate, d.stderr
+
     def choose(self) -> Any:
-        """The candidate to serve now (highest IPS estimate; ties keep the serving one)."""
-        est = [v.ips.estimate if v.ips.n else 0.0 for v in self.values]
-        best = max(range(len(est)), key=lambda i: (est[i], i == self.serving, -i))
-        self.serving = best
-        return self.models[best]
+        """The candidate to serve now: of those whose value is over the serving one's
+        by more than ``SWITCH_Z`` standard errors, the furthest over; else the same."""
+        over = []
+        for c in range(len(self.names)):
+            if c != self.serving:
+                mean, se = self.gap(c, self.serving)
+                if mean > SWITCH_Z * se:
+                    over.append((mean, -c))
+        if over:
+            self.serving = -max(over)[1]
+        return self.models[self.serving]
 
     # ------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
@@ -115,6 +139,7 @@ class Candidates:
             "names": self.names,
             "serving": self.serving,
             "values": [v.to_dict() for v in self.values],
+            "gaps": [g.to_dict() for g in self.gaps.values()],
             "counts": [[m.n_seen_, m.n_updates_] for m in self.models],
         }
 
@@ -139,8 +164,9 @@ class Candidates:
         from learners.regression import LinearRegressor, RegressionState
 
         loc = "meta.decisions.candidates"
-        if not isinstance(saved, dict) or set(saved) != {"names", "serving", "values", "counts"}:
-            raise ValueError(f"{loc}: must hold names, serving, values and counts")
+        keys = {"names", "serving", "values", "gaps", "counts"}
+        if not isinstance(saved, dict) or set(saved) != keys:
+            raise ValueError(f"{loc}: must hold names, serving, values, gaps and counts")
         if saved["names"] != self.names or saved["serving"] != self.serving:
             raise ValueError(
                 f"{loc}: names {saved['names']!r} serving {saved['serving']!r} do not match "
@@ -153,6 +179,15 @@ class Candidates:
         ):
             raise ValueError(f"{loc}: counts and values must hold one item per candidate")
         restored = [Evaluation.from_dict(v) for v in values]
+        gaps = saved["gaps"]
+        if not isinstance(gaps, list) or len(gaps) != len(self.gaps):
+            raise ValueError(f"{loc}.gaps: must hold one item per pair of candidates")
+        for k, g in enumerate(gaps):
+            ok = isinstance(g, dict) and set(g) == {"kind", "n", "mean", "m2"}
+            ok = ok and g["kind"] == "difference" and type(g["n"]) is int and g["n"] >= 0
+            ok = ok and all(type(g[f]) is float and math.isfinite(g[f]) for f in ("mean", "m2"))
+            if not ok or g["m2"] < 0:
+                raise ValueError(f"{loc}.gaps[{k}]: must be a difference's n, mean and m2 >= 0")
         for i, m in enumerate(self.models):
             if i == self.serving:
                 continue
@@ -171,9 +206,19 @@ class Candidates:
             restored_model.features_, restored_model.feature_names_ = m.features_, m.feature_names_
             self.models[i] = restored_model
         self.values = restored
+        self.gaps = {pair: Difference.from_dict(g) for pair, g in zip(self.gaps, gaps, strict=True)}
 
     def describe(self) -> dict[str, Any]:
+        gaps = {}
+        for i, j in self.gaps:
+            mean, se = self.gap(i, j)
+            gaps[f"{self.names[i]} - {self.names[j]}"] = {"estimate": mean, "stderr": se}
         return {
             "serving": self.names[self.serving],
             "candidates": {n: v.summary() for n, v in zip(self.names, self.values, strict=True)},
+            "differences": gaps,
         }
+
+
+def _pairs(n: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]

@@ -29,6 +29,21 @@ def only_fields(obj: Any, keys: tuple[str, ...], loc: str) -> None:
             raise invalid(f"{loc}.{k}: unknown field ({loc} has {', '.join(keys)})", f"{loc}.{k}")
 
 
+def check_reward(reward_range: list[float], r: Any, loc: str) -> float:
+    """A reward as a float: a finite number in the model's ``reward_range``."""
+    lo, hi = reward_range
+    if type(r) not in (int, float):
+        raise invalid(f"{loc}: must be a finite number, got {type_name(r)}", loc)
+    try:
+        f = float(r)
+    except OverflowError:
+        f = math.inf
+    if not (math.isfinite(f) and lo <= f <= hi):
+        raise invalid(f"{loc}: must be a finite number in [{lo:g}, {hi:g}] (the model's "
+                      f"reward_range), got {r!r}", loc)  # fmt: skip
+    return f + 0.0
+
+
 def default_reward_model(body: dict[str, Any]) -> str:
     """``auto`` (service.models.decision_candidates), or AROW for a policy that needs a
     variance (thompson, ucb: SGD has none)."""

@@ -1,12 +1,14 @@
 """What a decision model's reward entry teaches its reward model
 (:mod:`service.models.decision`): the chosen rows of the entry's events, their rewards,
-the weights and targets its ``weighting`` gives them. Functions of the adapter, read
-by its dry run (``check_update``) and by ``apply`` alike."""
+the weights and targets its ``weighting`` gives them, and each event's off-policy
+terms. Functions of the adapter, read by its dry run (``check_update``) and by
+``apply`` alike."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from learners.decisions.estimators import dr_parts
 from learners.features import Batch
 from service.models.payload import decode_payload
 
@@ -58,3 +60,23 @@ def first_nonfinite_row(models: list[Any], x: Batch, t: list[float], w: list[flo
     rows = [m.first_nonfinite_row(x, t, w, m.check(x, t, w)) for m in models]
     found = [r for r in rows if r is not None]
     return min(found) if found else None
+
+
+def evaluate(adapter: Any, ev: dict[str, Any], reward: float, rows: Batch) -> None:
+    """An event's off-policy terms from the reward model serving as it is (before it
+    learns the event): each target policy's probabilities and the model's scores."""
+    raw, _ = adapter.model.predict_details(rows)
+    scores = [float(s) for s in raw.tolist()]
+    p = [float(v) for v in ev["p"]]
+    a = int(ev["a"])
+    eligible = [j for j, v in enumerate(p) if v > 0.0]
+    best = max(eligible, key=lambda j: (scores[j], -j))
+    greedy = [1.0 if j == best else 0.0 for j in range(len(p))]
+    first = [1.0 if j == eligible[0] else 0.0 for j in range(len(p))]
+    uniform = [1.0 / len(eligible) if v > 0.0 else 0.0 for v in p]
+    adapter.agreement[0] += 1
+    adapter.agreement[1] += int(best == a)
+    targets = {"served": p, "learned": greedy, "first": first, "uniform": uniform,
+               **adapter.own_targets(p, raw, rows)}  # fmt: skip
+    for name, e in adapter.evaluations.items():
+        e.update(p[a], reward, *dr_parts(targets[name], scores, a))

@@ -1,8 +1,9 @@
 """The ``auto`` reward model (service.models.decision_candidates): AROW and SGD
-regression both learn every reward; the one whose policy has the higher IPS estimate
-on the model's logged decisions serves. Checked against the same regressors and
-estimators driven by hand; persisted in checkpoints and exports with either candidate
-serving; refused where it cannot work; malformed candidates in an artifact are 422s."""
+regression both learn every reward; the other takes over when its policy's value on
+the model's logged decisions is over the serving one's by a standard error. Checked
+against the same regressors and estimators driven by hand; persisted in checkpoints
+and exports with either candidate serving; refused where it cannot work; malformed
+candidates in an artifact are 422s."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import httpx
 import numpy as np
 import pytest
 
-from learners.decisions.estimators import Evaluation, dr_parts
+from learners.decisions.estimators import Difference, Evaluation, dr_parts
 from learners.regression import make_regressor
 from service.errors import ServiceError
 from service.models import decision_features as df
 from service.models.decision import DecisionAdapter
+from service.models.decision_candidates import SWITCH_Z
 from service.models.decision_follower import DecisionKind
 from service.settings import Settings
 from tests.service.serving import ServerThread
@@ -87,35 +89,46 @@ def test_the_default_is_auto_and_what_it_refuses() -> None:
 
 
 def test_every_candidate_learns_every_reward_and_the_best_valued_serves() -> None:
-    """The model against AROW, SGD and the estimators run by hand on the same events."""
+    """The model against AROW, SGD and the estimators run by hand on the same events:
+    each candidate's policy valued by DR with the candidates' mean score as its reward
+    model; SGD takes over when its value is over AROW's by a standard error of the
+    paired difference, and back."""
     model = DecisionAdapter.create(config())
     dim = model.spec.dim
     hand = [make_regressor("arow", dim), make_regressor("sgd", dim)]
     values = [Evaluation(), Evaluation()]
+    gap = Difference()  # SGD's DR terms less AROW's
     serving, seen = 0, set()
     for i, ctx in enumerate(contexts(300)):
         rows, ev, reward = step(model, ctx, i)
         p, a = ev["p"], ev["a"]
-        for reg, value in zip(hand, values, strict=True):
-            s = reg.predict_details(rows)[0]
-            q = model.policy.probabilities(s, None, [], i + 1)
-            value.update(p[a], reward, *dr_parts(q.tolist(), s.tolist(), a))
+        scores = [reg.predict_details(rows)[0] for reg in hand]
+        shared = ((scores[0] + scores[1]) / 2).tolist()
+        terms = []
+        for s, value in zip(scores, values, strict=True):
+            q = model.policy.probabilities(s, None, [], i + 1).tolist()
+            terms.append(value.update(p[a], reward, *dr_parts(q, shared, a)))
+        gap.add(terms[0] - terms[1])  # (the pair (0, 1): AROW's less SGD's)
         for reg in hand:
             reg.update(rows.take([a]), [reward])
-        est = [v.ips.estimate for v in values]
-        serving = max((0, 1), key=lambda j: (est[j], j == serving, -j))
+        d = -gap.estimate if serving == 0 else gap.estimate  # the other's over the serving
+        if d > SWITCH_Z * gap.stderr:
+            serving = 1 - serving
         seen.add(serving)
         assert model.candidates is not None and model.candidates.serving == serving, i
         assert model.model is model.candidates.models[serving]
     assert seen == {0, 1}  # on this stream each candidate serves at some point
     assert [m.state_digest() for m in model.candidates.models] == [r.state_digest() for r in hand]
     assert [v.to_dict() for v in model.candidates.values] == [v.to_dict() for v in values]
-    assert model.describe()["reward_models"]["serving"] == ["arow_regression",
-                                                             "sgd_regression"][serving]  # fmt: skip
+    desc = model.describe()["reward_models"]
+    assert desc["serving"] == ["arow_regression", "sgd_regression"][serving]
+    assert desc["differences"]["arow_regression - sgd_regression"] == {
+        "estimate": gap.estimate, "stderr": gap.stderr
+    }  # fmt: skip
     # rank scores with the candidate serving
-    answer, _ = model.rank({"context": contexts(1, 9)[0], "actions": ACTIONS}, SETTINGS, "x", 0)
-    batch = model.encode_rank({"context": contexts(1, 9)[0], "actions": ACTIONS}, SETTINGS).batch
-    want = hand[serving].predict_details(batch)[0]
+    body = {"context": contexts(1, 9)[0], "actions": ACTIONS}
+    answer, _ = model.rank(body, SETTINGS, "x", 0)
+    want = hand[serving].predict_details(model.encode_rank(body, SETTINGS).batch)[0]
     got = {r["id"]: r["score"] for r in answer["ranking"]}
     assert [got[a["id"]] for a in ACTIONS] == pytest.approx(want.tolist(), rel=1e-12)
 
@@ -201,6 +214,20 @@ def test_through_http_export_and_malformed_candidates(service: httpx.Client) -> 
         "values": (
             recrafted(blob, _set("decisions.candidates.values", [{"ips": 1}])),
             "meta.decisions.candidates.values[0]",
+        ),
+        "gaps": (
+            recrafted(
+                blob,
+                _set(
+                    "decisions.candidates.gaps",
+                    [{"kind": "difference", "n": 3, "mean": 0.1, "m2": -1.0}],
+                ),
+            ),
+            "meta.decisions.candidates.gaps[0]",
+        ),
+        "gaps-count": (
+            recrafted(blob, _set("decisions.candidates.gaps", [])),
+            "meta.decisions.candidates.gaps",
         ),
         "serving": (
             recrafted(blob, _set("decisions.candidates.serving", 5)),
