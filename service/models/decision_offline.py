@@ -94,7 +94,11 @@ def evaluate_config(
     return {
         "rows": rows,
         "unrewarded": unrewarded,
-        "reward_model": {"algorithm": config["algorithm"], "params": config["params"]},
+        "reward_model": (
+            {"algorithm": d["reward_algorithm"], **model.candidates.describe()}
+            if model.candidates is not None
+            else {"algorithm": config["algorithm"], "params": config["params"]}
+        ),
         "exploration": {"policy": d["policy"], "params": d["policy_params"]},
         "policies": {t: e.summary() for t, e in model.evaluations.items()},
     }

@@ -55,36 +55,44 @@ def default_model(bits: int, **extra: Any) -> dict[str, Any]:
 
 
 def test_mnist_default_beats_vw() -> None:
-    """Dense inputs (pixels, 10 actions): the default (AROW, unweighted, γ = 10·√(K·t))
-    and SGD over VW's best explorer (ε-greedy 0.05: 0.5225; SquareCB 0.5195)."""
+    """Dense inputs (pixels, 10 actions): the default (the auto reward model,
+    unweighted, γ = 10·√(K·t)), AROW and SGD over VW's best explorer (ε-greedy 0.05:
+    0.5225; SquareCB 0.5195)."""
     data = dataset("mnist", 2000)
     vw = vw_best(data)
     ours = progressive_reward(data, default_model(20))
-    assert ours == pytest.approx(0.6505, abs=0.015)  # γ = 10·√t: 0.65
+    assert ours == pytest.approx(0.6375, abs=0.015)  # SGD serves a while on these rows
     assert ours >= vw
+    arow = progressive_reward(
+        data, default_model(20, reward_model={"algorithm": "arow_regression"})
+    )
+    assert arow == pytest.approx(0.6505, abs=0.015)  # γ = 10·√t: 0.65
+    assert arow >= vw
     sgd = {"algorithm": "sgd_regression"}
     sgd_ips = progressive_reward(data, default_model(20, reward_model=sgd, weighting="ips"))
     assert sgd_ips == pytest.approx(0.57, abs=0.015)  # crossing by names: 0.5455
     assert sgd_ips >= vw
 
 
-def test_a9a_sgd_reaches_vw_and_the_default_is_short() -> None:
-    """Sparse binary inputs (2 actions): SGD unweighted at or over VW's best (SquareCB,
-    0.8347); the default AROW (γ = 10·√(K·t)) 0.0013 short of it on these rows (0.8314
-    with γ = 10·√t; over seeds on all rows: bench/README.md, issue 34)."""
+def test_a9a_sgd_and_the_default_reach_vw() -> None:
+    """Sparse binary inputs (2 actions): SGD unweighted and the default (auto) at or
+    over VW's best (SquareCB, 0.8347); AROW alone 0.8334 (γ = 10·√(K·t)) is short of it
+    on these rows (over seeds on all rows: bench/README.md, issue 34)."""
     data = dataset("a9a", 10_000)
     vw = vw_best(data)
     sgd = progressive_reward(data, default_model(18, reward_model={"algorithm": "sgd_regression"}))
     assert sgd == pytest.approx(0.8372, abs=0.005)
     assert sgd >= vw
     ours = progressive_reward(data, default_model(18))
-    assert ours == pytest.approx(0.8334, abs=0.005)
+    assert ours == pytest.approx(0.8361, abs=0.005)
+    assert ours >= vw
 
 
 def test_the_defaults_and_a_policy_that_needs_a_variance() -> None:
     settings = Settings(data_dir="/tmp/unused")
     config = DecisionAdapter.normalize_config(default_model(12), settings)
     assert (config["algorithm"], config["decision"]["weighting"]) == ("arow_regression", "none")
+    assert config["decision"]["reward_algorithm"] == "auto"  # AROW serves first
     assert config["decision"]["policy_params"] == {
         "gamma": 10.0, "gamma_exponent": 0.5, "gamma_action_exponent": 0.5
     }  # fmt: skip
