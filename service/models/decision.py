@@ -76,8 +76,7 @@ from service.models.decision_config import (
     check_reward,
     decision_config,
     default_config,
-    default_reward_model,
-    only_fields,
+    reward_model,
 )
 from service.models.regression import ALGORITHMS as REWARD_ALGORITHMS
 from service.models.regression import RegressionAdapter, _with_targets, merge_results
@@ -140,19 +139,8 @@ class DecisionAdapter(RegressionAdapter):
                           '(named context and action features) or {"kind": "records", '
                           '"bits": n, "fields": {...}} (a raw-record context)',
                           "features")  # fmt: skip
-        reward = body.get("reward_model", {})
-        only_fields(reward, ("algorithm", "params"), "reward_model")
-        algorithm = reward.get("algorithm", default_reward_model(body))
-        if algorithm not in (*REWARD_ALGORITHMS, AUTO):
-            loc = "reward_model.algorithm"
-            raise invalid(f"{loc}: must be one of {[*REWARD_ALGORITHMS, AUTO]}, got "
-                          f"{algorithm!r}", loc)  # fmt: skip
-        if algorithm == AUTO and reward.get("params"):
-            raise invalid("reward_model.params: the auto reward model's candidates take "
-                          "their default params (choose arow_regression or sgd_regression "
-                          "to set them)", "reward_model.params")  # fmt: skip
-        first = AUTO_CANDIDATES[0] if algorithm == AUTO else algorithm
-        reg_body = {**rest, "algorithm": first, "params": reward.get("params", {})}
+        algorithm, learner, params = reward_model(body, REWARD_ALGORITHMS)
+        reg_body = {**rest, "algorithm": learner, "params": params}
         try:
             config = super().normalize_config(reg_body, settings)
         except ServiceError as e:
@@ -160,7 +148,7 @@ class DecisionAdapter(RegressionAdapter):
                 e.field = f"reward_model.{e.field}"
             raise
         config["decision"] = decision_config(body, algorithm)
-        if algorithm == AUTO:
+        if algorithm == AUTO:  # (decision_candidates)
             config["decision"]["candidates"] = list(AUTO_CANDIDATES)
         config["decision"].update(default_config(body, config["decision"], settings))
         return config

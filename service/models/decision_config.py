@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from learners.decisions.explore import make_policy
 from service.errors import invalid
+from service.models.decision_candidates import AUTO, AUTO_CANDIDATES
 from service.models.decision_features import MODES
 from service.models.json_fields import type_name
 
@@ -44,12 +45,25 @@ def check_reward(reward_range: list[float], r: Any, loc: str) -> float:
     return f + 0.0
 
 
-def default_reward_model(body: dict[str, Any]) -> str:
-    """``auto`` (service.models.decision_candidates), or AROW for a policy that needs a
-    variance (thompson, ucb: SGD has none)."""
+def reward_model(body: dict[str, Any], algorithms: tuple[str, ...]) -> tuple[str, str, Any]:
+    """The body's ``reward_model``: its algorithm (one of ``algorithms``, or ``auto``:
+    service.models.decision_candidates), the regressor built first and its params. The
+    default is ``auto``, or AROW for a policy that needs a variance (thompson, ucb: SGD
+    has none)."""
+    reward = body.get("reward_model", {})
+    only_fields(reward, ("algorithm", "params"), "reward_model")
     exploration = body.get("exploration")
-    name = exploration.get("policy") if isinstance(exploration, dict) else None
-    return "arow_regression" if name in VARIANCE_POLICIES else "auto"
+    policy = exploration.get("policy") if isinstance(exploration, dict) else None
+    algorithm = reward.get("algorithm", "arow_regression" if policy in VARIANCE_POLICIES else AUTO)
+    if algorithm not in (*algorithms, AUTO):
+        loc = "reward_model.algorithm"
+        raise invalid(f"{loc}: must be one of {[*algorithms, AUTO]}, got {algorithm!r}", loc)
+    if algorithm == AUTO and reward.get("params"):
+        raise invalid("reward_model.params: the auto reward model's candidates take "
+                      "their default params (choose arow_regression or sgd_regression "
+                      "to set them)", "reward_model.params")  # fmt: skip
+    first = AUTO_CANDIDATES[0] if algorithm == AUTO else algorithm
+    return algorithm, first, reward.get("params", {})
 
 
 def decision_config(body: dict[str, Any], reward_algorithm: str) -> dict[str, Any]:
