@@ -19,10 +19,10 @@ the crosses' columns combined from the two sides' hashes
 with ``"features": {"kind": "records", ...}`` the context is a raw record, encoded and
 crossed as :mod:`service.models.decision_records` says.
 The default is ``auto`` (:mod:`service.models.decision_candidates`): AROW and SGD
-regression both learn every reward, and the one whose policy has the higher IPS
-estimate on the model's own logged decisions serves; neither is the better on every
-problem (bench/README.md, issue 34). With ``thompson`` or ``ucb`` (they need a
-variance) the default is AROW regression. The policy is one of
+regression both learn every reward, and the other takes over when its policy's value
+on the model's own logged decisions is over the serving one's by a standard error;
+neither is the better on every problem (bench/README.md, issue 34). With ``thompson``
+or ``ucb`` (they need a variance) the default is AROW regression. The policy is one of
 :mod:`learners.decisions.explore` (``epsilon_greedy``, ``softmax``, ``squarecb``,
 ``thompson``, ``ucb``); the default is SquareCB with γ_t = 10·√(K·t) (K: the eligible
 actions, t: rewards learned + 1): Foster & Rakhlin's γ grows as √(K·T); VW's default,
@@ -356,7 +356,7 @@ class DecisionAdapter(RegressionAdapter):
             for other in others:
                 other.update(x.take([i]), [t[i]], [w[i]])
             if self.candidates is not None:  # after each event, whatever the entries
-                self.model = self.candidates.choose()  # the policy valued highest
+                self.model = self.candidates.choose()  # (by the policies' values)
             self.rewards_learned += 1
             start += k
         dn.record(

@@ -7,19 +7,22 @@ hyperparameters) learns every reward the model learns, the same rows, targets an
 weights. Before each event is learned, each candidate's own policy (the model's
 exploration policy over that candidate's scores, with the event's eligible actions
 and ``t``, as a rank would have drawn it) is evaluated off the logged decision, as a
-challenger's is (:mod:`service.models.decision_follower`): IPS, SNIPS and DR. After
-each reward entry the candidate whose policy has the highest IPS estimate serves
-(ties keep the one serving; the first candidate serves until a reward is learned):
-its scores rank, ``/explain`` and ``/weights`` read it, its greedy policy is
-``learned``.
+challenger's is (:mod:`service.models.decision_follower`): IPS, SNIPS and DR, DR's
+reward model the candidates' mean score (one for all, so it favours none of them).
+After each event, a candidate replaces the one serving when its DR estimate is over
+the serving one's by more than ``SWITCH_Z`` standard errors of their paired
+difference (the per-event differences of their DR terms; the first candidate serves
+until then). The one serving is the model's reward model: its scores rank,
+``/explain`` and ``/weights`` read it, its greedy policy is ``learned``.
 
 Why a choice, and why by the policy's value: neither regressor is the better reward
 model on every problem (measured in bench/README.md, issue 34: AROW ranks MNIST's
 10 actions far better, SGD a9a's 2 a little), and the squared loss does not tell which
-is (on MNIST, SGD's loss is the lower and its policy the worse). The value of each
-candidate's policy on the model's own logged decisions is what a rank is for, and
-IPS estimates it without bias whichever candidate served (every decision's
-probability is logged). The cost: each reward is learned and evaluated twice.
+is (on MNIST, SGD's is the lower and its policy the worse). The value of each
+candidate's policy on the model's own logged decisions is what a rank is for, and it
+is estimated without bias whichever candidate served (every decision's probability
+is logged). Why a margin: with none, noise in the first estimates put SGD to serve on
+MNIST for long stretches. The cost: each reward is learned and evaluated twice.
 
 The candidate serving is the reward model proper (``adapter.model``: its artifact is
 the checkpoint's, so everything that reads the reward model reads it); the others'
