@@ -170,7 +170,8 @@ class Candidates:
         keys = {"names", "serving", "values", "gaps", "counts"}
         if not isinstance(saved, dict) or set(saved) != keys:
             raise ValueError(f"{loc}: must hold names, serving, values, gaps and counts")
-        if saved["names"] != self.names or saved["serving"] != self.serving:
+        same = type(saved["serving"]) is int and saved["serving"] == self.serving
+        if saved["names"] != self.names or not same:
             raise ValueError(
                 f"{loc}: names {saved['names']!r} serving {saved['serving']!r} do not match "
                 f"the model's candidates {self.names!r} with {self.names[self.serving]!r} serving"

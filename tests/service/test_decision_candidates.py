@@ -247,6 +247,15 @@ def test_through_http_export_and_malformed_candidates(service: httpx.Client) -> 
         assert r.status_code == 422, (case, r.text)
         detail = r.json()["detail"]
         assert detail["field"] == "artifact" and words in detail["message"], (case, detail)
+    # an odd value anywhere in the candidates: a 422 naming the artifact, never a 500
+    odd: list[Any] = ["x", None, -1, 1.5, [1], [[1, 2]], {"a": 1}, 1e300, True, []]
+    fields = ["", ".names", ".serving", ".values", ".gaps", ".counts"]
+    for i, (f, value) in enumerate((f, v) for f in fields for v in odd):
+        r = put_artifact(
+            c, f"dca-odd-{i}", recrafted(blob, _set(f"decisions.candidates{f}", value))
+        )
+        assert r.status_code == 422, (f, value, r.text)
+        assert r.json()["detail"]["field"] == "artifact", (f, value, r.text)
 
 
 def _other_mu(blob: bytes) -> str:
