@@ -377,9 +377,14 @@ class DecisionAdapter(RegressionAdapter):
 
     # ------------------------------------------------------------ reading
     def policy_values(self) -> dict[tuple[str, str], float]:
-        """Each (policy, estimator)'s estimate, for the gauges (after an applied entry)."""
+        """Each (policy, estimator)'s estimate, for the gauges (after an applied entry);
+        ``auto``'s candidates' policies as ``candidate:<reward model>``."""
         out = {}
-        for t, e in self.evaluations.items():
+        evaluations = dict(self.evaluations)
+        if self.candidates is not None:
+            for name, value in zip(self.candidates.names, self.candidates.values, strict=True):
+                evaluations[f"candidate:{name}"] = value
+        for t, e in evaluations.items():
             for est in (e.ips, e.snips, e.dr):
                 if est.n:
                     out[(t, est.kind)] = float(est.estimate)

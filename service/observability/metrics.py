@@ -94,8 +94,9 @@ LATE_REWARDS = Counter(
 DECISION_VALUE = Gauge(
     "learnserve_decision_policy_value",
     "Progressive off-policy estimate of a decision model's policies' value (mean reward) "
-    "on its logged decisions, by policy (served, learned, first, uniform) and estimator "
-    "(ips, snips, dr); model state, the same on every replica.",
+    "on its logged decisions, by policy (served, learned, first, uniform; a challenger's "
+    "own: challenger; the auto reward model's candidates: candidate:<reward model>) and "
+    "estimator (ips, snips, dr); model state, the same on every replica.",
     ["model", "policy", "estimator"],
     multiprocess_mode="livemax",
 )

@@ -190,6 +190,13 @@ def test_through_http_export_and_malformed_candidates(service: httpx.Client) -> 
         "arow_regression", "sgd_regression"
     }  # fmt: skip
     assert all(v["ips"]["n"] == 30 for v in cands.values())
+    metrics = c.get("/metrics").text
+    for name, v in cands.items():  # each candidate's estimates are gauges too
+        gauge = (
+            f'learnserve_decision_policy_value{{estimator="dr",model="dca",'
+            f'policy="candidate:{name}"}}'
+        )
+        assert f"{gauge} {v['dr']['estimate']!r}" in metrics, gauge
     blob = export(c, "dca")
     r = put_artifact(c, "dca-copy", blob)
     assert r.status_code == 201 and r.json()["state_digest"] == got["state_digest"]
