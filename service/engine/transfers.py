@@ -271,9 +271,11 @@ def check_digest(art: Artifact, model: Any) -> None:
     actual = model.state_digest()  # the adapter's: the learner's (+ record statistics)
     if recorded != actual:
         held = sorted(k for k in art.arrays if not k.startswith("feature_names"))
+        # what besides the arrays the digest covers: a decision model's meta.decisions
+        rest = "meta.decisions and counts" if "decisions" in art.meta else "labels and counts"
         raise _refuse(
             f"meta.service.state_digest is {recorded!r}, but the state the artifact holds "
-            f"(arrays {held}, labels and counts) has the digest {actual!r}: "
+            f"(arrays {held}, {rest}) has the digest {actual!r}: "
             "the state was changed after the export"
         )
 

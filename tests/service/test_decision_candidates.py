@@ -246,7 +246,7 @@ def test_through_http_export_and_malformed_candidates(service: httpx.Client) -> 
         ),
         "digest": (
             recrafted(blob, _array(_other_mu(blob), lambda v: v + 1.0)),
-            "meta.service.state_digest",
+            "meta.decisions and counts) has the digest",
         ),
     }
     for case, (bad, words) in cases.items():
