@@ -269,3 +269,27 @@ def _other_mu(blob: bytes) -> str:
     from learners.artifact import loads
 
     return next(k for k in loads(blob).arrays if k.startswith("candidates.") and k.endswith("mu"))
+
+
+def test_an_export_with_sgd_serving_imports(service: httpx.Client) -> None:
+    """An export whose reward model (the artifact's own) is the second candidate: the
+    import builds AROW from its arrays, and the copy ranks as the original."""
+    cfg = config()
+    model = DecisionAdapter.create(cfg)
+    for i, ctx in enumerate(contexts(300)):
+        step(model, ctx, i)
+        if model.candidates is not None and model.candidates.serving == 1:
+            break
+    assert model.candidates is not None and model.model.algorithm == "sgd"
+    digest = model.state_digest()
+    meta = {"service": {"model": "x", "config": cfg, "version": i + 1,
+                        "examples_learned": i + 1, "state_digest": digest}}  # fmt: skip
+    r = put_artifact(service, "dca-sgd", bytes(model.snapshot(meta)()))
+    assert r.status_code == 201, r.text
+    assert r.json()["state_digest"] == model.state_digest()
+    got = ok(service.get("/models/dca-sgd"))
+    assert got["reward_models"]["serving"] == "sgd_regression"
+    body = {"context": contexts(1, 9)[0], "actions": ACTIONS, "event_id": "probe"}
+    answer = ok(service.post("/models/dca-sgd/rank", json=body))
+    want, _ = model.rank(body, SETTINGS, "probe", 0)
+    assert answer["ranking"] == want["ranking"] and answer["action"] == want["action"]
