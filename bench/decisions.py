@@ -174,10 +174,12 @@ def timed(pid: int, port: int, requests: list[bytes], connections: int) -> dict[
     return {"seconds": seconds, "cpu_seconds": cpu, "requests": len(requests)}
 
 
-def cost(c: httpx.Client, pid: int, port: int, k: int, count: int, conns: int) -> dict[str, Any]:
+def cost(
+    c: httpx.Client, pid: int, port: int, k: int, count: int, conns: int, reward_model: str
+) -> dict[str, Any]:
     rng = np.random.default_rng(k)
     name, clf = f"cost{k}", f"clf{k}"
-    put(c, name, decision_model({}, 20))
+    put(c, name, decision_model({}, 20, reward_model))
     put(c, clf, {"algorithm": "arow", "features": {"kind": "hashed", "bits": 20}})
     actions = [{"id": f"a{a}", "features": {"topic": f"t{a % 7}", "len": round(float(v), 3),
                                             "fresh": 1}}
@@ -375,7 +377,9 @@ def main() -> None:
                     doc["bakeoff"][data_name] = bakeoff_set(c, data_name, loaded, policies, args)
             if not args.no_cost:
                 for k in (10, 50):
-                    doc["cost"].append(cost(c, proc.pid, port, k, args.count, args.connections))
+                    rm = args.reward_models.split(",")[0]  # the cost of the first's pairs
+                    doc["cost"].append(cost(c, proc.pid, port, k, args.count, args.connections,
+                                            rm))  # fmt: skip
     finally:
         stop_process(proc)
     report(doc, args)
