@@ -97,7 +97,7 @@ def test_every_candidate_learns_every_reward_and_the_best_valued_serves() -> Non
     dim = model.spec.dim
     hand = [make_regressor("arow", dim), make_regressor("sgd", dim)]
     values = [Evaluation(), Evaluation()]
-    gap = Difference()  # SGD's DR terms less AROW's
+    gap = Difference()  # AROW's DR terms less SGD's (the pair (0, 1))
     serving, seen = 0, set()
     for i, ctx in enumerate(contexts(300)):
         rows, ev, reward = step(model, ctx, i)
@@ -108,7 +108,7 @@ def test_every_candidate_learns_every_reward_and_the_best_valued_serves() -> Non
         for s, value in zip(scores, values, strict=True):
             q = model.policy.probabilities(s, None, [], i + 1).tolist()
             terms.append(value.update(p[a], reward, *dr_parts(q, shared, a)))
-        gap.add(terms[0] - terms[1])  # (the pair (0, 1): AROW's less SGD's)
+        gap.add(terms[0] - terms[1])
         for reg in hand:
             reg.update(rows.take([a]), [reward])
         d = -gap.estimate if serving == 0 else gap.estimate  # the other's over the serving
