@@ -135,8 +135,8 @@ def test_every_candidate_learns_every_reward_and_the_best_valued_serves() -> Non
 
 @pytest.mark.parametrize("serving", [0, 1])
 def test_a_checkpoint_holds_every_candidate(serving: int) -> None:
-    """Read back with either candidate serving: the same digest, the same answers, and
-    after the same rewards the same state again."""
+    """Read back with either candidate serving: the same digest, and after the same
+    ranks and rewards the same state again."""
     cfg = config()
     model = DecisionAdapter.create(cfg)
     stream = contexts(120)
