@@ -260,7 +260,10 @@ async def reward_body(
                 raise
             return {**replay, "events": answers}
         try:
-            position, replayed = await engine.submit_labelled(h, entry, marks, once)
+            if once is None:  # in one entry with the rewards waiting with it
+                position, replayed = await engine.submit_rewards(h, entry, marks), False
+            else:
+                position, replayed = await engine.submit_labelled(h, entry, marks, once)
         except FeedbackConflict:
             continue
         if replayed:

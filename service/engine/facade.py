@@ -13,6 +13,7 @@ below it, each given the table::
     log_application    the log applied in order, checked against the chain
     update_submission  an update appended, applied here, answered
     group_commit       plain updates that wait for the store together: one entry
+    reward_groups      the same for a decision model's unkeyed rewards
     update_outcomes    failures recorded for idempotent replays
     checkpoints        when and how a model's state is checkpointed
     batch_versions     a batch model's artifacts (deploy, activate, rollback)
@@ -35,6 +36,7 @@ from service.engine import (
     followers,
     group_commit,
     log_application,
+    reward_groups,
     transfers,
     update_submission,
 )
@@ -227,6 +229,13 @@ class Engine:
         for the store at the same moment (``service.engine.group_commit``):
         ``(version, correct)``."""
         return await group_commit.submit(self.registry, h, payload)
+
+    async def submit_rewards(
+        self, h: ModelHandle, payload: bytes, labels: list[tuple[str, str, str]]
+    ) -> int:
+        """``submit_labelled`` of an unkeyed reward entry, in one entry with the others
+        that wait for the store at the same moment (``service.engine.reward_groups``)."""
+        return await reward_groups.submit(self.registry, h, payload, labels)
 
     async def submit_labelled(
         self,

@@ -97,6 +97,7 @@ class ModelHandle:
         # position (their dry runs' work is kept by identity), and each request's
         # outcome in the last group entries applied here: (correct, error).
         self.group: Any = None
+        self.reward_group: Any = None  # the same for rewards (service.engine.reward_groups)
         self.local_group: dict[int, list[bytes]] = {}
         self.group_results: collections.OrderedDict[int, list[tuple[int | None, str | None]]] = (
             collections.OrderedDict()

@@ -118,12 +118,14 @@ async def submit_labelled(
     payload: bytes,
     labels: list[tuple[str, str, str]],
     once: KeyGuard | None = None,
+    entries: list[bytes] | None = None,
 ) -> tuple[int, bool]:
     """``submit_update`` of an entry that learns delayed labels: the ids are marked
     labelled in the same atomic step as the append (``Store.append_labelled``, which
     raises ``FeedbackConflict`` and appends nothing when one cannot be). With ``once``
     (an idempotency key) at most once per key, as ``submit_update_once``. Returns
-    ``(position, replayed)``."""
+    ``(position, replayed)``. ``entries``: the requests' own entries of a group entry
+    ``payload`` (service.engine.reward_groups)."""
     try:
         with _appending(registry, h), _key_reused(h):
             position, head = await registry.store.append_labelled(
@@ -135,7 +137,12 @@ async def submit_labelled(
         await replay(registry, h, once.key, r.position)
         return r.position, True
     _store_ok(registry)
-    await apply_own(registry, h, position, payload, head)
+    if entries is not None and position > h.version:
+        h.local_group[position] = entries
+    try:
+        await apply_own(registry, h, position, payload, head)
+    finally:
+        h.local_group.pop(position, None)
     return position, False
 
 
