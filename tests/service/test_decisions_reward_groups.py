@@ -21,9 +21,9 @@ import httpx
 
 from service.models.decision_follower import DecisionKind
 from service.models.payload import GROUP_MAGIC, split_group
-from service.store import open_store
 from tests.service.procs import free_port, stop_process
 from tests.service.serving import start_learnserve
+from tests.service.test_group_commit import _log  # (model "g"'s log read back)
 
 N = 96
 BODY = {"algorithm": "decision", "features": {"kind": "hashed", "bits": 12}}
@@ -46,16 +46,6 @@ def _send(url: str, i: int, action: str) -> tuple[int, dict[str, Any]]:
     with httpx.Client(base_url=url, timeout=60) as c:
         r = c.post("/models/g/reward", json={"event_id": f"e{i}", "reward": _reward(i, action)})
     return r.status_code, r.json()
-
-
-async def _log(redis_url: str) -> list[bytes]:
-    store = open_store(redis_url, None)
-    await store.open()
-    try:
-        entries = await store.read_log("g", 0, 100_000)
-    finally:
-        await store.close()
-    return [bytes(e.payload) for e in entries]
 
 
 def test_concurrent_rewards_share_entries_and_every_replica_learns_them_alike(
