@@ -348,9 +348,10 @@ class DecisionAdapter(RegressionAdapter):
         for i, ev in enumerate(events):
             k = len(ev["ids"])
             rows = batch.take(list(range(start, start + k)))
-            rewards.evaluate(self, ev, y[i], rows)
+            scores = rewards.evaluate(self, ev, y[i], rows)
             if self.candidates is not None:
-                self.candidates.observe(self.policy, ev, y[i], rows, self.rewards_learned + 1)
+                t_i = self.rewards_learned + 1
+                self.candidates.observe(self.policy, ev, y[i], rows, t_i, scores)
             serving, *others = self.reward_models
             results.append(serving.update(x.take([i]), [t[i]], [w[i]]))
             for other in others:

@@ -37,7 +37,6 @@ counts and every candidate's estimates in ``meta.decisions.candidates``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -45,6 +44,7 @@ import numpy as np
 from learners.decisions.estimators import Difference, Evaluation, dr_parts
 from learners.decisions.explore import Policy
 from learners.features import Batch
+from service.models.regression import learner_algorithm
 
 AUTO = "auto"
 AUTO_CANDIDATES = ("arow_regression", "sgd_regression")  # the first serves at first
@@ -53,12 +53,7 @@ AUTO_CANDIDATES = ("arow_regression", "sgd_regression")  # the first serves at f
 # serving on a9a, where SGD is the better by little; with no margin, noise on MNIST's 10
 # actions put SGD, far the worse there, to serve)
 SWITCH_Z = 1.0
-_SUFFIX = "_regression"
-_ARRAYS = ("mu", "sigma", "y_stats", "noise")
-
-
-def _learner(name: str) -> str:
-    return name.removesuffix(_SUFFIX)
+REWARD_ARRAYS = ("mu", "sigma", "y_stats", "noise")  # a regressor's state, as arrays
 
 
 class Candidates:
@@ -70,14 +65,14 @@ class Candidates:
     def __init__(self, names: list[str], model: Any, serving: int) -> None:
         from learners.regression import make_regressor
 
-        if _learner(names[serving]) != model.algorithm:
+        if learner_algorithm(names[serving]) != model.algorithm:
             raise ValueError(
                 f"the reward model is {model.algorithm!r}, not the candidate "
                 f"{names[serving]!r} said to serve"
             )
         self.names = list(names)
         self.models = [
-            model if i == serving else make_regressor(_learner(n), model.dim)
+            model if i == serving else make_regressor(learner_algorithm(n), model.dim)
             for i, n in enumerate(self.names)
         ]
         for m in self.models:  # one spec and one names map: every candidate's columns
@@ -90,20 +85,30 @@ class Candidates:
     @classmethod
     def of(cls, names: list[str], model: Any) -> Candidates:
         """Candidates whose serving one is ``model`` (by its algorithm)."""
-        serving = [_learner(n) for n in names].index(model.algorithm)
+        serving = [learner_algorithm(n) for n in names].index(model.algorithm)
         return cls(names, model, serving)
 
     # ------------------------------------------------------------ learning
     def observe(
-        self, policy: Policy, ev: dict[str, Any], reward: float, rows: Batch, t: int
+        self,
+        policy: Policy,
+        ev: dict[str, Any],
+        reward: float,
+        rows: Batch,
+        t: int,
+        serving_scores: np.ndarray,
     ) -> None:
         """One logged event's off-policy terms for each candidate's policy, from each
-        candidate as it is before it learns the event. DR's reward model is the mean of
+        candidate as it is before it learns the event (``serving_scores``: the serving
+        one's scores of ``rows``, computed already). DR's reward model is the mean of
         the candidates' scores: one for all, so it favours none of them."""
         p = [float(v) for v in ev["p"]]
         a = int(ev["a"])
         excluded = [j for j, v in enumerate(p) if v <= 0.0]
-        scores = [m.predict_details(rows)[0] for m in self.models]  # (no variance policy)
+        scores = [
+            serving_scores if i == self.serving else m.predict_details(rows)[0]
+            for i, m in enumerate(self.models)
+        ]  # (no variance policy)
         shared = [float(v) for v in np.mean(scores, axis=0).tolist()]
         terms = []
         for s, value in zip(scores, self.values, strict=True):
@@ -153,7 +158,7 @@ class Candidates:
             if i == self.serving:
                 continue
             st = m.state()
-            for name in _ARRAYS:
+            for name in REWARD_ARRAYS:
                 a = getattr(st, name)
                 if a is not None:
                     out[f"candidates.{i}.{name}"] = a
@@ -186,12 +191,6 @@ class Candidates:
         gaps = saved["gaps"]
         if not isinstance(gaps, list) or len(gaps) != len(self.gaps):
             raise ValueError(f"{loc}.gaps: must hold one item per pair of candidates")
-        for k, g in enumerate(gaps):
-            ok = isinstance(g, dict) and set(g) == {"kind", "n", "mean", "m2"}
-            ok = ok and g["kind"] == "difference" and type(g["n"]) is int and g["n"] >= 0
-            ok = ok and all(type(g[f]) is float and math.isfinite(g[f]) for f in ("mean", "m2"))
-            if not ok or g["m2"] < 0:
-                raise ValueError(f"{loc}.gaps[{k}]: must be a difference's n, mean and m2 >= 0")
         for i, m in enumerate(self.models):
             if i == self.serving:
                 continue
@@ -199,7 +198,7 @@ class Candidates:
             ok = isinstance(c, list) and len(c) == 2 and all(type(v) is int and v >= 0 for v in c)
             if not ok:
                 raise ValueError(f"{loc}.counts[{i}]: must be [seen, updates], integers >= 0")
-            got = {k: arrays.get(f"candidates.{i}.{k}") for k in _ARRAYS}
+            got = {k: arrays.get(f"candidates.{i}.{k}") for k in REWARD_ARRAYS}
             if got["mu"] is None or got["y_stats"] is None or got["noise"] is None:
                 raise ValueError(f"array candidates.{i}.mu, y_stats or noise is missing")
             st = RegressionState(got["mu"], got["sigma"], c[0], c[1], got["y_stats"], got["noise"])

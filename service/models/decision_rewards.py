@@ -62,9 +62,10 @@ def first_nonfinite_row(models: list[Any], x: Batch, t: list[float], w: list[flo
     return min(found) if found else None
 
 
-def evaluate(adapter: Any, ev: dict[str, Any], reward: float, rows: Batch) -> None:
+def evaluate(adapter: Any, ev: dict[str, Any], reward: float, rows: Batch) -> Any:
     """An event's off-policy terms from the reward model serving as it is (before it
-    learns the event): each target policy's probabilities and the model's scores."""
+    learns the event): each target policy's probabilities and the model's scores,
+    which it returns."""
     raw, _ = adapter.model.predict_details(rows)
     scores = [float(s) for s in raw.tolist()]
     p = [float(v) for v in ev["p"]]
@@ -80,3 +81,4 @@ def evaluate(adapter: Any, ev: dict[str, Any], reward: float, rows: Batch) -> No
                **adapter.own_targets(p, raw, rows)}  # fmt: skip
     for name, e in adapter.evaluations.items():
         e.update(p[a], reward, *dr_parts(targets[name], scores, a))
+    return raw

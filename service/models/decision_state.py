@@ -34,7 +34,7 @@ import numpy as np
 
 from learners.decisions.estimators import Evaluation
 from service.models.decision import DECISION_KEYS, TARGETS
-from service.models.decision_candidates import AUTO, AUTO_CANDIDATES
+from service.models.decision_candidates import AUTO, AUTO_CANDIDATES, REWARD_ARRAYS
 from service.models.decision_features import MODES
 from service.models.regression import learner_algorithm
 
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from service.models.decision import DecisionAdapter
 
 CHALLENGER = "challenger"  # a challenger's own estimate (service.models.decision_follower)
-REWARD_ARRAYS = ("mu", "sigma", "y_stats", "noise")
 _CARRIED = ("metrics", "drift")  # config fields besides the decision's own
 _FLOATS = {
     "ips": ("mean", "m2"),
@@ -159,6 +158,9 @@ def restore(
             raise ValueError("meta.decisions.candidates.values: must be a list of estimates")
         for i, v in enumerate(values):
             _evaluation(v, f"meta.decisions.candidates.values[{i}]")
+        gaps = c.get("gaps")
+        for i, g in enumerate(gaps if isinstance(gaps, list) else []):
+            _estimate(g, "difference", ("mean", "m2"), f"meta.decisions.candidates.gaps[{i}]")
         adapter.candidates.restore(c, arrays or {})
     adapter.rewards_learned = t
     adapter.mode = mode
@@ -179,14 +181,18 @@ def _evaluation(d: Any, loc: str) -> Evaluation:
     if not isinstance(d, dict) or set(d) != set(_FLOATS):
         raise ValueError(f"{loc}: must hold ips, snips and dr")
     for kind, fields in _FLOATS.items():
-        est, at = d[kind], f"{loc}.{kind}"
-        if not isinstance(est, dict) or set(est) != {"kind", "n", *fields}:
-            raise ValueError(f"{at}: must hold kind, n, {', '.join(fields)}")
-        if est["kind"] != kind or not _count(est["n"]):
-            raise ValueError(f"{at}: kind must be {kind!r} and n an integer >= 0")
-        for f in fields:
-            v = est[f]
-            if type(v) is not float or not math.isfinite(v) or (f in _NONNEGATIVE and v < 0):
-                sign = " >= 0" if f in _NONNEGATIVE else ""
-                raise ValueError(f"{at}.{f}: must be a finite float{sign}, got {v!r}")
+        _estimate(d[kind], kind, fields, f"{loc}.{kind}")
     return Evaluation.from_dict(d)
+
+
+def _estimate(est: Any, kind: str, fields: tuple[str, ...], at: str) -> None:
+    """One estimator's saved sums (``kind``, ``n`` and ``fields``), checked."""
+    if not isinstance(est, dict) or set(est) != {"kind", "n", *fields}:
+        raise ValueError(f"{at}: must hold kind, n, {', '.join(fields)}")
+    if est["kind"] != kind or not _count(est["n"]):
+        raise ValueError(f"{at}: kind must be {kind!r} and n an integer >= 0")
+    for f in fields:
+        v = est[f]
+        if type(v) is not float or not math.isfinite(v) or (f in _NONNEGATIVE and v < 0):
+            sign = " >= 0" if f in _NONNEGATIVE else ""
+            raise ValueError(f"{at}.{f}: must be a finite float{sign}, got {v!r}")
